@@ -1,0 +1,37 @@
+# `make run` and `make test` each bootstrap .venv from pyproject.toml, then do their job.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint types unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/twinlog --help
+
+lint: setup
+	$(BIN)/ruff check app store ha jobs bench tests
+
+types: setup
+	$(BIN)/mypy store ha
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: lint types unit
+
+bench: setup
+	$(BIN)/python bench/store_append.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

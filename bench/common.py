@@ -1,0 +1,24 @@
+"""Shared bits of the benchmarks: timing and printing figures next to their baseline."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+
+
+def timed(function: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def header(title: str) -> None:
+    print(f"== {title} ({platform.python_implementation()} {platform.python_version()}, "
+          f"{platform.machine()})")
+
+
+def row(name: str, value: float, unit: str, baseline: float | None = None,
+        target: str = "") -> None:
+    ratio = f"  ratio {value / baseline:6.2f}" if baseline else ""
+    print(f"  {name:<44} {value:14,.1f} {unit:<8}{ratio}  {target}".rstrip())

@@ -1,0 +1,42 @@
+"""twinlog's message store: commit log, consume queues, flush, recovery, retention.
+
+Knows nothing of HTTP or replication sockets; replication plugs in via `ReplicationGuard`.
+"""
+
+from store.completion import PutCompletion
+from store.config import ConfigError, StoreConfig
+from store.errors import OffsetNotAvailableError, StoreCorruptError, StoreError, StoreStateError
+from store.message_store import Lifecycle, MessageStore, ReplicationGuard
+from store.reads import GetMessagesResult, GetMessageStatus
+from store.record import Message, StoredMessage
+from store.recovery import RecoveryReport
+from store.status import (
+    AppendRawStatus,
+    BrokerRole,
+    FlushDiskType,
+    PutMessageResult,
+    PutMessageStatus,
+)
+
+__all__ = [
+    "AppendRawStatus",
+    "BrokerRole",
+    "ConfigError",
+    "FlushDiskType",
+    "GetMessageStatus",
+    "GetMessagesResult",
+    "Lifecycle",
+    "Message",
+    "MessageStore",
+    "OffsetNotAvailableError",
+    "PutCompletion",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "RecoveryReport",
+    "ReplicationGuard",
+    "StoreConfig",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreStateError",
+    "StoredMessage",
+]

@@ -1,0 +1,270 @@
+"""The commit log: every message of every topic, appended to one log of mapped files.
+
+Appends (one message, a batch, or raw replicated bytes) happen under one lock; reads do not
+take it: a reader only looks below the write position, which moves after the bytes are in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from store.config import StoreConfig
+from store.errors import OffsetNotAvailableError
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
+from store.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    Message,
+    RecordError,
+    StoredMessage,
+    decode_record,
+    encode_blank,
+    encode_message,
+)
+from store.status import AppendRawStatus, PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TransferSource:
+    """A byte range inside one commit-log file, ready for `os.sendfile`."""
+
+    fd: int
+    file_position: int
+    offset: int
+    size_bytes: int
+
+
+class CommitLog:
+    def __init__(self, config: StoreConfig, on_append: Callable[[], None]) -> None:
+        self._config = config
+        self._files = MappedFileQueue(config.data_dir / "commitlog", config.mapped_file_size_bytes)
+        self._lock = threading.Lock()
+        self._on_append = on_append
+        self._store_host = config.store_host_bytes
+        self._record_size_max = config.mapped_file_size_bytes - END_FILE_MIN_BLANK_LENGTH
+        # Next queue offset per (topic, queue id); rebuilt from the consume queues at recovery.
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._round_robin: dict[str, Iterator[int]] = {}
+        self._queue_counts: dict[str, int] = {}
+        # The file appends go to, cached: looked up under the lock on every put otherwise.
+        self._last_file: MappedFile | None = None
+
+    @property
+    def files(self) -> MappedFileQueue:
+        return self._files
+
+    def load(self) -> None:
+        self._files.load()
+        self._last_file = self._files.last_file()
+
+    def close(self) -> None:
+        self._files.close()
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self._files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self._files.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._files.flushed_offset
+
+    def flush(self) -> int:
+        return self._files.flush()
+
+    def set_queue_offsets(self, queue_offsets: dict[tuple[str, int], int]) -> None:
+        with self._lock:
+            self._queue_offsets = dict(queue_offsets)
+
+    def set_queue_count(self, topic: str, queue_count: int) -> None:
+        assert 1 <= queue_count <= self._config.queue_count_max
+        if self._queue_counts.get(topic) != queue_count:
+            self._queue_counts[topic] = queue_count
+            self._round_robin.pop(topic, None)
+
+    def queue_count(self, topic: str) -> int:
+        return self._queue_counts.get(topic, self._config.default_queue_count)
+
+    # -- appends ---------------------------------------------------------------------------
+
+    def append(self, message: Message) -> PutMessageResult:
+        """One message: the hot path of every single put, kept free of per-call lists."""
+        queue_id = self._choose_queue(message)
+        if queue_id < 0:
+            return self._bad_queue(message)
+        encoded = encode_message(
+            message, queue_id, time.time_ns() // 1_000_000, self._store_host,
+            self._config.message_size_max_bytes,
+        )
+        if isinstance(encoded, tuple):
+            return _refused(*encoded)
+        result = PutMessageResult(PutMessageStatus.PUT_OK, queue_id, -1, -1, len(encoded),
+                                  self._store_host)
+        with self._lock:
+            self._write_locked(message.topic, queue_id, encoded, result)
+        self._on_append()
+        return result
+
+    def append_batch(self, messages: Sequence[Message]) -> list[PutMessageResult]:
+        """Encode outside the lock, then write every valid record under one lock hold."""
+        store_timestamp_ms = time.time_ns() // 1_000_000
+        results: list[PutMessageResult] = []
+        records: list[tuple[int, PutMessageResult, bytes, str]] = []
+        for message in messages:
+            queue_id = self._choose_queue(message)
+            if queue_id < 0:
+                results.append(self._bad_queue(message))
+                continue
+            encoded = encode_message(
+                message, queue_id, store_timestamp_ms, self._store_host,
+                self._config.message_size_max_bytes,
+            )
+            if isinstance(encoded, tuple):
+                results.append(_refused(*encoded))
+                continue
+            result = PutMessageResult(PutMessageStatus.PUT_OK, queue_id, -1, -1, len(encoded),
+                                      self._store_host)
+            results.append(result)
+            records.append((queue_id, result, encoded, message.topic))
+        if records:
+            with self._lock:
+                for queue_id, result, record, topic in records:
+                    self._write_locked(topic, queue_id, record, result)
+            self._on_append()
+        return results
+
+    def _bad_queue(self, message: Message) -> PutMessageResult:
+        return _refused(
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"queue_id {message.queue_id} is outside [0, {self.queue_count(message.topic)})",
+        )
+
+    def _choose_queue(self, message: Message) -> int:
+        queue_id = message.queue_id
+        if queue_id is not None:
+            return queue_id if 0 <= queue_id < self.queue_count(message.topic) else -1
+        cycle = self._round_robin.get(message.topic)
+        if cycle is None:
+            cycle = itertools.cycle(range(self.queue_count(message.topic)))
+            cycle = self._round_robin.setdefault(message.topic, cycle)
+        return next(cycle)
+
+    def _write_locked(
+        self, topic: str, queue_id: int, record: bytes, result: PutMessageResult
+    ) -> None:
+        size = len(record)
+        mapped = self._last_file
+        if mapped is None or size + END_FILE_MIN_BLANK_LENGTH > mapped.remaining_bytes:
+            if size > self._record_size_max:
+                result.status = PutMessageStatus.MESSAGE_ILLEGAL
+                result.detail = f"record of {size} bytes does not fit a commit-log file"
+                result.wrote_bytes = 0
+                return
+            try:
+                if mapped is not None and not mapped.is_full:
+                    self._close_file_locked(mapped)
+                mapped = self._last_file = self._files.writable_file()
+            except OSError as error:
+                log.error("cannot create a commit-log file: %s", error)
+                result.status = PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+                result.detail = str(error)
+                result.wrote_bytes = 0
+                return
+        key = (topic, queue_id)
+        queue_offset = self._queue_offsets.get(key, 0)
+        result.commit_log_offset = mapped.append_record(record, queue_offset)
+        self._queue_offsets[key] = queue_offset + 1
+        result.queue_offset = queue_offset
+
+    @staticmethod
+    def _close_file_locked(mapped: MappedFile) -> None:
+        """Mark the rest of the file blank; readers and the slave skip to the next file."""
+        remaining = mapped.remaining_bytes
+        mapped.append(encode_blank(remaining))
+        mapped.write_position = mapped.size_bytes
+
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> AppendRawStatus:
+        """The slave's write: replicated bytes that must start exactly at our max offset."""
+        with self._lock:
+            if offset != self.max_offset:
+                return AppendRawStatus.OFFSET_MISMATCH
+            try:
+                mapped = self._files.writable_file(start_if_empty=offset)
+            except OSError as error:
+                log.error("cannot create a commit-log file: %s", error)
+                return AppendRawStatus.CREATE_MAPPED_FILE_FAILED
+            if mapped.write_offset != offset:
+                return AppendRawStatus.OFFSET_MISMATCH
+            if len(data) > mapped.remaining_bytes:
+                return AppendRawStatus.SPANS_FILES
+            mapped.append(data)
+            self._last_file = mapped
+        self._on_append()
+        return AppendRawStatus.OK
+
+    def truncate(self, offset: int) -> int:
+        with self._lock:
+            cleared_bytes = self._files.truncate(offset)
+            self._last_file = self._files.last_file()
+            return cleared_bytes
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _file_for(self, offset: int) -> MappedFile:
+        mapped = self._files.find_file(offset)
+        if mapped is None or offset >= mapped.write_offset:
+            raise OffsetNotAvailableError(
+                f"offset {offset} is outside [{self.min_offset}, {self.max_offset})"
+            )
+        return mapped
+
+    def read_record(self, offset: int) -> StoredMessage:
+        mapped = self._file_for(offset)
+        position = offset - mapped.start_offset
+        try:
+            view = mapped.view(position, mapped.write_position - position)
+            return decode_record(view)
+        except ValueError as error:  # RecordError, or the file was closed by retention
+            if isinstance(error, RecordError):
+                raise
+            raise OffsetNotAvailableError(f"offset {offset}: {error}") from error
+
+    def read_bytes(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) cut at the end of the file holding `start` and at max offset."""
+        mapped = self._file_for(start)
+        position = start - mapped.start_offset
+        size = min(end, mapped.write_offset) - start
+        return mapped.read(position, size) if size > 0 else b""
+
+    def transfer_source(self, start: int, size_bytes_max: int) -> TransferSource | None:
+        """Where [start, start + n) lies on disk for `os.sendfile`, never across two files."""
+        try:
+            mapped = self._file_for(start)
+        except OffsetNotAvailableError:
+            return None
+        position = start - mapped.start_offset
+        size = min(size_bytes_max, mapped.write_position - position)
+        return TransferSource(mapped.fd, position, start, size)
+
+    def file_starting_at_or_after(self, offset: int) -> int | None:
+        """The start offset of the first file whose start is >= `offset`, if any."""
+        for mapped in self._files.files:
+            if mapped.start_offset >= offset:
+                return mapped.start_offset
+        return None
+
+
+def _refused(status: PutMessageStatus, detail: str) -> PutMessageResult:
+    return PutMessageResult(status, detail=detail)

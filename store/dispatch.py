@@ -1,0 +1,156 @@
+"""Dispatch: reads the commit log from where it left off and writes consume-queue entries.
+
+It reads records the way a slave receives them, so raw replicated bytes get queues too: a
+record is dispatched only once all of its bytes are below the commit log's max offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+
+from store.commit_log import CommitLog
+from store.consume_queue import ConsumeQueues, Entry
+from store.record import (
+    BLANK_MAGIC,
+    HEADER_SIZE,
+    MESSAGE_MAGIC,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    RECORD_OVERHEAD,
+    RecordError,
+    tags_code,
+)
+from store.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+# TOTALSIZE, MAGIC, QUEUEID at 12, QUEUEOFFSET at 20, BODYLEN at 84: one unpack a record.
+_DISPATCH_FIELDS = struct.Struct(">iI4xi4xq56xi")
+_PREFIX = struct.Struct(">iI")
+_TOPIC_NAMES_MAX = 65536
+_TAGS_PREFIX = (PROPERTY_TAGS + "\x01").encode()
+_SEPARATOR = PROPERTY_SEPARATOR.encode()
+_BATCH_RECORDS_MAX = 4096
+_IDLE_WAIT_S = 0.05
+_BATCHES_PER_ROUND_MAX = 64
+
+
+class DispatchService(ServiceThread):
+    name = "dispatch"
+
+    def __init__(self, commit_log: CommitLog, queues: ConsumeQueues) -> None:
+        super().__init__()
+        self._commit_log = commit_log
+        self._queues = queues
+        self.dispatched_offset = 0
+        # Start of the last record dispatched (-1: none yet); the checkpoint keeps it.
+        self.last_record_offset = -1
+        self._topic_names: dict[bytes, str] = {}
+        self._dispatch_lock = threading.Lock()
+
+    def stop(self, *, drain: bool = True) -> None:
+        super().stop()
+        if drain:  # whatever was appended before stop gets its entries
+            while self.dispatch_available():
+                pass
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(dispatched offset, start of the last record before it), read consistently."""
+        with self._dispatch_lock:
+            return self.dispatched_offset, self.last_record_offset
+
+    @property
+    def behind_bytes(self) -> int:
+        return max(0, self._commit_log.max_offset - self.dispatched_offset)
+
+    def run_once(self) -> float:
+        return 0.0 if self.dispatch_available() else _IDLE_WAIT_S
+
+    def dispatch_available(self) -> bool:
+        """Dispatch every complete record below the max offset; return whether any was."""
+        progressed = False
+        with self._dispatch_lock:  # one dispatcher at a time: the thread, recovery or a test
+            for _ in range(_BATCHES_PER_ROUND_MAX):
+                if self._dispatch_batch() == 0:
+                    return progressed
+                progressed = True
+        return progressed
+
+    def _dispatch_batch(self) -> int:
+        """Parse up to a batch of complete records of one file, then write their entries,
+        grouped by queue, one write per queue: parsing is per record, writing is not."""
+        offset = self.dispatched_offset
+        max_offset = self._commit_log.max_offset
+        if offset >= max_offset:
+            return 0
+        mapped = self._commit_log.files.find_file(offset)
+        if mapped is None:
+            if offset < self._commit_log.min_offset:  # retention passed us: jump ahead
+                self.dispatched_offset = self._commit_log.min_offset
+                return 1
+            return 0
+        base = mapped.start_offset
+        limit = min(mapped.write_position, max_offset - base)
+        position = offset - base
+        buffer = mapped.buffer
+        pending: dict[tuple[bytes, int], list[Entry]] = {}
+        count = 0
+        last_record = -1
+        while count < _BATCH_RECORDS_MAX and position + 8 <= limit:
+            if position + _DISPATCH_FIELDS.size <= limit:
+                total_size, magic, queue_id, queue_offset, body_size = (
+                    _DISPATCH_FIELDS.unpack_from(buffer, position))
+            else:
+                total_size, magic = _PREFIX.unpack_from(buffer, position)
+                queue_id = queue_offset = body_size = 0
+            if magic == BLANK_MAGIC:
+                position = mapped.size_bytes  # the rest of the file is blank
+                count += 1
+                break
+            if magic != MESSAGE_MAGIC or total_size < RECORD_OVERHEAD:
+                self._write(pending)
+                self.dispatched_offset = base + position
+                raise RecordError(f"bad record at offset {base + position}")
+            if position + total_size > limit:
+                break  # the rest of the record has not arrived yet (slave)
+            cursor = position + HEADER_SIZE + body_size
+            topic_end = cursor + 1 + buffer[cursor]
+            key = (buffer[cursor + 1 : topic_end], queue_id)
+            properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
+            code = _tags_code_of(buffer[topic_end + 2 : topic_end + 2 + properties_size]) \
+                if properties_size else 0
+            entries = pending.get(key)
+            if entries is None:
+                entries = pending[key] = []
+            entries.append((queue_offset, base + position, total_size, code))
+            last_record = position
+            position += total_size
+            count += 1
+        self._write(pending)
+        if last_record >= 0:
+            self.last_record_offset = base + last_record
+        self.dispatched_offset = base + position
+        return count
+
+    def _write(self, pending: dict[tuple[bytes, int], list[Entry]]) -> None:
+        for (raw_topic, queue_id), entries in pending.items():
+            topic = self._topic_names.get(raw_topic)
+            if topic is None:
+                topic = raw_topic.decode("utf-8")
+                if len(self._topic_names) < _TOPIC_NAMES_MAX:
+                    self._topic_names[raw_topic] = topic
+            self._queues.get_or_create(topic, queue_id).put_many(entries)
+
+
+def _tags_code_of(properties: bytes) -> int:
+    start = 0 if properties.startswith(_TAGS_PREFIX) else properties.find(b"\x02" + _TAGS_PREFIX)
+    if start < 0:
+        return 0
+    if start > 0:
+        start += 1
+    start += len(_TAGS_PREFIX)
+    end = properties.find(_SEPARATOR, start)
+    return tags_code(properties[start : end if end >= 0 else len(properties)].decode("utf-8"))

@@ -1,0 +1,269 @@
+"""The message store: commit log, consume queues, dispatch, flush, retention, recovery.
+
+`put_message` answers at once with the append result and a `PutCompletion` that completes
+when the configured guarantees hold (flush for SYNC_FLUSH, slaves for SYNC_MASTER). Nothing
+here knows HTTP or sockets: replication plugs in through `ReplicationGuard`.
+"""
+
+from __future__ import annotations
+
+import enum
+import fcntl
+import logging
+import os
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Protocol
+
+from store.commit_log import CommitLog
+from store.completion import PutCompletion
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueues
+from store.deadlines import DeadlineService
+from store.dispatch import DispatchService
+from store.errors import StoreStateError
+from store.flush import FlushService
+from store.paths import StorePaths
+from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages
+from store.record import Message
+from store.recovery import RecoveryReport, recover
+from store.retention import RetentionService
+from store.service import ServiceThread
+from store.status import (
+    AppendRawStatus,
+    BrokerRole,
+    FlushDiskType,
+    PutMessageResult,
+    PutMessageStatus,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ReplicationGuard(Protocol):
+    """What SYNC_MASTER puts need from replication (implemented in ha/)."""
+
+    def is_slave_ok(self, end_offset: int) -> bool: ...
+
+    def wait_replicated(self, end_offset: int) -> Future[PutMessageStatus]: ...
+
+    @property
+    def pending_count(self) -> int: ...
+
+
+class Lifecycle(enum.Enum):
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+
+
+_OK = PutCompletion.done(PutMessageStatus.PUT_OK)
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.paths = StorePaths(config.data_dir)
+        self.state = Lifecycle.CREATED
+        self.queues = ConsumeQueues(config)
+        self.commit_log = CommitLog(config, on_append=self._on_append)
+        self.dispatch = DispatchService(self.commit_log, self.queues)
+        self._wake_dispatch = self.dispatch.wake
+        self.flush = FlushService(config, self.commit_log, self.queues, self.dispatch,
+                                  self.paths.checkpoint)
+        self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
+        self.deadlines = DeadlineService()
+        self.deadlines.watch(self.flush.waits)
+        self.recovery: RecoveryReport | None = None
+        self._replication: ReplicationGuard | None = None
+        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._is_slave = config.broker_role is BrokerRole.SLAVE
+        self._is_sync_master = config.broker_role is BrokerRole.SYNC_MASTER
+        self._lock_fd: int | None = None
+        self._accepting_without_waits = False
+        # Refusals by status; PUT_OK apart, as a plain int: hashing an enum is not free.
+        self.put_counts: Counter[PutMessageStatus] = Counter()
+        self.put_ok_count = 0
+        self.put_bytes_total = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> RecoveryReport:
+        if self.state is not Lifecycle.CREATED:
+            raise StoreStateError(f"start() on a store that is {self.state.value}")
+        self.paths.ensure()
+        self._take_lock()
+        crashed = self.paths.abort_marker.exists()
+        try:
+            self.recovery = recover(self.paths, self.commit_log, self.queues, self.dispatch,
+                                    crashed=crashed,
+                                    check_crc=self.config.check_crc_on_recover)
+        except BaseException:
+            self._release_lock()
+            self.commit_log.close()
+            self.queues.close()
+            raise
+        self.paths.abort_marker.write_bytes(b"")
+        self.flush.checkpoint()
+        for service in self._services:
+            service.start()
+        self.state = Lifecycle.RUNNING
+        self._update_fast_path()
+        return self.recovery
+
+    def shutdown(self) -> None:
+        """Clean stop: everything flushed, checkpoint written, abort marker removed."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"shutdown() on a store that is {self.state.value}")
+        self.state = Lifecycle.STOPPED
+        self._update_fast_path()
+        for service in reversed(self._services):
+            service.stop()
+        self.flush.checkpoint()
+        self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        self.paths.abort_marker.unlink(missing_ok=True)
+        self._close()
+
+    def halt(self) -> None:
+        """Stop as a crash would: no flush, no checkpoint, the abort marker stays (tests)."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"halt() on a store that is {self.state.value}")
+        self.state = Lifecycle.STOPPED
+        self._update_fast_path()
+        for service in reversed(self._services):
+            if service is self.dispatch:
+                self.dispatch.stop(drain=False)
+            else:
+                service.stop()
+        self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        self._close()
+
+    @property
+    def _services(self) -> tuple[ServiceThread, ...]:
+        return (self.deadlines, self.dispatch, self.flush, self.retention)
+
+    def _close(self) -> None:
+        self.commit_log.close()
+        self.queues.close()
+        self._release_lock()
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            os.close(fd)
+            raise StoreStateError(
+                f"{self.paths.root} is in use by another store (lock {self.paths.lock})"
+            ) from error
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- puts ------------------------------------------------------------------------------
+
+    def set_replication(self, guard: ReplicationGuard | None) -> None:
+        self._replication = guard
+        self._update_fast_path()
+
+    def _update_fast_path(self) -> None:
+        """Whether a put can skip the refusal checks: running, a master, and no put can wait
+        (ASYNC_FLUSH, no SYNC_MASTER guard), so the bound on waiting puts cannot be reached."""
+        self._accepting_without_waits = (
+            self.state is Lifecycle.RUNNING
+            and not self._is_slave
+            and not self._sync_flush
+            and (self._replication is None or not self._is_sync_master)
+        )
+
+    def set_queue_count(self, topic: str, queue_count: int) -> None:
+        self.commit_log.set_queue_count(topic, queue_count)
+
+    def put_message(self, message: Message) -> tuple[PutMessageResult, PutCompletion]:
+        if not self._accepting_without_waits:
+            refusal = self._refusal()
+            if refusal is not None:
+                return refusal, PutCompletion.done(refusal.status)
+        result = self.commit_log.append(message)
+        return result, self._guarantees(result)
+
+    def put_messages(
+        self, messages: Sequence[Message]
+    ) -> list[tuple[PutMessageResult, PutCompletion]]:
+        """One result per message, all appended under one lock hold."""
+        refusal = self._refusal()
+        if refusal is not None:
+            done = PutCompletion.done(refusal.status)
+            return [(refusal, done) for _ in messages]
+        return [(result, self._guarantees(result))
+                for result in self.commit_log.append_batch(messages)]
+
+    def _refusal(self) -> PutMessageResult | None:
+        if self.state is not Lifecycle.RUNNING:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    detail=f"store is {self.state.value}")
+        if self._is_slave:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    detail="this broker is a slave")
+        pending = len(self.flush.waits)
+        if self._replication is not None:
+            pending += self._replication.pending_count
+        if pending >= self.config.max_pending_puts:
+            return PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY,
+                                    detail=f"{pending} puts are waiting for their guarantees")
+        return None
+
+    def _guarantees(self, result: PutMessageResult) -> PutCompletion:
+        status = result.status
+        if status is not PutMessageStatus.PUT_OK:
+            self.put_counts[status] += 1
+            return PutCompletion.done(status)
+        self.put_ok_count += 1
+        self.put_bytes_total += result.wrote_bytes
+        end_offset = result.commit_log_offset + result.wrote_bytes
+        flushed = PutCompletion(future=self.flush.request(end_offset)) if self._sync_flush else _OK
+        guard = self._replication
+        if guard is None or not self._is_sync_master:
+            return flushed
+        if not guard.is_slave_ok(end_offset):
+            replicated = PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+        else:
+            replicated = PutCompletion(future=guard.wait_replicated(end_offset))
+        return PutCompletion.combine(flushed, replicated)
+
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> AppendRawStatus:
+        """The slave's write path: replicated bytes at exactly our max offset."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"append_raw() on a store that is {self.state.value}")
+        return self.commit_log.append_raw(offset, data)
+
+    def _on_append(self) -> None:
+        self._wake_dispatch()
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_messages(
+        self, topic: str, queue_id: int, queue_offset: int, max_count: int,
+        max_bytes: int = READ_BYTES_MAX,
+    ) -> GetMessagesResult:
+        return get_messages(self.commit_log, self.queues, topic, queue_id, queue_offset,
+                            max_count, max_bytes)
+
+    def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
+        """[min, max) queue offsets of a queue, or None when it has no entries yet."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return None
+        return queue.min_queue_offset, queue.max_queue_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.commit_log.max_offset

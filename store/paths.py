@@ -1,0 +1,61 @@
+"""Every on-disk path of a store, in one place. File names are 20-digit start offsets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+OFFSET_NAME_DIGITS = 20
+TEMP_SUFFIX = ".tmp"
+
+
+def offset_to_name(offset: int) -> str:
+    assert 0 <= offset < 10**OFFSET_NAME_DIGITS, offset
+    return f"{offset:0{OFFSET_NAME_DIGITS}d}"
+
+
+def name_to_offset(name: str) -> int | None:
+    """The start offset a file name encodes, or None for a name that is not one of ours."""
+    if len(name) != OFFSET_NAME_DIGITS or not name.isdigit() or not name.isascii():
+        return None
+    return int(name)
+
+
+@dataclass(frozen=True, slots=True)
+class StorePaths:
+    root: Path
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.root / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    def consume_queue_for(self, topic: str, queue_id: int) -> Path:
+        return self.consume_queue_dir / topic / str(queue_id)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def abort_marker(self) -> Path:
+        return self.root / "abort"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def metadata_database(self) -> Path:
+        return self.root / "metadata.sqlite3"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "snapshots"
+
+    def ensure(self) -> None:
+        self.commit_log_dir.mkdir(parents=True, exist_ok=True)
+        self.consume_queue_dir.mkdir(parents=True, exist_ok=True)

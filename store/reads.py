@@ -1,0 +1,78 @@
+"""Reading a topic/queue from a queue offset, bounded in count and bytes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from store.commit_log import CommitLog
+from store.consume_queue import ConsumeQueues
+from store.errors import OffsetNotAvailableError
+from store.record import RecordError, StoredMessage
+
+READ_MESSAGES_MAX = 1024
+READ_BYTES_MAX = 16 * 1024 * 1024
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+
+
+@dataclass(slots=True)
+class GetMessagesResult:
+    status: GetMessageStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[StoredMessage] = field(default_factory=list)
+
+
+def get_messages(
+    commit_log: CommitLog,
+    queues: ConsumeQueues,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    max_count: int,
+    max_bytes: int = READ_BYTES_MAX,
+) -> GetMessagesResult:
+    """Messages from `queue_offset` on. `next_offset` is where the next read should start;
+    an offset below the queue's min answers OFFSET_TOO_SMALL with next_offset = min."""
+    max_count = max(1, min(max_count, READ_MESSAGES_MAX))
+    max_bytes = max(1, min(max_bytes, READ_BYTES_MAX))
+    queue = queues.get(topic, queue_id)
+    if queue is None:
+        return GetMessagesResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    low, high = queue.min_queue_offset, queue.max_queue_offset
+    if high == low:
+        return GetMessagesResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, low, low, high)
+    if queue_offset < low:
+        return GetMessagesResult(GetMessageStatus.OFFSET_TOO_SMALL, low, low, high)
+    if queue_offset == high:
+        return GetMessagesResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, high, low, high)
+    if queue_offset > high:
+        return GetMessagesResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, high, low, high)
+    result = GetMessagesResult(GetMessageStatus.FOUND, queue_offset, low, high)
+    size_total = 0
+    offset = queue_offset
+    while offset < high and len(result.messages) < max_count:
+        entry = queue.get(offset)
+        if entry is not None:
+            commit_log_offset, size, _ = entry
+            if result.messages and size_total + size > max_bytes:
+                break
+            try:
+                message = commit_log.read_record(commit_log_offset)
+            except (OffsetNotAvailableError, RecordError):
+                message = None  # removed by retention between the two reads: skip it
+            if message is not None:
+                result.messages.append(message)
+                size_total += size
+        offset += 1
+    result.next_offset = offset
+    return result

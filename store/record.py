@@ -1,0 +1,290 @@
+"""RocketMQ's V1 commit-log record, byte for byte (shared/reference/rocketmq-ha.md section 4).
+
+Every integer is big-endian. A record is encoded outside the commit-log lock with placeholder
+queue and physical offsets; `stamp_offsets` fills those two in under the lock. Readers verify
+what they read (`decode_record`), writers validate what they write (`encode_message`).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from store.status import PutMessageStatus
+from store.topic import TOPIC_LENGTH_MAX, topic_problem
+
+MESSAGE_MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+PROPERTIES_SIZE_MAX = 32767
+MESSAGE_SIZE_MAX_DEFAULT = 4 * 1024 * 1024
+
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# TOTALSIZE, MAGIC, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP,
+# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED_TX_OFFSET, BODYLEN.
+HEADER = struct.Struct(">iIiiiqqiq8sq8siqi")
+HEADER_SIZE = HEADER.size
+QUEUE_OFFSET_POSITION = 20
+OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at QUEUE_OFFSET_POSITION
+PREFIX = struct.Struct(">iI")  # TOTALSIZE, MAGIC: enough to tell a record from a blank
+BLANK = PREFIX
+_TOPIC_LENGTH = struct.Struct(">B")
+_PROPERTIES_LENGTH = struct.Struct(">H")
+_BODY_LENGTH = struct.Struct(">i")
+# Sizes that do not depend on the message: header, topic length byte, properties length.
+RECORD_OVERHEAD = HEADER_SIZE + 1 + 2
+SYSFLAG_BORNHOST_V6 = 0x10
+SYSFLAG_STOREHOST_V6 = 0x20
+
+DEFAULT_HOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+
+assert HEADER_SIZE == 88
+
+
+class RecordError(ValueError):
+    """The bytes at an offset are not a valid record (torn, corrupt or foreign)."""
+
+
+@dataclass(slots=True)
+class Message:
+    """A message as a producer hands it to the store."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    queue_id: int | None = None
+    flag: int = 0
+    born_timestamp_ms: int = 0
+    born_host: bytes = DEFAULT_HOST
+    reconsume_times: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """A record read back from the commit log, every field of the V1 format."""
+
+    total_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes
+    store_timestamp_ms: int
+    store_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def msg_id(self) -> str:
+        return (self.store_host + self.commit_log_offset.to_bytes(8, "big")).hex().upper()
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def encode_properties(properties: dict[str, str]) -> bytes:
+    """`k\\x01v\\x02` pairs; a key or value holding a separator cannot be encoded."""
+    if not properties:
+        return b""
+    parts = []
+    for name, value in properties.items():
+        if _has_separator(name) or _has_separator(value) or not name:
+            raise RecordError(f"property {name!r} is empty or holds a separator character")
+        parts.append(f"{name}\x01{value}\x02")
+    return "".join(parts).encode("utf-8")
+
+
+def _has_separator(text: str) -> bool:
+    return NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for pair in bytes(raw).decode("utf-8").split(PROPERTY_SEPARATOR):
+        if not pair:
+            continue
+        name, separator, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if not separator:
+            raise RecordError(f"property pair {pair!r} has no name/value separator")
+        properties[name] = value
+    return properties
+
+
+@lru_cache(maxsize=4096)
+def _topic_bytes(topic: str) -> bytes | None:
+    """The topic's length byte and UTF-8 bytes, or None when the name is not valid."""
+    if topic_problem(topic) is not None:
+        return None
+    raw = topic.encode("utf-8")
+    return _TOPIC_LENGTH.pack(len(raw)) + raw
+
+
+@lru_cache(maxsize=4096)
+def tags_code(tags: str) -> int:
+    """Java's String.hashCode of the tags, widened to int64 as RocketMQ's tagsCode."""
+    value = 0
+    units = tags.encode("utf-16-be")
+    for index in range(0, len(units), 2):
+        value = (31 * value + (units[index] << 8 | units[index + 1])) & 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def encode_message(
+    message: Message,
+    queue_id: int,
+    store_timestamp_ms: int,
+    store_host: bytes,
+    message_size_max_bytes: int,
+) -> bytes | tuple[PutMessageStatus, str]:
+    """Encode a record with zero queue/physical offsets, or say why the message is refused."""
+    body = message.body
+    properties = message.properties
+    tail = _tail_without_properties(message.topic) if not properties else None
+    if tail is None:
+        refusal_or_tail = _tail(message.topic, properties)
+        if isinstance(refusal_or_tail, tuple):
+            return refusal_or_tail
+        tail = refusal_or_tail
+    body_size = len(body)
+    if body_size > message_size_max_bytes:
+        return (
+            PutMessageStatus.MESSAGE_ILLEGAL,
+            f"body of {body_size} bytes is over the limit of {message_size_max_bytes} bytes",
+        )
+    return HEADER.pack(
+        HEADER_SIZE + body_size + len(tail),
+        MESSAGE_MAGIC,
+        zlib.crc32(body) & 0x7FFFFFFF,
+        queue_id,
+        message.flag,
+        0,
+        0,
+        0,
+        message.born_timestamp_ms,
+        message.born_host,
+        store_timestamp_ms,
+        store_host,
+        message.reconsume_times,
+        0,
+        body_size,
+    ) + body + tail
+
+
+@lru_cache(maxsize=4096)
+def _tail_without_properties(topic: str) -> bytes | None:
+    """Topic length, topic, and an empty properties field; None for an invalid topic."""
+    topic_field = _topic_bytes(topic)
+    return None if topic_field is None else topic_field + b"\x00\x00"
+
+
+def _tail(topic: str, properties: dict[str, str]) -> bytes | tuple[PutMessageStatus, str]:
+    """Topic and properties fields, or the refusal when either is not valid."""
+    topic_field = _topic_bytes(topic)
+    if topic_field is None:
+        problem = topic_problem(topic)
+        return PutMessageStatus.MESSAGE_ILLEGAL, f"{problem} (at most {TOPIC_LENGTH_MAX} bytes)"
+    try:
+        raw = encode_properties(properties)
+    except (RecordError, UnicodeEncodeError) as error:
+        return PutMessageStatus.MESSAGE_ILLEGAL, str(error)
+    if len(raw) > PROPERTIES_SIZE_MAX:
+        return (
+            PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+            f"properties of {len(raw)} bytes are over the limit of {PROPERTIES_SIZE_MAX} bytes",
+        )
+    return topic_field + _PROPERTIES_LENGTH.pack(len(raw)) + raw
+
+
+def stamp_offsets(
+    buffer: bytearray | memoryview, position: int, queue_offset: int, commit_log_offset: int
+) -> None:
+    """Fill in the two offsets only known under the commit-log lock."""
+    OFFSETS.pack_into(buffer, position + QUEUE_OFFSET_POSITION, queue_offset, commit_log_offset)
+
+
+def encode_blank(size_bytes: int) -> bytes:
+    """The end-of-file marker: the remaining size and BLANK_MAGIC (readers skip to next file)."""
+    assert size_bytes >= END_FILE_MIN_BLANK_LENGTH
+    return BLANK.pack(size_bytes, BLANK_MAGIC)
+
+
+def decode_record(buffer: bytes | memoryview | bytearray, position: int = 0) -> StoredMessage:
+    """Decode and verify the record at `position`; raise RecordError when it is not whole."""
+    view = memoryview(buffer)
+    available = len(view) - position
+    if available < HEADER_SIZE:
+        raise RecordError(f"only {available} bytes left, a header needs {HEADER_SIZE}")
+    fields = HEADER.unpack_from(view, position)
+    total_size, magic, crc, queue_id, flag, queue_offset, physical_offset = fields[:7]
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08X}")
+    if total_size < RECORD_OVERHEAD or total_size > available:
+        raise RecordError(f"total size {total_size} does not fit the {available} bytes left")
+    sys_flag, born_ms, born_host, store_ms, store_host, reconsume, prepared, body_size = fields[7:]
+    if sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+        raise RecordError("IPv6 host fields are not supported")
+    cursor = position + HEADER_SIZE
+    if body_size < 0 or HEADER_SIZE + body_size + 3 > total_size:
+        raise RecordError(f"body size {body_size} does not fit total size {total_size}")
+    body = bytes(view[cursor : cursor + body_size])
+    cursor += body_size
+    if body_crc(body) != crc:
+        raise RecordError("body CRC does not match")
+    topic_size = view[cursor]
+    topic = bytes(view[cursor + 1 : cursor + 1 + topic_size]).decode("utf-8", "replace")
+    cursor += 1 + topic_size
+    (properties_size,) = _PROPERTIES_LENGTH.unpack_from(view, cursor)
+    cursor += 2
+    if cursor + properties_size - position != total_size:
+        raise RecordError(f"field sizes do not add up to total size {total_size}")
+    try:
+        properties = decode_properties(view[cursor : cursor + properties_size])
+    except UnicodeDecodeError as error:
+        raise RecordError(f"properties are not UTF-8: {error}") from error
+    return StoredMessage(
+        total_size=total_size,
+        body_crc=crc,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        commit_log_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp_ms=born_ms,
+        born_host=born_host,
+        store_timestamp_ms=store_ms,
+        store_host=store_host,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body=body,
+        topic=topic,
+        properties=properties,
+    )

@@ -1,0 +1,77 @@
+"""Retention: whole commit-log files go when older than the reserved time or when the disk is
+fuller than allowed; consume-queue files whose entries all point below the log go with them.
+The file being written, and anything dispatch has not read yet, is never removed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from store.commit_log import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueues
+from store.dispatch import DispatchService
+from store.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+
+def disk_used_ratio(path: Path) -> float:
+    stats = os.statvfs(path)
+    total = stats.f_blocks * stats.f_frsize
+    free = stats.f_bavail * stats.f_frsize
+    return 1.0 - free / total if total else 0.0
+
+
+class RetentionService(ServiceThread):
+    name = "retention"
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commit_log: CommitLog,
+        queues: ConsumeQueues,
+        dispatch: DispatchService,
+        used_ratio: Callable[[Path], float] = disk_used_ratio,
+        wall_clock_s: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self._config = config
+        self._commit_log = commit_log
+        self._queues = queues
+        self._dispatch = dispatch
+        self._used_ratio = used_ratio
+        self._wall_clock_s = wall_clock_s
+        self.removed_file_count = 0
+
+    def run_once(self) -> float:
+        self.delete_expired()
+        return self._config.retention_interval_ms / 1000
+
+    def delete_expired(self) -> int:
+        """Remove what retention allows now; return how many commit-log files went."""
+        reserved_s = self._config.file_reserved_hours * 3600
+        now_s = self._wall_clock_s()
+        files = self._commit_log.files.files
+        count = 0
+        for mapped in files[:-1]:  # never the file being written
+            if mapped.end_offset > self._dispatch.dispatched_offset:
+                break  # its records have no consume-queue entries yet
+            too_old = now_s - mapped.path.stat().st_mtime > reserved_s
+            too_full = self._used_ratio(self._config.data_dir) > self._config.disk_max_used_ratio
+            if not (too_old or too_full):
+                break
+            log.info("retention: removing %s (too old: %s, disk too full: %s)",
+                     mapped.path.name, too_old, too_full)
+            count += 1
+            # Remove one at a time so the disk ratio is re-read after each removal.
+            self._commit_log.files.delete_first(1)
+        if count:
+            self.removed_file_count += count
+            min_offset = self._commit_log.min_offset
+            for queue in self._queues.all():
+                queue.delete_files_below(min_offset)
+        return count

@@ -1,0 +1,57 @@
+"""A background service: one thread, a bounded loop, a stop event, woken rather than polled."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import ABC, abstractmethod
+
+log = logging.getLogger(__name__)
+
+
+class ServiceThread(ABC):
+    name = "service"
+
+    def __init__(self) -> None:
+        self._stop_event = threading.Event()
+        self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name} is already started")
+        self._stop_event.clear()
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None
+
+    def wake(self) -> None:
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
+    def _loop(self) -> None:
+        while not self._stop_event.is_set():
+            self._wakeup.clear()
+            try:
+                wait_s = self.run_once()
+            except Exception as error:  # a bug: keep it visible, keep the loop bounded
+                log.exception("%s failed", self.name)
+                self.last_error = f"{type(error).__name__}: {error}"
+                wait_s = 1.0
+            if wait_s > 0:
+                self._wakeup.wait(wait_s)
+
+    @abstractmethod
+    def run_once(self) -> float:
+        """Do one round of work; return how long to sleep before the next (woken earlier)."""

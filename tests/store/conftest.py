@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store import MessageStore, StoreConfig
+
+SMALL_FILE_BYTES = 64 * 1024
+SMALL_MESSAGE_MAX_BYTES = 16 * 1024
+
+
+def small_config(data_dir: Path, **overrides: Any) -> StoreConfig:
+    """Small files so that tests roll across several of them."""
+    settings: dict[str, Any] = {
+        "data_dir": data_dir,
+        "mapped_file_size_bytes": SMALL_FILE_BYTES,
+        "message_size_max_bytes": SMALL_MESSAGE_MAX_BYTES,
+        "consume_queue_entries_per_file": 64,
+        "flush_interval_ms": 20,
+        "flush_consume_queue_interval_ms": 50,
+    }
+    settings.update(overrides)
+    return StoreConfig(**settings)
+
+
+@pytest.fixture
+def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
+    """Start stores on tmp_path; whatever is still running at the end is shut down."""
+    opened: list[MessageStore] = []
+
+    def start(**overrides: Any) -> MessageStore:
+        store = MessageStore(small_config(overrides.pop("data_dir", tmp_path), **overrides))
+        store.start()
+        opened.append(store)
+        return store
+
+    yield start
+    for store in opened:
+        if store.state.value == "RUNNING":
+            store.shutdown()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Poll `condition` until it holds; fail the test at the deadline."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        time.sleep(0.005)
+
+
+def wait_dispatched(store: MessageStore, timeout_s: float = 10.0) -> None:
+    wait_until(lambda: store.dispatch.dispatched_offset >= store.max_offset, timeout_s)

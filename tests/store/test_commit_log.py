@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from store import (
+    AppendRawStatus,
+    BrokerRole,
+    Message,
+    MessageStore,
+    PutMessageStatus,
+    StoreCorruptError,
+)
+from store.errors import OffsetNotAvailableError
+from tests.store.conftest import SMALL_FILE_BYTES, small_config
+
+OpenStore = Callable[..., MessageStore]
+
+
+def _fill(store: MessageStore, count: int, size: int = 1000, topic: str = "T") -> list[int]:
+    offsets = []
+    for index in range(count):
+        body = index.to_bytes(4, "big") * (size // 4)
+        result, done = store.put_message(Message(topic, body, {"KEYS": f"k{index}"}))
+        assert result.status is PutMessageStatus.PUT_OK, result
+        assert done.result(5) is PutMessageStatus.PUT_OK
+        offsets.append(result.commit_log_offset)
+    return offsets
+
+
+def test_appends_roll_across_files(open_store: OpenStore, tmp_path: Path) -> None:
+    """Records never span files: a full file ends with a blank and the next file follows."""
+    store = open_store()
+    offsets = _fill(store, 300)
+    files = sorted((tmp_path / "commitlog").iterdir())
+    assert len(files) >= 4
+    assert [int(f.name) for f in files] == [i * SMALL_FILE_BYTES for i in range(len(files))]
+    for index, offset in enumerate(offsets):
+        record = store.commit_log.read_record(offset)
+        assert record.body[:4] == index.to_bytes(4, "big")
+        assert offset // SMALL_FILE_BYTES == (offset + record.total_size - 1) // SMALL_FILE_BYTES
+
+
+def test_batch_append_assigns_consecutive_offsets(open_store: OpenStore) -> None:
+    """A batch is written under one lock: queue offsets are consecutive per queue."""
+    store = open_store()
+    pairs = store.put_messages([Message("B", b"m%d" % i, queue_id=1) for i in range(50)])
+    assert [r.queue_offset for r, _ in pairs] == list(range(50))
+    assert all(done.result(5) is PutMessageStatus.PUT_OK for _, done in pairs)
+
+
+def test_batch_reports_each_entry(open_store: OpenStore) -> None:
+    """A bad entry in a batch is refused alone; the others are stored."""
+    store = open_store()
+    results = [r for r, _ in store.put_messages(
+        [Message("B", b"ok"), Message("bad topic", b"x"), Message("B", b"ok", queue_id=99)])]
+    assert [r.status for r in results] == [
+        PutMessageStatus.PUT_OK, PutMessageStatus.MESSAGE_ILLEGAL,
+        PutMessageStatus.MESSAGE_ILLEGAL]
+    assert "queue_id" in results[2].detail
+
+
+def test_read_bytes_and_sendfile(open_store: OpenStore) -> None:
+    """Raw ranges come from one file, and os.sendfile sends the same bytes."""
+    store = open_store()
+    _fill(store, 100)
+    start = SMALL_FILE_BYTES - 5000
+    raw = store.commit_log.read_bytes(start, start + 20_000)
+    assert len(raw) == 5000  # cut at the file's end
+    source = store.commit_log.transfer_source(start, 32 * 1024)
+    assert source is not None and source.size_bytes == 5000
+    left, right = socket.socketpair()
+    with left, right:
+        sent = os.sendfile(left.fileno(), source.fd, source.file_position, source.size_bytes)
+        received = b""
+        while len(received) < sent:
+            received += right.recv(65536)
+    assert received == raw
+
+
+def test_append_raw_at_expected_offset_only(tmp_path: Path, open_store: OpenStore) -> None:
+    """A slave's raw append must start at its max offset; a wrong offset writes nothing."""
+    master = open_store(data_dir=tmp_path / "master")
+    _fill(master, 150)
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    offset = 0
+    while offset < master.max_offset:
+        chunk = master.commit_log.read_bytes(offset, offset + 7777)  # cuts mid-record
+        assert slave.append_raw(offset + 1, chunk) is AppendRawStatus.OFFSET_MISMATCH
+        assert slave.append_raw(offset, chunk) is AppendRawStatus.OK
+        offset += len(chunk)
+    assert slave.max_offset == master.max_offset
+    for index in range(master.max_offset // SMALL_FILE_BYTES + 1):
+        start = index * SMALL_FILE_BYTES
+        assert slave.commit_log.read_bytes(start, start + SMALL_FILE_BYTES) == (
+            master.commit_log.read_bytes(start, start + SMALL_FILE_BYTES))
+    slave.dispatch.dispatch_available()
+    for queue_id in range(4):
+        ours = slave.get_messages("T", queue_id, 0, 1000)
+        theirs = master.get_messages("T", queue_id, 0, 1000)
+        assert [m.body for m in ours.messages] == [m.body for m in theirs.messages]
+        assert len(ours.messages) > 0
+
+
+def test_append_raw_refuses_spanning_files(tmp_path: Path, open_store: OpenStore) -> None:
+    """Replicated bytes never span two files."""
+    slave = open_store(broker_role=BrokerRole.SLAVE)
+    status = slave.append_raw(0, bytes(SMALL_FILE_BYTES + 1))
+    assert status is AppendRawStatus.SPANS_FILES
+    assert slave.max_offset == 0
+
+
+def test_slave_refuses_puts(open_store: OpenStore) -> None:
+    """A SLAVE answers SERVICE_NOT_AVAILABLE and stores nothing."""
+    slave = open_store(broker_role=BrokerRole.SLAVE)
+    result, done = slave.put_message(Message("T", b"x"))
+    assert result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert done.result() is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert slave.max_offset == 0
+
+
+def test_truncate_drops_later_records(open_store: OpenStore) -> None:
+    """After truncate(offset) the log ends there and the next append lands there."""
+    store = open_store()
+    offsets = _fill(store, 200)
+    store.commit_log.truncate(offsets[120])
+    assert store.max_offset == offsets[120]
+    with pytest.raises(OffsetNotAvailableError):
+        store.commit_log.read_record(offsets[150])
+    result, _ = store.put_message(Message("T", b"again"))
+    assert result.commit_log_offset == offsets[120]
+
+
+def test_missing_middle_file_stops_start(tmp_path: Path, open_store: OpenStore) -> None:
+    """A hole in the file set names the missing file instead of serving wrong data."""
+    store = open_store()
+    _fill(store, 300)
+    store.shutdown()
+    middle = sorted((tmp_path / "commitlog").iterdir())[1]
+    middle.unlink()
+    with pytest.raises(StoreCorruptError, match=middle.name):
+        MessageStore(small_config(tmp_path)).start()
+
+
+def test_wrong_size_file_stops_start(tmp_path: Path, open_store: OpenStore) -> None:
+    """A middle file of the wrong size names that file."""
+    store = open_store()
+    _fill(store, 300)
+    store.shutdown()
+    middle = sorted((tmp_path / "commitlog").iterdir())[1]
+    os.truncate(middle, SMALL_FILE_BYTES // 2)
+    with pytest.raises(StoreCorruptError, match=f"{middle.name}.*size"):
+        MessageStore(small_config(tmp_path)).start()
+
+
+def test_foreign_file_stops_start(tmp_path: Path, open_store: OpenStore) -> None:
+    """A file that is not named by an offset is named in the error."""
+    open_store().shutdown()
+    (tmp_path / "commitlog" / "notes.txt").write_text("hi")
+    with pytest.raises(StoreCorruptError, match="notes.txt"):
+        MessageStore(small_config(tmp_path)).start()
+
+
+def test_second_store_on_same_dir_is_refused(tmp_path: Path, open_store: OpenStore) -> None:
+    """Two stores never write one data dir."""
+    open_store()
+    with pytest.raises(Exception, match="in use"):
+        MessageStore(small_config(tmp_path)).start()

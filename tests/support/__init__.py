@@ -1,0 +1,1 @@
+"""Helpers shared by tests: fixtures for external programs (a PostgreSQL server)."""
