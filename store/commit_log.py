@@ -198,7 +198,12 @@ class CommitLog:
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> AppendRawStatus:
         """The slave's write: replicated bytes that must start exactly at our max offset."""
         with self._lock:
-            if offset != self.max_offset:
+            # An empty slave takes the master's history from wherever it starts (a file
+            # boundary: older files may be gone on the master); otherwise bytes must follow on.
+            empty = self._files.last_file() is None
+            if empty and offset % self._config.mapped_file_size_bytes == 0:
+                pass
+            elif offset != self.max_offset:
                 return AppendRawStatus.OFFSET_MISMATCH
             try:
                 mapped = self._files.writable_file(start_if_empty=offset)

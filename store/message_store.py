@@ -12,7 +12,7 @@ import fcntl
 import logging
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Protocol
 
@@ -82,6 +82,7 @@ class MessageStore:
         self._is_sync_master = config.broker_role is BrokerRole.SYNC_MASTER
         self._lock_fd: int | None = None
         self._accepting_without_waits = False
+        self._append_listeners: tuple[Callable[[], None], ...] = ()
         # Refusals by status; PUT_OK apart, as a plain int: hashing an enum is not free.
         self.put_counts: Counter[PutMessageStatus] = Counter()
         self.put_ok_count = 0
@@ -241,8 +242,17 @@ class MessageStore:
             raise StoreStateError(f"append_raw() on a store that is {self.state.value}")
         return self.commit_log.append_raw(offset, data)
 
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        """Called after every append (replication writers wait on it, not on a timer)."""
+        self._append_listeners = (*self._append_listeners, listener)
+
+    def remove_append_listener(self, listener: Callable[[], None]) -> None:
+        self._append_listeners = tuple(x for x in self._append_listeners if x != listener)
+
     def _on_append(self) -> None:
         self._wake_dispatch()
+        for listener in self._append_listeners:
+            listener()
 
     # -- reads -----------------------------------------------------------------------------
 

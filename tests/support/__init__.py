@@ -1,1 +1,1 @@
-"""Helpers shared by tests: fixtures for external programs (a PostgreSQL server)."""
+"""Helpers shared by tests: child processes, a TCP proxy, a PostgreSQL server."""

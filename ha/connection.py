@@ -1,0 +1,322 @@
+"""One slave's connection on the master: a reader thread (reports/acks) and a writer thread
+(transfers and heartbeats). Each connection keeps its own ack offset: acks are per slave."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import secrets
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ha.config import HAConfig
+from ha.protocol import (
+    CHALLENGE_SIZE,
+    HANDSHAKE_MAGIC,
+    NONCE_SIZE,
+    PROOF_SIZE,
+    ProtocolError,
+    ReportParser,
+    encode_header,
+    proof_matches,
+)
+from store.commit_log import CommitLog
+
+log = logging.getLogger(__name__)
+
+_RECV_SIZE_BYTES = 64 * 1024
+_WRITER_IDLE_WAIT_S = 0.1
+
+
+class ConnectionState(enum.Enum):
+    HANDSHAKE = "handshake"
+    WAITING_REPORT = "waiting_report"
+    TRANSFERRING = "transferring"
+    NEEDS_RESET = "needs_reset"  # the slave wants an offset the master no longer holds
+    AHEAD_OF_MASTER = "ahead_of_master"  # the slave holds more than the master
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveView:
+    address: str
+    state: str
+    ack_offset: int
+    transfer_from_offset: int
+    diff_bytes: int
+    in_sync: bool
+    transfer_bytes_per_s: float
+    last_ack_age_ms: int | None
+    connected_for_ms: int
+
+
+class HAConnection:
+    def __init__(
+        self,
+        sock: socket.socket,
+        address: str,
+        config: HAConfig,
+        commit_log: CommitLog,
+        on_ack: Callable[[HAConnection], None],
+        on_close: Callable[[HAConnection, str], None],
+    ) -> None:
+        self.sock = sock
+        self.address = address
+        self._config = config
+        self._commit_log = commit_log
+        self._on_ack = on_ack
+        self._on_close = on_close
+        self.state = ConnectionState.HANDSHAKE if config.secret_bytes else (
+            ConnectionState.WAITING_REPORT)
+        self.ack_offset = -1
+        self.request_offset = -1
+        self.transfer_from_offset = -1
+        self.bytes_sent_total = 0
+        self.last_ack_ms: int | None = None
+        self.connected_ms = _now_ms()
+        self.close_reason = ""
+        self.ack_beyond_max = False
+        self._wakeup = threading.Event()
+        self._closed = threading.Event()
+        self._rate = _RateMeter()
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(self._config.ha_housekeeping_interval_ms / 1000)
+        self._threads = [
+            threading.Thread(target=self._read_loop, name=f"ha-read-{self.address}", daemon=True),
+            threading.Thread(target=self._write_loop, name=f"ha-write-{self.address}",
+                             daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def close(self, reason: str, state: ConnectionState = ConnectionState.CLOSED) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self.close_reason = reason
+        if state is not ConnectionState.CLOSED or self.state not in (
+                ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER):
+            self.state = state
+        self._wakeup.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        log.info("ha: connection %s closed: %s", self.address, reason)
+        self._on_close(self, reason)
+
+    def join(self, timeout_s: float = 5.0) -> None:
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout_s)
+
+    @property
+    def is_open(self) -> bool:
+        return not self._closed.is_set()
+
+    def wake(self) -> None:
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
+    def view(self, master_max_offset: int, fall_behind_bytes_max: int) -> SlaveView:
+        now = _now_ms()
+        diff = master_max_offset - self.ack_offset if self.ack_offset >= 0 else master_max_offset
+        return SlaveView(
+            address=self.address,
+            state=self.state.value,
+            ack_offset=self.ack_offset,
+            transfer_from_offset=self.transfer_from_offset,
+            diff_bytes=max(0, diff),
+            in_sync=self.is_eligible(master_max_offset, fall_behind_bytes_max),
+            transfer_bytes_per_s=self._rate.per_second(),
+            last_ack_age_ms=None if self.last_ack_ms is None else now - self.last_ack_ms,
+            connected_for_ms=now - self.connected_ms,
+        )
+
+    def is_eligible(self, master_max_offset: int, fall_behind_bytes_max: int) -> bool:
+        """Connected, transferring and less than the allowed bytes behind the master."""
+        return (
+            self.is_open
+            and self.state is ConnectionState.TRANSFERRING
+            and self.ack_offset >= 0
+            and master_max_offset - self.ack_offset < fall_behind_bytes_max
+        )
+
+    # -- reader ----------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        parser = ReportParser()
+        reason = "reader stopped"
+        try:
+            if self.state is ConnectionState.HANDSHAKE:
+                self._handshake()
+            while self.is_open:
+                data = self.sock.recv(_RECV_SIZE_BYTES)
+                if not data:
+                    reason = "slave closed the connection"
+                    break
+                offset = parser.feed(data)
+                if offset is not None:
+                    reason = self._on_report(offset)
+                    if reason:
+                        break
+        except TimeoutError:
+            reason = (f"no report for {self._config.ha_housekeeping_interval_ms} ms "
+                      "(housekeeping)")
+        except ProtocolError as error:
+            reason = f"protocol error: {error}"
+        except OSError as error:
+            reason = f"socket error: {error}"
+        self.close(reason)
+
+    def _handshake(self) -> None:
+        secret = self._config.secret_bytes
+        assert secret is not None
+        nonce = secrets.token_bytes(NONCE_SIZE)
+        self.sock.sendall(HANDSHAKE_MAGIC + nonce)
+        answer = _recv_exactly(self.sock, PROOF_SIZE)
+        if answer is None or not proof_matches(secret, nonce, answer):
+            raise ProtocolError("handshake failed: wrong or missing proof of the secret")
+        self.state = ConnectionState.WAITING_REPORT
+        assert len(HANDSHAKE_MAGIC + nonce) == CHALLENGE_SIZE
+
+    def _on_report(self, offset: int) -> str:
+        """Apply a report; return a reason to close, or "" to go on."""
+        master_max = self._commit_log.max_offset
+        if self.request_offset < 0:
+            return self._first_report(offset, master_max)
+        if offset > master_max:
+            self.ack_beyond_max = True
+            return f"ack {offset} is beyond the master's max offset {master_max}"
+        if offset >= self.ack_offset:
+            self.ack_offset = offset
+        self.last_ack_ms = _now_ms()
+        self._on_ack(self)
+        return ""
+
+    def _first_report(self, offset: int, master_max: int) -> str:
+        """Where the stream starts: an empty slave gets the whole retained history."""
+        master_min = self._commit_log.min_offset
+        self.request_offset = offset
+        if offset > master_max:
+            self.state = ConnectionState.AHEAD_OF_MASTER
+            return f"slave at {offset} is ahead of the master's max offset {master_max}"
+        if offset == 0:
+            start = master_min
+        elif offset < master_min:
+            self.state = ConnectionState.NEEDS_RESET
+            return (f"slave at {offset} wants data the master no longer holds "
+                    f"(min offset {master_min}); it needs a reset")
+        else:
+            start = offset
+        self.ack_offset = offset
+        self.last_ack_ms = _now_ms()
+        self.transfer_from_offset = start
+        self.state = ConnectionState.TRANSFERRING
+        log.info("ha: slave %s reports %d, streaming from %d", self.address, offset, start)
+        self._on_ack(self)
+        self.wake()
+        return ""
+
+    # -- writer ----------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        heartbeat_s = self._config.ha_send_heartbeat_interval_ms / 1000
+        last_write_s = time.monotonic()
+        try:
+            while self.is_open:
+                if self.state is not ConnectionState.TRANSFERRING:
+                    self._wakeup.wait(_WRITER_IDLE_WAIT_S)
+                    self._wakeup.clear()
+                    continue
+                self._wakeup.clear()
+                if self._transfer_some():
+                    last_write_s = time.monotonic()
+                    continue
+                if time.monotonic() - last_write_s >= heartbeat_s:
+                    self.sock.sendall(encode_header(self.transfer_from_offset, 0))
+                    last_write_s = time.monotonic()
+                self._wakeup.wait(min(_WRITER_IDLE_WAIT_S, heartbeat_s))
+        except OSError as error:
+            self.close(f"send failed: {error}")
+
+    def _transfer_some(self) -> bool:
+        """Send one batch (never across two files); False when there is nothing to send."""
+        start = self.transfer_from_offset
+        if start >= self._commit_log.max_offset:
+            return False
+        source = self._commit_log.transfer_source(start, self._config.ha_transfer_batch_size_bytes)
+        if source is None:
+            self.close(f"offset {start} is no longer held by the master",
+                       ConnectionState.NEEDS_RESET)
+            return False
+        if source.size_bytes == 0:
+            return False
+        self.sock.sendall(encode_header(start, source.size_bytes))
+        _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
+                      self._config.ha_housekeeping_interval_ms / 1000)
+        self.transfer_from_offset = start + source.size_bytes
+        self.bytes_sent_total += source.size_bytes
+        self._rate.add(source.size_bytes)
+        return True
+
+
+def _sendfile_all(sock: socket.socket, fd: int, position: int, size_bytes: int,
+                  timeout_s: float) -> None:
+    """os.sendfile until done; the socket is non-blocking underneath (it has a timeout), so
+    wait for room with select, and give up after `timeout_s` without progress."""
+    sent = 0
+    while sent < size_bytes:
+        try:
+            sent += os.sendfile(sock.fileno(), fd, position + sent, size_bytes - sent)
+        except BlockingIOError:
+            _, writable, _ = select.select([], [sock], [], timeout_s)
+            if not writable:
+                raise TimeoutError(f"slave took no bytes for {timeout_s} s") from None
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class _RateMeter:
+    """Bytes per second over the last completed one-second window."""
+
+    def __init__(self) -> None:
+        self._window_start_s = time.monotonic()
+        self._window_bytes = 0
+        self._last_rate = 0.0
+
+    def add(self, size_bytes: int) -> None:
+        now = time.monotonic()
+        if now - self._window_start_s >= 1.0:
+            self._last_rate = self._window_bytes / (now - self._window_start_s)
+            self._window_start_s = now
+            self._window_bytes = 0
+        self._window_bytes += size_bytes
+
+    def per_second(self) -> float:
+        if time.monotonic() - self._window_start_s >= 2.0:
+            return 0.0
+        return self._last_rate

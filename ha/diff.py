@@ -1,0 +1,89 @@
+"""The master/slave diff: what `/admin/diff` shows, logged every `ha_diff_log_interval_s` as
+the seed's printMasterAndSlaveDiff, and sampled into a bounded ring for snapshots."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ha.client import HAClient, SlaveLinkView
+from ha.connection import SlaveView
+from ha.service import HAService, RejectedSlave
+from store.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MasterDiff:
+    master_max_offset: int
+    slaves: list[SlaveView]
+    max_diff_bytes: int
+    in_sync_slave_count: int
+    slaves_needed: int
+    rejected: list[RejectedSlave] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class DiffSample:
+    timestamp_ms: int
+    slave: str
+    ack_offset: int
+    diff_bytes: int
+
+
+def master_diff(service: HAService) -> MasterDiff:
+    slaves = service.slave_views()
+    return MasterDiff(
+        master_max_offset=service.store.max_offset,
+        slaves=slaves,
+        max_diff_bytes=max((s.diff_bytes for s in slaves), default=0),
+        in_sync_slave_count=sum(1 for s in slaves if s.in_sync),
+        slaves_needed=service.config.slaves_needed,
+        rejected=list(service.rejected),
+    )
+
+
+class DiffSampler(ServiceThread):
+    """Logs the diff and keeps the last `samples_max` samples (oldest dropped first)."""
+
+    name = "ha-diff"
+
+    def __init__(self, source: HAService | HAClient, interval_s: float, samples_max: int,
+                 sample_interval_s: float = 1.0) -> None:
+        super().__init__()
+        self._source = source
+        self._log_interval_s = interval_s
+        self._sample_interval_s = min(sample_interval_s, interval_s)
+        self._last_log_s = time.monotonic()
+        self._samples: deque[DiffSample] = deque(maxlen=samples_max)
+        self._samples_lock = threading.Lock()
+
+    def run_once(self) -> float:
+        now_ms = int(time.time() * 1000)
+        if isinstance(self._source, HAService):
+            diff = master_diff(self._source)
+            rows = [(s.address, s.ack_offset, s.diff_bytes) for s in diff.slaves]
+            text = f"master max offset {diff.master_max_offset}: " + (", ".join(
+                f"{a} acked {o} diff {d} B" for a, o, d in rows) or "no slave")
+        else:
+            view: SlaveLinkView = self._source.view()
+            rows = [(view.master_address, view.local_max_offset, view.diff_bytes)]
+            text = (f"slave max offset {view.local_max_offset}, master seen "
+                    f"{view.master_offset_seen}, connected {view.connected}")
+        with self._samples_lock:
+            self._samples.extend(DiffSample(now_ms, a, o, d) for a, o, d in rows)
+        if time.monotonic() - self._last_log_s >= self._log_interval_s:
+            self._last_log_s = time.monotonic()
+            log.info("ha diff: %s", text)
+        return self._sample_interval_s
+
+    def drain_samples(self) -> list[DiffSample]:
+        """The samples kept since the last drain (a snapshot takes them)."""
+        with self._samples_lock:
+            samples = list(self._samples)
+            self._samples.clear()
+        return samples

@@ -1,0 +1,186 @@
+"""The master's HA service: accepts slaves, tracks each slave's ack, and completes SYNC_MASTER
+waits when enough distinct slaves have acknowledged an offset. Implements the store's
+`ReplicationGuard`.
+
+What it fixes from the seed's HAService (reference section 7): acks are per slave and a
+closed connection's ack stops counting; an ack beyond the master's max offset closes that
+connection; waits have real deadlines and one ack completes every wait below it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from ha.config import HAConfig
+from ha.connection import ConnectionState, HAConnection, SlaveView
+from store.deadlines import now_ms as _now_ms
+from store.message_store import MessageStore
+from store.service import ServiceThread
+from store.status import PutMessageStatus
+from store.waits import OffsetWaits
+
+log = logging.getLogger(__name__)
+
+_REJECTED_MAX = 32
+_ACCEPT_POLL_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedSlave:
+    address: str
+    state: str
+    reason: str
+    request_offset: int
+
+
+class HAService:
+    def __init__(self, config: HAConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+        self.waits = OffsetWaits(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self._connections: list[HAConnection] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._accept = _AcceptThread(self)
+        self.rejected: deque[RejectedSlave] = deque(maxlen=_REJECTED_MAX)
+        self.refused_connection_count = 0
+        self.ack_beyond_max_count = 0
+        self.protocol_error_count = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.config.ha_listen_host, self.config.ha_listen_port))
+        listener.listen(self.config.ha_connections_max)
+        listener.settimeout(_ACCEPT_POLL_S)
+        self._listener = listener
+        self.store.deadlines.watch(self.waits)
+        self.store.add_append_listener(self._wake_writers)
+        self.store.set_replication(self)
+        self._accept.start()
+        log.info("ha: master listening on %s:%d", *self.listen_address)
+
+    def stop(self) -> None:
+        self.store.set_replication(None)
+        self.store.remove_append_listener(self._wake_writers)
+        self._accept.stop()
+        if self._listener is not None:
+            self._listener.close()
+        for connection in self.connections:
+            connection.close("master stopping")
+            connection.join()
+        self.waits.fail_all(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self.store.deadlines.unwatch(self.waits)
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        assert self._listener is not None
+        host, port = self._listener.getsockname()[:2]
+        return str(host), int(port)
+
+    @property
+    def connections(self) -> list[HAConnection]:
+        with self._lock:
+            return list(self._connections)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def _admit(self, sock: socket.socket, address: str) -> None:
+        with self._lock:
+            if len(self._connections) >= self.config.ha_connections_max:
+                self.refused_connection_count += 1
+                log.warning("ha: refusing %s, %d connections already", address,
+                            len(self._connections))
+                sock.close()
+                return
+            connection = HAConnection(sock, address, self.config, self.store.commit_log,
+                                      on_ack=self._on_ack, on_close=self._on_close)
+            self._connections.append(connection)
+        connection.start()
+
+    # -- acks and waits --------------------------------------------------------------------
+
+    def _on_ack(self, connection: HAConnection) -> None:
+        self.waits.advance(self.replicated_offset())
+
+    def _on_close(self, connection: HAConnection, reason: str) -> None:
+        with self._lock:
+            if connection in self._connections:
+                self._connections.remove(connection)
+        if connection.ack_beyond_max:
+            self.ack_beyond_max_count += 1
+        if reason.startswith("protocol error"):
+            self.protocol_error_count += 1
+        if connection.state in (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER):
+            self.rejected.append(RejectedSlave(connection.address, connection.state.value,
+                                               reason, connection.request_offset))
+            log.error("ha: slave %s rejected (%s): %s", connection.address,
+                      connection.state.value, reason)
+
+    def replicated_offset(self) -> int:
+        """The offset that `slaves_needed` distinct connected slaves have all acknowledged."""
+        acks = sorted(
+            (c.ack_offset for c in self.connections
+             if c.is_open and c.state is ConnectionState.TRANSFERRING),
+            reverse=True,
+        )
+        needed = self.config.slaves_needed
+        return acks[needed - 1] if len(acks) >= needed else -1
+
+    def is_slave_ok(self, end_offset: int) -> bool:
+        master_max = self.store.max_offset
+        eligible = sum(
+            1 for c in self.connections
+            if c.is_eligible(master_max, self.config.ha_slave_fall_behind_bytes_max)
+        )
+        return eligible >= self.config.slaves_needed
+
+    def wait_replicated(self, end_offset: int) -> Future[PutMessageStatus]:
+        future = self.waits.add(end_offset, _now_ms() + self.config.slave_timeout_ms)
+        self._wake_writers()
+        return future
+
+    @property
+    def pending_count(self) -> int:
+        return len(self.waits)
+
+    def _wake_writers(self) -> None:
+        for connection in self._connections:
+            connection.wake()
+
+    # -- views -----------------------------------------------------------------------------
+
+    def slave_views(self) -> list[SlaveView]:
+        master_max = self.store.max_offset
+        return [c.view(master_max, self.config.ha_slave_fall_behind_bytes_max)
+                for c in self.connections]
+
+
+class _AcceptThread(ServiceThread):
+    name = "ha-accept"
+
+    def __init__(self, service: HAService) -> None:
+        super().__init__()
+        self._service = service
+
+    def run_once(self) -> float:
+        listener = self._service._listener
+        assert listener is not None
+        try:
+            sock, peer = listener.accept()
+        except TimeoutError:
+            return 0.0  # the accept timeout is the loop's bound
+        except OSError as error:  # closed by stop(), or out of file descriptors
+            self.last_error = str(error)
+            return 0.1
+        self._service._admit(sock, f"{peer[0]}:{peer[1]}")
+        return 0.0

@@ -1,0 +1,83 @@
+"""Errors of the metadata layer: each names what was wrong, and nothing was written.
+
+Every class carries a stable `error_code` so that the gateway can map all of them in one table
+(DESIGN: exceptions are mapped at one boundary) without parsing messages.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class MetadataError(Exception):
+    """A metadata request was refused; the database and the in-memory state are unchanged."""
+
+    error_code: ClassVar[str] = "METADATA_ERROR"
+
+
+class InvalidTopicName(MetadataError):
+    error_code = "INVALID_TOPIC_NAME"
+
+
+class InvalidGroupName(MetadataError):
+    error_code = "INVALID_GROUP_NAME"
+
+
+class InvalidQueueCount(MetadataError):
+    error_code = "INVALID_QUEUE_COUNT"
+
+
+class InvalidQueueId(MetadataError):
+    error_code = "INVALID_QUEUE_ID"
+
+
+class InvalidPermission(MetadataError):
+    error_code = "INVALID_PERMISSION"
+
+
+class InvalidRetryTimes(MetadataError):
+    error_code = "INVALID_RETRY_TIMES"
+
+
+class InvalidOffset(MetadataError):
+    error_code = "INVALID_OFFSET"
+
+
+class OffsetMovesBackwards(InvalidOffset):
+    """A commit below the current offset; only an explicit reset may move an offset back."""
+
+    error_code = "OFFSET_MOVES_BACKWARDS"
+
+
+class InvalidDelayLevel(MetadataError):
+    error_code = "INVALID_DELAY_LEVEL"
+
+
+class TopicNotFound(MetadataError):
+    error_code = "TOPIC_NOT_FOUND"
+
+
+class TopicAlreadyExists(MetadataError):
+    error_code = "TOPIC_ALREADY_EXISTS"
+
+
+class TopicNotWritable(MetadataError):
+    error_code = "TOPIC_NOT_WRITABLE"
+
+
+class GroupNotFound(MetadataError):
+    error_code = "GROUP_NOT_FOUND"
+
+
+class GroupAlreadyExists(MetadataError):
+    error_code = "GROUP_ALREADY_EXISTS"
+
+
+class InvalidExport(MetadataError):
+    """Exported table data (from a master) that cannot be applied as it is."""
+
+    error_code = "INVALID_EXPORT"
+
+
+class MetadataStoreStateError(RuntimeError):
+    """The MetadataStore was used out of its lifecycle order: a bug in the caller."""

@@ -1,0 +1,421 @@
+"""MetadataStore: the broker's one handle on its metadata (engine, caches, offset persister).
+
+The store serializes every database write behind one lock: SQLite has a single writer anyway,
+and it keeps the in-memory offset table, the topic cache and the database in step. Two paths
+stay off that lock because they are hot: an offset commit for a queue already known, and a
+produce-time topic check for a topic already cached.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from store.metadata import delay_offsets, groups, offsets, sync, topics
+from store.metadata.clock import ClockMs, wall_clock_ms
+from store.metadata.database import create_metadata_engine, transaction
+from store.metadata.errors import MetadataStoreStateError
+from store.metadata.migrate import upgrade_connection_to_head
+from store.metadata.models import (
+    READ_WRITE,
+    ConsumerOffset,
+    DataVersion,
+    DelayOffset,
+    SubscriptionGroup,
+    TopicConfig,
+)
+from store.metadata.offset_table import CommitOutcome, ConsumerOffsetTable
+from store.metadata.offsets import OffsetKey, check_offset_key, check_offset_target
+from store.metadata.periodic import PeriodicThread
+from store.metadata.rules import DEFAULT_QUEUE_COUNT, check_queue_count, check_queue_offset
+from store.metadata.sync import TableExport
+from store.metadata.versions import MetadataTable, get_data_version, get_data_versions
+
+# RocketMQ's flushConsumerOffsetInterval.
+DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS = 5000
+
+
+class MetadataStoreState(enum.Enum):
+    CREATED = "created"  # Migrated and usable; offsets are persisted only at stop().
+    RUNNING = "running"  # The offset persister thread runs.
+    STOPPED = "stopped"  # Offsets flushed, engine closed; any further use is an error.
+
+
+class MetadataStore:
+    """Topics, groups, consumer and delay offsets of one broker, in the database at a URL."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        auto_create_topics: bool = True,
+        default_queue_count: int = DEFAULT_QUEUE_COUNT,
+        consumer_offset_persist_interval_ms: int = DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS,
+        clock_ms: ClockMs = wall_clock_ms,
+    ) -> None:
+        """Open the database and upgrade it to the newest schema (Alembic, never create_all)."""
+        check_queue_count("default_queue_count", default_queue_count)
+        if consumer_offset_persist_interval_ms <= 0:
+            raise ValueError(
+                "consumer_offset_persist_interval_ms must be positive,"
+                f" got {consumer_offset_persist_interval_ms}"
+            )
+        self._auto_create_topics = auto_create_topics
+        self._default_queue_count = default_queue_count
+        self._clock_ms = clock_ms
+        self._engine = create_metadata_engine(database_url)
+        try:
+            # Through our own engine, so an in-memory SQLite database is migrated too.
+            with self._engine.begin() as connection:
+                upgrade_connection_to_head(connection)
+            stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
+        except BaseException:
+            self._engine.dispose()
+            raise
+        self._offsets = ConsumerOffsetTable(stored_offsets)
+        # Reentrant: export and delete hold it while they flush offsets, which takes it again.
+        self._write_lock = threading.RLock()
+        self._topic_cache: dict[str, TopicConfig] = {}
+        self._state = MetadataStoreState.CREATED
+        self._persister = PeriodicThread(
+            name="consumer-offset-persister",
+            interval_ms=consumer_offset_persist_interval_ms,
+            action=self.flush_consumer_offsets,
+        )
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> MetadataStoreState:
+        return self._state
+
+    def start(self) -> None:
+        """Start persisting consumer offsets every interval."""
+        if self._state is not MetadataStoreState.CREATED:
+            raise MetadataStoreStateError(
+                f"cannot start a MetadataStore that is {self._state.value}"
+            )
+        self._state = MetadataStoreState.RUNNING
+        self._persister.start()
+
+    def stop(self) -> None:
+        """Stop the persister, persist every pending offset, close the database.
+
+        Stopping twice is allowed: shutdown paths (signal handler, lifespan) may both call it.
+        """
+        if self._state is MetadataStoreState.STOPPED:
+            return
+        if self._state is MetadataStoreState.RUNNING:
+            self._persister.stop()
+        try:
+            self.flush_consumer_offsets()
+        finally:
+            self._state = MetadataStoreState.STOPPED
+            self._engine.dispose()
+
+    def __enter__(self) -> MetadataStore:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _check_open(self) -> None:
+        if self._state is MetadataStoreState.STOPPED:
+            raise MetadataStoreStateError("the MetadataStore is stopped")
+
+    # ---- topics --------------------------------------------------------------------------------
+
+    def ensure_writable_topic(self, *, name: str) -> TopicConfig:
+        """For each produce: the topic's config, auto-created if allowed, refused unless writable.
+
+        Raises InvalidTopicName, TopicNotFound (auto-creation off) or TopicNotWritable.
+        """
+        self._check_open()
+        topic = self._topic_cache.get(name)
+        if topic is None:
+            with self._write_lock:
+                topic = topics.find_or_create_topic(
+                    engine=self._engine,
+                    name=name,
+                    auto_create_topics=self._auto_create_topics,
+                    now_ms=self._clock_ms(),
+                    default_queue_count=self._default_queue_count,
+                )
+                # Filled under the write lock, so no writer can change the topic in between.
+                self._topic_cache[name] = topic
+        topics.check_writable(topic)
+        return topic.model_copy()
+
+    def create_topic(
+        self,
+        *,
+        name: str,
+        read_queue_count: int | None = None,
+        write_queue_count: int | None = None,
+        permission: int = READ_WRITE,
+    ) -> TopicConfig:
+        """Create a topic; queue counts default to default_queue_count."""
+        self._check_open()
+        if read_queue_count is None:
+            read_queue_count = self._default_queue_count
+        if write_queue_count is None:
+            write_queue_count = self._default_queue_count
+        with self._write_lock:
+            self._topic_cache.pop(name, None)
+            return topics.create_topic(
+                engine=self._engine,
+                name=name,
+                now_ms=self._clock_ms(),
+                read_queue_count=read_queue_count,
+                write_queue_count=write_queue_count,
+                permission=permission,
+            )
+
+    def update_topic(
+        self,
+        *,
+        name: str,
+        read_queue_count: int | None = None,
+        write_queue_count: int | None = None,
+        permission: int | None = None,
+    ) -> TopicConfig:
+        self._check_open()
+        with self._write_lock:
+            self._topic_cache.pop(name, None)
+            return topics.update_topic(
+                engine=self._engine,
+                name=name,
+                now_ms=self._clock_ms(),
+                read_queue_count=read_queue_count,
+                write_queue_count=write_queue_count,
+                permission=permission,
+            )
+
+    def delete_topic(self, *, name: str) -> None:
+        """Delete a topic and its consumer offsets (stored and pending)."""
+        self._check_open()
+        with self._write_lock:
+            self._topic_cache.pop(name, None)
+            topics.delete_topic(engine=self._engine, name=name, now_ms=self._clock_ms())
+            self._offsets.forget(topic=name)
+
+    def find_topic(self, *, name: str) -> TopicConfig | None:
+        self._check_open()
+        return topics.find_topic(engine=self._engine, name=name)
+
+    def get_topic(self, *, name: str) -> TopicConfig:
+        self._check_open()
+        return topics.get_topic(engine=self._engine, name=name)
+
+    def list_topics(self) -> list[TopicConfig]:
+        self._check_open()
+        return topics.list_topics(engine=self._engine)
+
+    # ---- subscription groups -------------------------------------------------------------------
+
+    def create_group(
+        self,
+        *,
+        name: str,
+        consume_enabled: bool = True,
+        broadcast_enabled: bool = False,
+        retry_queue_count: int = groups.DEFAULT_RETRY_QUEUE_COUNT,
+        retry_times_max: int = groups.DEFAULT_RETRY_TIMES_MAX,
+    ) -> SubscriptionGroup:
+        self._check_open()
+        with self._write_lock:
+            return groups.create_group(
+                engine=self._engine,
+                name=name,
+                now_ms=self._clock_ms(),
+                consume_enabled=consume_enabled,
+                broadcast_enabled=broadcast_enabled,
+                retry_queue_count=retry_queue_count,
+                retry_times_max=retry_times_max,
+            )
+
+    def update_group(
+        self,
+        *,
+        name: str,
+        consume_enabled: bool | None = None,
+        broadcast_enabled: bool | None = None,
+        retry_queue_count: int | None = None,
+        retry_times_max: int | None = None,
+    ) -> SubscriptionGroup:
+        self._check_open()
+        with self._write_lock:
+            return groups.update_group(
+                engine=self._engine,
+                name=name,
+                now_ms=self._clock_ms(),
+                consume_enabled=consume_enabled,
+                broadcast_enabled=broadcast_enabled,
+                retry_queue_count=retry_queue_count,
+                retry_times_max=retry_times_max,
+            )
+
+    def delete_group(self, *, name: str) -> None:
+        """Delete a group and its consumer offsets (stored and pending)."""
+        self._check_open()
+        with self._write_lock:
+            groups.delete_group(engine=self._engine, name=name, now_ms=self._clock_ms())
+            self._offsets.forget(group_name=name)
+
+    def find_group(self, *, name: str) -> SubscriptionGroup | None:
+        self._check_open()
+        return groups.find_group(engine=self._engine, name=name)
+
+    def get_group(self, *, name: str) -> SubscriptionGroup:
+        self._check_open()
+        return groups.get_group(engine=self._engine, name=name)
+
+    def list_groups(self) -> list[SubscriptionGroup]:
+        self._check_open()
+        return groups.list_groups(engine=self._engine)
+
+    # ---- consumer offsets ----------------------------------------------------------------------
+
+    def commit_consumer_offset(
+        self, *, group_name: str, topic: str, queue_id: int, queue_offset: int
+    ) -> bool:
+        """Move a group's offset forward in memory; True when it changed.
+
+        Persisted with the next batch. Raises OffsetMovesBackwards for a lower offset (use
+        reset_consumer_offset), InvalidOffset, and on a queue's first commit GroupNotFound,
+        TopicNotFound, InvalidQueueId or a name error.
+        """
+        self._check_open()
+        check_queue_offset(queue_offset)
+        key = OffsetKey(group_name, topic, queue_id)
+        now_ms = self._clock_ms()
+        outcome = self._offsets.commit(key, queue_offset, now_ms=now_ms, allow_new=False)
+        if outcome is CommitOutcome.UNKNOWN_KEY:
+            # Keys in the table were checked when they entered it; a new one is checked once.
+            check_offset_key(key)
+            with self._write_lock:
+                with transaction(self._engine) as session:
+                    check_offset_target(session, key)
+                outcome = self._offsets.commit(key, queue_offset, now_ms=now_ms, allow_new=True)
+        return outcome is CommitOutcome.ADVANCED
+
+    def reset_consumer_offset(
+        self, *, group_name: str, topic: str, queue_id: int, queue_offset: int
+    ) -> ConsumerOffset:
+        """Set an offset in either direction, written to the database at once."""
+        self._check_open()
+        with self._write_lock:
+            offsets.reset_consumer_offset(
+                engine=self._engine,
+                group_name=group_name,
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=queue_offset,
+                now_ms=self._clock_ms(),
+            )
+            stored = offsets.get_consumer_offset(
+                engine=self._engine, group_name=group_name, topic=topic, queue_id=queue_id
+            )
+            assert stored is not None and stored.queue_offset == queue_offset, stored
+            self._offsets.put_persisted([stored])
+            return stored
+
+    def get_consumer_offset(self, *, group_name: str, topic: str, queue_id: int) -> int | None:
+        """The group's next offset in the queue (including unpersisted commits), None if none."""
+        self._check_open()
+        offset = self._offsets.get(OffsetKey(group_name, topic, queue_id))
+        return None if offset is None else offset.queue_offset
+
+    def list_consumer_offsets(
+        self, *, group_name: str | None = None, topic: str | None = None
+    ) -> list[ConsumerOffset]:
+        self._check_open()
+        return self._offsets.select(group_name=group_name, topic=topic)
+
+    @property
+    def pending_consumer_offset_count(self) -> int:
+        return self._offsets.pending_count
+
+    def flush_consumer_offsets(self) -> int:
+        """Persist every offset committed since the last flush; returns the rows changed."""
+        with self._write_lock:
+            batch = self._offsets.take_dirty()
+            if not batch:
+                return 0
+            try:
+                return offsets.persist_consumer_offsets(
+                    engine=self._engine, offsets=batch, now_ms=self._clock_ms()
+                )
+            except BaseException:
+                self._offsets.restore_dirty(batch)
+                raise
+
+    # ---- delay offsets -------------------------------------------------------------------------
+
+    def get_delay_offset(self, *, delay_level: int) -> int | None:
+        self._check_open()
+        return delay_offsets.get_delay_offset(engine=self._engine, delay_level=delay_level)
+
+    def list_delay_offsets(self) -> list[DelayOffset]:
+        self._check_open()
+        return delay_offsets.list_delay_offsets(engine=self._engine)
+
+    def set_delay_offsets(self, *, offsets: Mapping[int, int]) -> int:
+        """Store offsets by delay level; returns how many changed."""
+        self._check_open()
+        with self._write_lock:
+            return delay_offsets.set_delay_offsets(
+                engine=self._engine, offsets=offsets, now_ms=self._clock_ms()
+            )
+
+    # ---- data versions, export and import (slave sync) -----------------------------------------
+
+    def data_version(self, table: MetadataTable) -> DataVersion:
+        self._check_open()
+        return get_data_version(engine=self._engine, table=table)
+
+    def data_versions(self) -> dict[MetadataTable, DataVersion]:
+        self._check_open()
+        return get_data_versions(engine=self._engine)
+
+    def export_table(self, table: MetadataTable) -> TableExport:
+        """What a master serves a slave; consumer offsets are flushed first, so they are current."""
+        self._check_open()
+        with self._write_lock:
+            if table is MetadataTable.CONSUMER_OFFSET:
+                self.flush_consumer_offsets()
+            return sync.export_table(engine=self._engine, table=table)
+
+    def import_topics(self, export: Mapping[str, Any]) -> bool:
+        """Replace the topics with a master's export when its version differs; True if applied."""
+        self._check_open()
+        with self._write_lock:
+            self._topic_cache.clear()
+            return sync.import_topics(engine=self._engine, export=export)
+
+    def import_groups(self, export: Mapping[str, Any]) -> bool:
+        self._check_open()
+        with self._write_lock:
+            return sync.import_groups(engine=self._engine, export=export)
+
+    def import_delay_offsets(self, export: Mapping[str, Any]) -> bool:
+        self._check_open()
+        with self._write_lock:
+            return sync.import_delay_offsets(engine=self._engine, export=export)
+
+    def merge_consumer_offsets(self, export: Mapping[str, Any]) -> int:
+        """Take a master's offsets for the keys it has, keep the others; returns the count."""
+        self._check_open()
+        with self._write_lock:
+            applied = sync.merge_consumer_offsets(engine=self._engine, export=export)
+            self._offsets.put_persisted(applied)
+            return len(applied)

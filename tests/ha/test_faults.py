@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ha import HAConfig, Replication
+from ha.protocol import HANDSHAKE_MAGIC, encode_report
+from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConfig
+from store.retention import RetentionService
+from tests.ha.conftest import FAST_HA, Node, same_bytes, wait_caught_up
+from tests.store.conftest import small_config, wait_dispatched, wait_until
+from tests.support.tcp_proxy import TcpProxy
+
+StartNode = Callable[..., Node]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _produce(store: MessageStore, count: int, size: int = 3000) -> None:
+    for index in range(count):
+        store.put_message(Message("F", bytes([index % 256]) * size))
+
+
+def _connect(node: Node) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", node.ha_port), timeout=5)
+    return sock
+
+
+def _closed_by_peer(sock: socket.socket, timeout_s: float = 5.0) -> bool:
+    sock.settimeout(timeout_s)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def _master_still_serves(master: Node, slave: Node) -> None:
+    _produce(master.store, 20)
+    wait_caught_up(master.store, slave.store)
+    assert same_bytes(master.store, slave.store)
+
+
+def _pair(start_node: StartNode, **master_overrides: object) -> tuple[Node, Node]:
+    master = start_node("master", BrokerRole.ASYNC_MASTER, **master_overrides)
+    secret = master_overrides.get("ha_secret")
+    slave = start_node("slave", BrokerRole.SLAVE, ha_secret=secret,
+                       ha_master_address=f"127.0.0.1:{master.ha_port}")
+    _produce(master.store, 30)
+    wait_caught_up(master.store, slave.store)
+    return master, slave
+
+
+def test_link_cut_mid_frame_resumes(start_node: StartNode) -> None:
+    """Cutting the link while frames flow: the slave reconnects and resumes at its offset."""
+    master = start_node("master", BrokerRole.ASYNC_MASTER)
+    proxy = TcpProxy(("127.0.0.1", master.ha_port))
+    try:
+        slave = start_node("slave", BrokerRole.SLAVE, ha_master_address=proxy.address)
+        writer = threading.Thread(target=_produce, args=(master.store, 600))
+        writer.start()
+        for _ in range(3):
+            wait_until(lambda: proxy.bytes_from_target > 0)
+            proxy.cut()
+            time.sleep(0.05)
+        writer.join()
+        wait_caught_up(master.store, slave.store)
+        assert same_bytes(master.store, slave.store)
+        assert slave.replication.client is not None
+        assert slave.replication.client.reconnect_count >= 1
+    finally:
+        proxy.close()
+
+
+def test_garbage_on_the_ha_port(start_node: StartNode) -> None:
+    """Garbage bytes read as an impossible ack: that connection closes, the master serves on."""
+    master, slave = _pair(start_node)
+    sock = _connect(master)
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 4)
+    assert _closed_by_peer(sock)
+    _master_still_serves(master, slave)
+
+
+def test_half_frame_then_silence(start_node: StartNode) -> None:
+    """A few bytes and then silence: housekeeping closes the connection."""
+    master, slave = _pair(start_node)
+    sock = _connect(master)
+    sock.sendall(b"\x00\x00\x00")
+    assert _closed_by_peer(sock, timeout_s=FAST_HA["ha_housekeeping_interval_ms"] / 1000 + 3)
+    _master_still_serves(master, slave)
+
+
+def test_ack_beyond_master_offset_closes_and_counts(start_node: StartNode) -> None:
+    """A client cannot fake replication: an ack past the master's max offset closes it."""
+    master, slave = _pair(start_node)
+    service = master.replication.service
+    assert service is not None
+    sock = _connect(master)
+    sock.sendall(encode_report(master.store.max_offset))
+    time.sleep(0.1)
+    sock.sendall(encode_report(master.store.max_offset + 10**9))
+    assert _closed_by_peer(sock)
+    wait_until(lambda: service.ack_beyond_max_count == 1)
+    _master_still_serves(master, slave)
+
+
+def test_huge_size_field_sent_to_a_slave(start_node: StartNode, tmp_path: Path) -> None:
+    """A fake master sending a frame size over the read buffer: the slave closes, counts a
+    protocol error, and keeps trying to reconnect instead of allocating or hanging."""
+    fake = socket.create_server(("127.0.0.1", 0))
+    fake.settimeout(5)
+    port = fake.getsockname()[1]
+    slave = start_node("slave", BrokerRole.SLAVE, ha_master_address=f"127.0.0.1:{port}")
+    peer, _ = fake.accept()
+    with peer:
+        peer.recv(8)
+        peer.sendall(b"\x00" * 8 + (1 << 30).to_bytes(4, "big"))
+        assert _closed_by_peer(peer)
+    client = slave.replication.client
+    assert client is not None
+    wait_until(lambda: client.last_error is not None and "outside" in client.last_error)
+    peer, _ = fake.accept()  # it reconnects
+    peer.close()
+    fake.close()
+    assert slave.store.max_offset == 0
+
+
+def test_wrong_secret_is_refused(start_node: StartNode) -> None:
+    """With ha_secret set, a slave with the wrong secret is closed and gets no data; the
+    right secret replicates."""
+    master, slave = _pair(start_node, ha_secret="right-secret")
+    intruder = start_node("intruder", BrokerRole.SLAVE, ha_secret="wrong-secret",
+                          ha_master_address=f"127.0.0.1:{master.ha_port}")
+    client = intruder.replication.client
+    assert client is not None
+    wait_until(lambda: client.reconnect_count >= 2)
+    assert intruder.store.max_offset == 0
+    sock = _connect(master)
+    assert sock.recv(4) == HANDSHAKE_MAGIC
+    sock.sendall(encode_report(0) * 4)  # the classic stream without the proof
+    assert _closed_by_peer(sock)
+    _master_still_serves(master, slave)
+
+
+def test_slave_behind_retention_needs_reset(start_node: StartNode) -> None:
+    """A slave asking for an offset the master no longer holds is named needs_reset and
+    disconnected, instead of getting heartbeats forever."""
+    master = start_node("master", BrokerRole.ASYNC_MASTER)
+    _produce(master.store, 100)
+    wait_dispatched(master.store)
+    RetentionService(master.store.config, master.store.commit_log, master.store.queues,
+                     master.store.dispatch, used_ratio=lambda _: 1.0).delete_expired()
+    assert master.store.min_offset > 100
+    sock = _connect(master)
+    sock.sendall(encode_report(100))
+    assert _closed_by_peer(sock)
+    service = master.replication.service
+    assert service is not None
+    wait_until(lambda: len(service.rejected) == 1)
+    assert service.rejected[0].state == "needs_reset"
+
+
+def test_slave_ahead_of_master_is_named(start_node: StartNode) -> None:
+    """A slave holding more than the master is named ahead_of_master and disconnected."""
+    master = start_node("master", BrokerRole.ASYNC_MASTER)
+    _produce(master.store, 5)
+    sock = _connect(master)
+    sock.sendall(encode_report(master.store.max_offset + 1000))
+    assert _closed_by_peer(sock)
+    service = master.replication.service
+    assert service is not None
+    wait_until(lambda: len(service.rejected) == 1)
+    assert service.rejected[0].state == "ahead_of_master"
+    assert "ahead" in service.rejected[0].reason
+
+
+def test_heartbeat_header_keeps_idle_link_alive(start_node: StartNode) -> None:
+    """An idle link stays up past the housekeeping interval: both sides heartbeat."""
+    master, slave = _pair(start_node)
+    time.sleep(FAST_HA["ha_housekeeping_interval_ms"] / 1000 * 1.5)
+    client = slave.replication.client
+    assert client is not None and client.connected and client.reconnect_count == 0
+    assert master.replication.service is not None
+    assert master.replication.service.connection_count == 1
+
+
+def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
+    """A slave in its own process, killed with SIGKILL mid-stream and restarted, catches up to
+    a byte-identical commit log and the same consume queues."""
+    file_size = 64 * 1024
+    master = MessageStore(small_config(tmp_path / "master"))
+    master.start()
+    replication = Replication(HAConfig(ha_listen_port=0, **FAST_HA), master)
+    replication.start()
+    assert replication.service is not None
+    address = f"127.0.0.1:{replication.service.listen_address[1]}"
+
+    def spawn() -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.ha_slave_process", str(tmp_path / "slave"),
+             address, str(file_size)],
+            stdout=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert child.stdout is not None and child.stdout.readline().strip() == "READY"
+        return child
+
+    try:
+        child = spawn()
+        writer = threading.Thread(target=_produce, args=(master, 400))
+        writer.start()
+        assert child.stdout is not None
+        for line in child.stdout:
+            if int(line) > 3 * file_size:
+                break
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        writer.join()
+        child = spawn()
+        assert child.stdout is not None
+        for line in child.stdout:
+            if int(line) == master.max_offset:
+                break
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(20) == 0
+        slave = MessageStore(StoreConfig(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE,
+                                         mapped_file_size_bytes=file_size,
+                                         message_size_max_bytes=16 * 1024))
+        slave.start()
+        try:
+            assert same_bytes(master, slave)
+            wait_dispatched(master)
+            for queue_id in range(4):
+                ours = slave.get_messages("F", queue_id, 0, 1000).messages
+                theirs = master.get_messages("F", queue_id, 0, 1000).messages
+                assert [m.body for m in ours] == [m.body for m in theirs]
+        finally:
+            slave.shutdown()
+    finally:
+        replication.stop()
+        master.shutdown()
+    assert PutMessageStatus.PUT_OK.is_stored

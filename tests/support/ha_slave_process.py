@@ -1,0 +1,40 @@
+"""A slave broker's store and HA client in a process of its own (for kill tests).
+
+    python -m tests.support.ha_slave_process DATA_DIR MASTER_HOST:PORT FILE_SIZE_BYTES
+
+Prints READY, then the slave's max offset every 50 ms; SIGTERM stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ha import HAConfig, Replication
+from store import BrokerRole, MessageStore, StoreConfig
+
+
+def main() -> None:
+    data_dir, master, file_size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    store = MessageStore(StoreConfig(data_dir=data_dir, broker_role=BrokerRole.SLAVE,
+                                     mapped_file_size_bytes=file_size,
+                                     message_size_max_bytes=16 * 1024))
+    store.start()
+    replication = Replication(HAConfig(broker_role=BrokerRole.SLAVE, ha_master_address=master,
+                                       ha_reconnect_interval_ms=100,
+                                       ha_send_heartbeat_interval_ms=200,
+                                       ha_housekeeping_interval_ms=2000), store)
+    replication.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print("READY", flush=True)
+    while not stop.wait(0.05):
+        print(store.max_offset, flush=True)
+    replication.stop()
+    store.shutdown()
+
+
+if __name__ == "__main__":
+    main()
