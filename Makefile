@@ -32,6 +32,7 @@ test: lint types unit
 
 bench: setup
 	$(BIN)/python bench/store_append.py
+	$(BIN)/python bench/ha_replication.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

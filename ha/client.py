@@ -28,7 +28,6 @@ from store.status import AppendRawStatus
 
 log = logging.getLogger(__name__)
 
-_RECV_SIZE_BYTES = 256 * 1024
 _POLL_S = 0.1
 
 
@@ -104,12 +103,11 @@ class HAClient(ServiceThread):
         self.last_read_s = time.monotonic()
         self._report(sock)
         parser = FrameParser()
-        buffer = bytearray(_RECV_SIZE_BYTES)
         housekeeping_s = self.config.ha_housekeeping_interval_ms / 1000
         heartbeat_s = self.config.ha_send_heartbeat_interval_ms / 1000
         while not self._stop_event.is_set():
             try:
-                size = sock.recv_into(buffer)
+                size = sock.recv_into(parser.free_view())
             except TimeoutError:
                 size = -1
             now = time.monotonic()
@@ -117,7 +115,7 @@ class HAClient(ServiceThread):
                 raise ConnectionError("master closed the connection")
             if size > 0:
                 self.last_read_s = now
-                if self._apply(parser.feed(memoryview(buffer)[:size])):
+                if self._apply(parser.received(size)):
                     self._report(sock)
             elif now - self.last_read_s > housekeeping_s:
                 raise TimeoutError(f"nothing from the master for {housekeeping_s} s")
@@ -137,7 +135,7 @@ class HAClient(ServiceThread):
         sock.sendall(proof(secret, challenge[len(HANDSHAKE_MAGIC):]))
         sock.settimeout(_POLL_S)
 
-    def _apply(self, frames: list[tuple[int, bytes]]) -> bool:
+    def _apply(self, frames: list[tuple[int, memoryview]]) -> bool:
         """Append every frame at its offset; return whether anything was written."""
         wrote = False
         for offset, body in frames:

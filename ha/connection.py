@@ -263,6 +263,7 @@ class HAConnection:
             return False
         if source.size_bytes == 0:
             return False
+        # MSG_MORE: the header waits for the body instead of going out as a packet of its own.
         self.sock.sendall(encode_header(start, source.size_bytes))
         _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
                       self._config.ha_housekeeping_interval_ms / 1000)

@@ -69,39 +69,61 @@ class ReportParser:
 
 
 class FrameParser:
-    """Slave side: transfer frames out of a bounded buffer.
+    """Slave side: transfer frames, parsed in place in one fixed buffer (no copies).
 
-    `feed` returns the complete frames as (offset, body view) pairs; a header whose size is
-    negative or over the read buffer is a ProtocolError. The views stay valid only until the
-    next `feed`.
+    Receive into `free_view()`, then `received(size)` returns the complete frames as
+    (offset, body view) pairs; the views stay valid until the next `free_view()`, which moves
+    an incomplete frame to the front. A header whose size is negative or over the read buffer
+    is a ProtocolError, so a frame always fits and the buffer never grows.
     """
 
     def __init__(self, buffer_size_bytes: int = READ_BUFFER_SIZE_BYTES) -> None:
         self._size_max = buffer_size_bytes
-        self._buffer = bytearray()
+        self._buffer = bytearray(buffer_size_bytes + HEADER_SIZE)
+        self._view = memoryview(self._buffer)
+        self._start = 0  # first byte not yet handed out as part of a frame
+        self._end = 0  # one past the last byte received
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer)
+        return self._end - self._start
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, bytes]]:
-        buffer = self._buffer
-        buffer += data
-        frames: list[tuple[int, bytes]] = []
-        position = 0
-        while len(buffer) - position >= HEADER_SIZE:
-            offset, size = HEADER.unpack_from(buffer, position)
+    def free_view(self) -> memoryview:
+        if self._start:
+            pending = self._end - self._start
+            self._buffer[:pending] = self._view[self._start : self._end]
+            self._start, self._end = 0, pending
+        return self._view[self._end :]
+
+    def received(self, size_bytes: int) -> list[tuple[int, memoryview]]:
+        assert 0 <= size_bytes <= len(self._buffer) - self._end
+        self._end += size_bytes
+        frames: list[tuple[int, memoryview]] = []
+        position, end = self._start, self._end
+        while end - position >= HEADER_SIZE:
+            offset, size = HEADER.unpack_from(self._buffer, position)
             if size < 0 or size > self._size_max:
                 raise ProtocolError(f"frame size {size} is outside [0, {self._size_max}]")
             if offset < 0:
                 raise ProtocolError(f"negative frame offset {offset}")
-            end = position + HEADER_SIZE + size
-            if end > len(buffer):
+            frame_end = position + HEADER_SIZE + size
+            if frame_end > end:
                 break
-            frames.append((offset, bytes(buffer[position + HEADER_SIZE : end])))
-            position = end
-        if position:
-            del buffer[:position]
-        if len(buffer) > self._size_max + HEADER_SIZE:
-            raise ProtocolError("read buffer overflow")
+            frames.append((offset, self._view[position + HEADER_SIZE : frame_end]))
+            position = frame_end
+        self._start = position
+        return frames
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, bytes]]:
+        """Copying convenience for callers that hold bytes already (tests, tools)."""
+        frames: list[tuple[int, bytes]] = []
+        source = memoryview(data)
+        while source:
+            free = self.free_view()
+            if not free:
+                raise ProtocolError("read buffer full without a complete frame")
+            size = min(len(free), len(source))
+            free[:size] = source[:size]
+            source = source[size:]
+            frames += [(offset, bytes(body)) for offset, body in self.received(size)]
         return frames

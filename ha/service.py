@@ -13,11 +13,11 @@ import logging
 import socket
 import threading
 from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ha.config import HAConfig
 from ha.connection import ConnectionState, HAConnection, SlaveView
+from store.completion import Pending
 from store.deadlines import now_ms as _now_ms
 from store.message_store import MessageStore
 from store.service import ServiceThread
@@ -51,6 +51,9 @@ class HAService:
         self.refused_connection_count = 0
         self.ack_beyond_max_count = 0
         self.protocol_error_count = 0
+        self._replicated = -1
+        self._fall_behind_bytes_max = config.ha_slave_fall_behind_bytes_max
+        self._slave_timeout_ms = config.slave_timeout_ms
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -110,12 +113,14 @@ class HAService:
     # -- acks and waits --------------------------------------------------------------------
 
     def _on_ack(self, connection: HAConnection) -> None:
-        self.waits.advance(self.replicated_offset())
+        self._replicated = self.replicated_offset()
+        self.waits.advance(self._replicated)
 
     def _on_close(self, connection: HAConnection, reason: str) -> None:
         with self._lock:
             if connection in self._connections:
                 self._connections.remove(connection)
+        self._replicated = self.replicated_offset()
         if connection.ack_beyond_max:
             self.ack_beyond_max_count += 1
         if reason.startswith("protocol error"):
@@ -137,17 +142,17 @@ class HAService:
         return acks[needed - 1] if len(acks) >= needed else -1
 
     def is_slave_ok(self, end_offset: int) -> bool:
-        master_max = self.store.max_offset
-        eligible = sum(
-            1 for c in self.connections
-            if c.is_eligible(master_max, self.config.ha_slave_fall_behind_bytes_max)
-        )
-        return eligible >= self.config.slaves_needed
+        """Enough slaves connected and less than ha_slave_fall_behind_bytes_max behind.
 
-    def wait_replicated(self, end_offset: int) -> Future[PutMessageStatus]:
-        future = self.waits.add(end_offset, _now_ms() + self.config.slave_timeout_ms)
-        self._wake_writers()
-        return future
+        `_replicated` is the offset the needed number of distinct slaves have acked (kept by
+        every ack and every close), so the question costs O(1) on the put path.
+        """
+        replicated = self._replicated
+        return replicated >= 0 and end_offset - replicated < self._fall_behind_bytes_max
+
+    def wait_replicated(self, end_offset: int) -> Pending:
+        # The append already woke the writers (append listener): nothing more to do here.
+        return self.waits.add(end_offset, _now_ms() + self._slave_timeout_ms)
 
     @property
     def pending_count(self) -> int:

@@ -1,31 +1,87 @@
 """What a put hands back besides its append result: an awaitable final status.
 
-No thread waits per put: flush and replication services complete `concurrent.futures.Future`s
-by offset; asyncio code awaits them through `asyncio.wrap_future`, blocking code calls
-`result()`. A put whose guarantees already hold gets a shared, already-done completion.
+No thread waits per put. Flush and replication services complete `Pending` objects by offset;
+blocking code calls `result()`, asyncio code awaits. A `Pending` is a status slot, a lock and
+callbacks: far cheaper than a `concurrent.futures.Future` (which builds a Condition each).
+For asyncio, completions made on another thread reach the event loop through one mailbox per
+loop: one ack that completes a hundred puts wakes the loop once, not a hundred times. A put
+whose guarantees already hold gets a shared, already-done completion.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
-from concurrent.futures import Future
+import threading
+import weakref
+from collections.abc import Callable, Generator
 from typing import Any
 
 from store.status import PutMessageStatus
 
+Callback = Callable[[PutMessageStatus], None]
+
+
+class Pending:
+    """A status decided later, once, by another thread."""
+
+    __slots__ = ("status", "_callbacks", "_lock", "_event")
+
+    def __init__(self) -> None:
+        self.status: PutMessageStatus | None = None
+        self._callbacks: list[Callback] | None = None
+        self._lock = threading.Lock()
+        self._event: threading.Event | None = None
+
+    def done(self) -> bool:
+        return self.status is not None
+
+    def set(self, status: PutMessageStatus) -> bool:
+        """Decide the status; False when it was already decided (the first decision stands)."""
+        with self._lock:
+            if self.status is not None:
+                return False
+            self.status = status
+            callbacks, self._callbacks = self._callbacks, None
+            event = self._event
+        if event is not None:
+            event.set()
+        if callbacks:
+            for callback in callbacks:
+                callback(status)
+        return True
+
+    def add_callback(self, callback: Callback) -> None:
+        """Call `callback(status)` once decided (at once, here, when already decided)."""
+        with self._lock:
+            if self.status is None:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return
+        callback(self.status)
+
+    def wait(self, timeout_s: float | None = None) -> PutMessageStatus:
+        with self._lock:
+            if self.status is not None:
+                return self.status
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        if not event.wait(timeout_s):
+            raise TimeoutError(f"no decision within {timeout_s} s")
+        assert self.status is not None
+        return self.status
+
 
 class PutCompletion:
-    __slots__ = ("_status", "_future")
+    __slots__ = ("_status", "_pending")
 
     def __init__(
-        self,
-        status: PutMessageStatus | None = None,
-        future: Future[PutMessageStatus] | None = None,
+        self, status: PutMessageStatus | None = None, pending: Pending | None = None
     ) -> None:
-        assert (status is None) != (future is None)
+        assert (status is None) != (pending is None)
         self._status = status
-        self._future = future
+        self._pending = pending
 
     @classmethod
     def done(cls, status: PutMessageStatus) -> PutCompletion:
@@ -33,41 +89,100 @@ class PutCompletion:
 
     @property
     def is_done(self) -> bool:
-        return self._future is None or self._future.done()
+        return self._pending is None or self._pending.done()
 
     def result(self, timeout_s: float | None = None) -> PutMessageStatus:
         """Block until the guarantees are decided (tests and blocking callers only)."""
-        if self._future is None:
+        if self._pending is None:
             assert self._status is not None
             return self._status
-        return self._future.result(timeout_s)
+        return self._pending.wait(timeout_s)
+
+    def add_callback(self, callback: Callback) -> None:
+        if self._pending is None:
+            assert self._status is not None
+            callback(self._status)
+        else:
+            self._pending.add_callback(callback)
 
     def __await__(self) -> Generator[Any, None, PutMessageStatus]:
-        if self._future is None:
+        pending = self._pending
+        if pending is None:
             assert self._status is not None
             return self._status
-        return (yield from asyncio.wrap_future(self._future).__await__())
+        if pending.status is not None:
+            return pending.status
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[PutMessageStatus] = loop.create_future()
+        mailbox = _mailbox_for(loop)
+        pending.add_callback(lambda status: mailbox.post(waiter, status))
+        return (yield from waiter.__await__())
 
     @staticmethod
     def combine(flush: PutCompletion, replication: PutCompletion) -> PutCompletion:
         """Both guarantees: a non-OK replication status wins over the flush status (RocketMQ)."""
+        if flush.is_done and flush.result() is PutMessageStatus.PUT_OK:
+            return replication  # the combination is the replication status alone
         if flush.is_done and replication.is_done:
             return PutCompletion.done(_combined(flush.result(), replication.result()))
-        combined: Future[PutMessageStatus] = Future()
-        parts = (flush, replication)
+        combined = Pending()
+        decided: list[PutMessageStatus] = []
+        decided_lock = threading.Lock()
 
-        def on_part_done(_: object) -> None:
-            if all(part.is_done for part in parts) and not combined.done():
-                try:
-                    combined.set_result(_combined(flush.result(), replication.result()))
-                except Exception:  # noqa: BLE001 - a racing second callback already set it
-                    pass
+        def on_part_done(status: PutMessageStatus) -> None:
+            with decided_lock:
+                decided.append(status)
+                if len(decided) < 2:
+                    return
+            combined.set(_combined(flush.result(), replication.result()))
 
-        for part in parts:
-            if part._future is not None:
-                part._future.add_done_callback(on_part_done)
-        on_part_done(None)
-        return PutCompletion(future=combined)
+        flush.add_callback(on_part_done)
+        replication.add_callback(on_part_done)
+        return PutCompletion(pending=combined)
+
+
+class _LoopMailbox:
+    """Results for one event loop's futures, delivered in batches by one wake-up."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._items: list[tuple[asyncio.Future[PutMessageStatus], PutMessageStatus]] = []
+        self._scheduled = False
+
+    def post(self, waiter: asyncio.Future[PutMessageStatus], status: PutMessageStatus) -> None:
+        with self._lock:
+            self._items.append((waiter, status))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+            self._scheduled = False
+        for waiter, status in items:
+            if not waiter.done():
+                waiter.set_result(status)
+
+
+_mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopMailbox] = (
+    weakref.WeakKeyDictionary())
+_mailboxes_lock = threading.Lock()
+
+
+def _mailbox_for(loop: asyncio.AbstractEventLoop) -> _LoopMailbox:
+    mailbox = _mailboxes.get(loop)
+    if mailbox is None:
+        with _mailboxes_lock:
+            mailbox = _mailboxes.get(loop)
+            if mailbox is None:
+                mailbox = _mailboxes[loop] = _LoopMailbox(loop)
+    return mailbox
 
 
 def _combined(flush: PutMessageStatus, replication: PutMessageStatus) -> PutMessageStatus:

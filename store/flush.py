@@ -5,11 +5,11 @@ after the consume queues are flushed."""
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
 from pathlib import Path
 
 from store.checkpoint import Checkpoint, write_checkpoint
 from store.commit_log import CommitLog
+from store.completion import Pending
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueues
 from store.deadlines import now_ms
@@ -43,7 +43,7 @@ class FlushService(ServiceThread):
         self._last_checkpoint_ms = 0
         self.fsync_count = 0
 
-    def request(self, end_offset: int) -> Future[PutMessageStatus]:
+    def request(self, end_offset: int) -> Pending:
         """A SYNC_FLUSH put waits for the flush of everything up to `end_offset`."""
         future = self.waits.add(end_offset, now_ms() + self._config.sync_flush_timeout_ms)
         self.wake()

@@ -13,11 +13,10 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from typing import Protocol
 
 from store.commit_log import CommitLog
-from store.completion import PutCompletion
+from store.completion import Pending, PutCompletion
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueues
 from store.deadlines import DeadlineService
@@ -46,7 +45,7 @@ class ReplicationGuard(Protocol):
 
     def is_slave_ok(self, end_offset: int) -> bool: ...
 
-    def wait_replicated(self, end_offset: int) -> Future[PutMessageStatus]: ...
+    def wait_replicated(self, end_offset: int) -> Pending: ...
 
     @property
     def pending_count(self) -> int: ...
@@ -226,14 +225,14 @@ class MessageStore:
         self.put_ok_count += 1
         self.put_bytes_total += result.wrote_bytes
         end_offset = result.commit_log_offset + result.wrote_bytes
-        flushed = PutCompletion(future=self.flush.request(end_offset)) if self._sync_flush else _OK
+        flushed = PutCompletion(pending=self.flush.request(end_offset)) if self._sync_flush else _OK
         guard = self._replication
         if guard is None or not self._is_sync_master:
             return flushed
         if not guard.is_slave_ok(end_offset):
             replicated = PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
         else:
-            replicated = PutCompletion(future=guard.wait_replicated(end_offset))
+            replicated = PutCompletion(pending=guard.wait_replicated(end_offset))
         return PutCompletion.combine(flushed, replicated)
 
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> AppendRawStatus:

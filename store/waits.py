@@ -11,8 +11,8 @@ import heapq
 import itertools
 import threading
 from collections import deque
-from concurrent.futures import Future
 
+from store.completion import Pending
 from store.status import PutMessageStatus
 
 
@@ -22,7 +22,7 @@ class _Wait:
     def __init__(self, end_offset: int, deadline_ms: int) -> None:
         self.end_offset = end_offset
         self.deadline_ms = deadline_ms
-        self.future: Future[PutMessageStatus] = Future()
+        self.future = Pending()
 
 
 class OffsetWaits:
@@ -39,11 +39,11 @@ class OffsetWaits:
     def __len__(self) -> int:
         return self._pending
 
-    def add(self, end_offset: int, deadline_ms: int) -> Future[PutMessageStatus]:
+    def add(self, end_offset: int, deadline_ms: int) -> Pending:
         wait = _Wait(end_offset, deadline_ms)
         with self._lock:
             if end_offset <= self.reached_offset:
-                wait.future.set_result(PutMessageStatus.PUT_OK)
+                wait.future.set(PutMessageStatus.PUT_OK)
                 return wait.future
             heapq.heappush(self._by_offset, (end_offset, next(self._sequence), wait))
             self._by_deadline.append(wait)
@@ -94,12 +94,8 @@ class OffsetWaits:
         completed = 0
         for wait in waits:
             # A wait may be both reached and overdue; the first decision stands.
-            if not wait.future.done():
-                try:
-                    wait.future.set_result(status)
-                    completed += 1
-                except Exception:  # noqa: BLE001 - completed by the other path meanwhile
-                    continue
+            if wait.future.set(status):
+                completed += 1
         with self._lock:
             self._pending -= completed
         return completed

@@ -206,7 +206,7 @@ def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
 
     def spawn() -> subprocess.Popen[str]:
         child = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.ha_slave_process", str(tmp_path / "slave"),
+            [sys.executable, "-m", "ha.standalone", str(tmp_path / "slave"),
              address, str(file_size)],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)})

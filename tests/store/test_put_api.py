@@ -4,7 +4,6 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 
 import pytest
 
@@ -17,6 +16,7 @@ from store import (
     PutMessageStatus,
     StoreStateError,
 )
+from store.completion import Pending
 from store.waits import OffsetWaits
 
 OpenStore = Callable[..., MessageStore]
@@ -94,7 +94,7 @@ class FakeReplication:
     def is_slave_ok(self, end_offset: int) -> bool:
         return self.slave_ok
 
-    def wait_replicated(self, end_offset: int) -> Future[PutMessageStatus]:
+    def wait_replicated(self, end_offset: int) -> Pending:
         return self.waits.add(end_offset, deadline_ms=time.monotonic_ns() // 10**6 + 10_000)
 
     @property

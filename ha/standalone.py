@@ -1,8 +1,11 @@
-"""A slave broker's store and HA client in a process of its own (for kill tests).
+"""A slave's store and HA client in a process of its own, with no HTTP (tests and benches
+use it to kill a slave or to keep it off the master's GIL).
 
-    python -m tests.support.ha_slave_process DATA_DIR MASTER_HOST:PORT FILE_SIZE_BYTES
+    python -m ha.standalone DATA_DIR MASTER_HOST:PORT FILE_SIZE_BYTES [--wait-for-go]
 
-Prints READY, then the slave's max offset every 50 ms; SIGTERM stops it cleanly.
+Prints READY (with --wait-for-go: then connects only once a line arrives on stdin, so a
+bench can time replication apart from process start), then the slave's max offset every
+50 ms; SIGTERM stops it cleanly.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ def main() -> None:
                                        ha_reconnect_interval_ms=100,
                                        ha_send_heartbeat_interval_ms=200,
                                        ha_housekeeping_interval_ms=2000), store)
-    replication.start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print("READY", flush=True)
+    if "--wait-for-go" in sys.argv[4:]:
+        sys.stdin.readline()
+    replication.start()
     while not stop.wait(0.05):
         print(store.max_offset, flush=True)
     replication.stop()
