@@ -77,3 +77,33 @@ def test_slave_restart_catches_up(start_node: StartNode) -> None:
     wait_caught_up(master.store, slave.store)
     assert same_bytes(master.store, slave.store)
     assert _messages(slave.store) == _messages(master.store)
+
+
+def test_diff_views_go_to_zero(start_node: StartNode) -> None:
+    """After quiescence the master's per-slave diff and the slave's own view are 0 bytes, and
+    the sampler keeps bounded samples of it."""
+    from ha import MasterDiff, SlaveLinkView
+
+    master = start_node("master", BrokerRole.SYNC_MASTER)
+    slave = start_node("slave", BrokerRole.SLAVE, ha_master_address=f"127.0.0.1:{master.ha_port}")
+    _produce(master.store, 100)
+    wait_caught_up(master.store, slave.store)
+    master_view = master.replication.diff()
+    assert isinstance(master_view, MasterDiff)
+
+    def settled() -> bool:
+        view = master.replication.diff()
+        return isinstance(view, MasterDiff) and view.max_diff_bytes == 0 and bool(view.slaves)
+
+    from tests.store.conftest import wait_until
+
+    wait_until(settled)
+    view = master.replication.diff()
+    assert isinstance(view, MasterDiff)
+    assert view.in_sync_slave_count == 1 and view.master_max_offset == master.store.max_offset
+    assert view.slaves[0].ack_offset == master.store.max_offset
+    slave_view = slave.replication.diff()
+    assert isinstance(slave_view, SlaveLinkView)
+    assert slave_view.connected and slave_view.local_max_offset == master.store.max_offset
+    wait_until(lambda: slave.replication.diff().diff_bytes == 0)  # type: ignore[union-attr]
+    wait_until(lambda: len(master.replication.sampler.drain_samples()) > 0)
