@@ -23,7 +23,7 @@ lint: setup
 	$(BIN)/ruff check app store ha jobs bench tests
 
 types: setup
-	$(BIN)/mypy store ha
+	$(BIN)/mypy store ha jobs
 
 unit: setup
 	$(BIN)/pytest -q

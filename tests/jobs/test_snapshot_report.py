@@ -1,0 +1,165 @@
+"""The Spark report over real snapshots, on a local[1] Spark."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.snapshot_report import build_report, discover, main
+from store import Message, MessageStore
+from store.metadata import MetadataStore, sqlite_database_url
+from store.snapshot import ExportRequest, export_snapshot, metadata_rows
+from tests.store.conftest import small_config, wait_dispatched
+
+pyspark = pytest.importorskip("pyspark")
+from pyspark.sql import Row, SparkSession  # noqa: E402
+from pyspark.testing import assertDataFrameEqual  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPICS = ("Orders", "Pay%ments", "Logs")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = (SparkSession.builder.master("local[1]").appName("twinlog-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "1")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+def _produce(store: MessageStore, start: int, count: int, expected: dict[str, Any]) -> None:
+    for index in range(start, start + count):
+        topic = TOPICS[index % 3]
+        body = bytes([index % 256]) * (50 + index % 300)
+        result, _ = store.put_message(Message(topic, body, {"KEYS": f"key{index % 4} all"},
+                                              queue_id=index % 2))
+        counts = expected.setdefault(topic, [0, 0])
+        counts[0] += 1
+        counts[1] += result.wrote_bytes
+    wait_dispatched(store)
+
+
+@pytest.fixture(scope="module")
+def snapshot_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """Two incremental snapshots with more messages between, a killed export, a foreign
+    directory and a corrupt snapshot under one root."""
+    base = tmp_path_factory.mktemp("report")
+    store = MessageStore(small_config(base / "data"))
+    store.start()
+    metadata = MetadataStore(sqlite_database_url(base / "meta.sqlite3"))
+    metadata.start()
+    expected: dict[str, Any] = {}
+    root = base / "snapshots"
+    try:
+        _produce(store, 0, 600, expected)
+        samples = [{"timestamp_ms": 1000 * i, "slave": "10.0.0.2:10912", "ack_offset": i,
+                    "diff_bytes": i * 10} for i in range(1, 101)]
+        export_snapshot(ExportRequest(store.config.data_dir, root,
+                                      replication_samples=samples))
+        _produce(store, 600, 400, expected)
+        metadata.create_group(name="billing")
+        for topic in TOPICS:
+            metadata.create_topic(name=topic, read_queue_count=2, write_queue_count=2)
+            metadata.commit_consumer_offset(group_name="billing", topic=topic, queue_id=0,
+                                            queue_offset=10)
+        metadata.flush_consumer_offsets()
+        export_snapshot(ExportRequest(store.config.data_dir, root,
+                                      metadata_rows=metadata_rows(metadata)))
+        expected["queue_ends"] = {(t, q): store.queue_offset_range(t, q)[1]  # type: ignore[index]
+                                  for t in TOPICS for q in (0, 1)}
+        expected["max_offset"] = store.max_offset
+    finally:
+        metadata.stop()
+        store.shutdown()
+    _killed_export(base / "data", root)
+    (root / "not-a-snapshot").mkdir()
+    corrupt = root / "snapshot-00000000000000000000-00000000000000000007"
+    corrupt.mkdir()
+    (corrupt / "_manifest.json").write_text("[]")
+    return root, expected
+
+
+def _killed_export(data_dir: Path, root: Path) -> None:
+    """A real export process killed mid-way leaves only a temp directory behind."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "import store.snapshot.export as e\n"
+        "original = e._MessageWriter.add\n"
+        "def slow(self, record):\n"
+        "    original(self, record)\n"
+        "    if self.count == 10:\n"
+        "        print('HALFWAY', flush=True); time.sleep(60)\n"
+        "e._MessageWriter.add = slow\n"
+        "e.export_snapshot(e.ExportRequest(Path(sys.argv[1]), Path(sys.argv[2]),"
+        " range_from=0))\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(data_dir), str(root)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "HALFWAY"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(10)
+    assert any(p.name.startswith(".tmp-") for p in root.iterdir())
+
+
+def test_report_counts_bytes_and_lag(spark: SparkSession,
+                                     snapshot_root: tuple[Path, dict[str, Any]],
+                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The job returns exactly the produced counts, bytes and lags, reading only the complete
+    snapshots, whose union is the whole commit log with no duplicate and no gap."""
+    root, expected = snapshot_root
+    with caplog.at_level(logging.WARNING):
+        snapshots = discover([root])
+    assert len(snapshots) == 2
+    assert "not-a-snapshot" in caplog.text and "00000000000000000007" in caplog.text
+    assert snapshots[0].range_to == snapshots[1].range_from
+    assert (snapshots[0].range_from, snapshots[1].range_to) == (0, expected["max_offset"])
+    report = build_report(spark, snapshots)
+    assertDataFrameEqual(
+        report["topics"].select("topic", "message_count", "size_bytes"),
+        [Row(topic=t, message_count=expected[t][0], size_bytes=expected[t][1])
+         for t in sorted(TOPICS)])
+    offsets = [r.commit_log_offset for r in report["messages"].select("commit_log_offset")
+               .orderBy("commit_log_offset").collect()]
+    assert len(offsets) == len(set(offsets)) == 1000
+    sizes = dict(report["messages"].select("commit_log_offset", "size_bytes").collect())
+    walk = offsets[0]
+    for offset in offsets:  # contiguous records, or the blank at a file's end between
+        assert offset == walk or offset % (64 * 1024) == 0
+        walk = offset + sizes[offset]
+    assertDataFrameEqual(
+        report["consumer_lag"].select("group_name", "topic", "queue_id", "lag"),
+        [Row(group_name="billing", topic=t, queue_id=0,
+             lag=expected["queue_ends"][(t, 0)] - 10) for t in sorted(TOPICS)])
+    lag = report["replication_lag"].collect()[0]
+    assert (lag.slave, lag.sample_count, lag.max_diff_bytes) == ("10.0.0.2:10912", 100, 1000)
+    assert lag.p50_diff_bytes == 500 and lag.p99_diff_bytes == 990
+    top = report["top_keys"].where("topic = 'Orders' and rank = 1").collect()[0]
+    assert top.key == "all"
+
+
+def test_command_line_writes_the_report(snapshot_root: tuple[Path, dict[str, Any]],
+                                        tmp_path: Path, spark: SparkSession,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`python jobs/snapshot_report.py ROOT --out DIR` writes Parquet and a summary."""
+    root, _ = snapshot_root
+    started = time.monotonic()
+    assert main([str(root), "--out", str(tmp_path / "report")]) == 0
+    assert time.monotonic() - started < 120
+    assert (tmp_path / "report" / "topics").is_dir()
+    assert "Pay%ments" in capsys.readouterr().out
