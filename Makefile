@@ -17,13 +17,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 setup: $(STAMP)
 
 run: setup
-	$(BIN)/twinlog --help
+	$(BIN)/twinlog dev
 
 lint: setup
 	$(BIN)/ruff check app store ha jobs bench tests
 
 types: setup
-	$(BIN)/mypy store ha jobs
+	$(BIN)/mypy store ha jobs app
 
 unit: setup
 	$(BIN)/pytest -q
@@ -33,6 +33,8 @@ test: lint types unit
 bench: setup
 	$(BIN)/python bench/store_append.py
 	$(BIN)/python bench/ha_replication.py
+	$(BIN)/python bench/http_produce.py
+	$(BIN)/python bench/snapshot.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

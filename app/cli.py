@@ -1,14 +1,19 @@
-"""The `twinlog` command."""
+"""The `twinlog` command: serve, dev, openapi, store-info."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from store import MessageStore, StoreConfig, StoreError
+
+DEFAULT_OPENAPI_PATH = Path("openapi") / "openapi.json"
 
 
 def _store_info(arguments: argparse.Namespace) -> int:
@@ -39,6 +44,98 @@ def _store_info(arguments: argparse.Namespace) -> int:
     return 0
 
 
+# Flags of `serve`: flag -> setting. Only flags given on the command line override the
+# environment and the TOML file.
+_SERVE_FLAGS = {
+    "role": "broker_role",
+    "http_host": "http_host",
+    "http_port": "http_port",
+    "ha_port": "ha_listen_port",
+    "ha_master_address": "ha_master_address",
+    "master_http_address": "master_http_address",
+    "data_dir": "data_dir",
+    "flush_disk_type": "flush_disk_type",
+}
+
+
+def _serve_overrides(arguments: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {
+        setting: getattr(arguments, flag) for flag, setting in _SERVE_FLAGS.items()
+        if getattr(arguments, flag) is not None
+    }
+    for assignment in arguments.set or []:
+        name, separator, value = assignment.partition("=")
+        if not separator or not name:
+            raise SystemExit(f"twinlog: --set expects name=value, got {assignment!r}")
+        overrides[name.strip()] = value
+    return overrides
+
+
+def _serve(arguments: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.main import create_app
+    from app.settings import SettingsError, load_settings
+
+    config_file = Path(arguments.config) if arguments.config else None
+    try:
+        settings = load_settings(config_file, **_serve_overrides(arguments))
+    except SettingsError as error:
+        print(f"twinlog: invalid settings: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per slave sync request
+    server = uvicorn.Server(uvicorn.Config(
+        create_app(settings), host=settings.http_host, port=settings.http_port,
+        loop=_available("uvloop", "auto"), http=_available("httptools", "auto"),
+        lifespan="on", access_log=False, log_level=settings.log_level, server_header=False,
+        timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s)))
+    # uvicorn re-raises the stop signal after its graceful shutdown; with these handlers in
+    # place that ends here, and a broker stopped cleanly by SIGTERM or Ctrl-C exits with 0.
+    stop_signals: list[int] = []
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda signum, _: stop_signals.append(signum))
+    server.run()
+    return 0 if server.started else 3
+
+
+def _available(module: str, fallback: str) -> str:
+    try:
+        __import__(module)
+    except ImportError:
+        return fallback
+    return module
+
+
+def _dev(arguments: argparse.Namespace) -> int:
+    from app.dev import DevLayout, run_dev
+
+    return run_dev(DevLayout(
+        data_root=Path(arguments.data_root), master_http_port=arguments.master_http_port,
+        slave_http_port=arguments.slave_http_port, ha_port=arguments.ha_port))
+
+
+def _openapi(arguments: argparse.Namespace) -> int:
+    from app import openapi
+    from app.main import create_app
+    from app.settings import Settings
+
+    # Built from default settings, not the environment: the file must not vary by host.
+    document = create_app(Settings.model_construct()).openapi()
+    path = Path(arguments.output)
+    if arguments.check:
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current != openapi.render_json(document):
+            print(f"twinlog: {path} differs from the app; run `twinlog openapi`",
+                  file=sys.stderr)
+            return 1
+        return 0
+    openapi.write(document, path)
+    print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="twinlog", description="twinlog: a replicated message store (RocketMQ-style)."
@@ -48,6 +145,37 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--data-dir", required=True)
     info.add_argument("--mapped-file-size-bytes", type=int, default=1 << 30)
     info.set_defaults(handler=_store_info)
+
+    serve = commands.add_parser(
+        "serve", help="run one broker (HTTP gateway + store + replication)",
+        description="Run one broker. Settings come from flags, then TWINLOG_* environment "
+                    "variables, then the TOML file (--config or TWINLOG_CONFIG_FILE).")
+    serve.add_argument("--config", help="TOML settings file")
+    serve.add_argument("--role", choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"])
+    serve.add_argument("--http-host")
+    serve.add_argument("--http-port", type=int)
+    serve.add_argument("--ha-port", type=int, help="HA listen port (a master's)")
+    serve.add_argument("--ha-master-address", help="host:port of the master's HA (a slave's)")
+    serve.add_argument("--master-http-address",
+                       help="http://host:port of the master (a slave's metadata sync)")
+    serve.add_argument("--data-dir")
+    serve.add_argument("--flush-disk-type", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    serve.add_argument("--set", action="append", metavar="NAME=VALUE",
+                       help="any other setting, e.g. --set slave_timeout_ms=1000")
+    serve.set_defaults(handler=_serve)
+
+    dev = commands.add_parser(
+        "dev", help="run a SYNC_MASTER and its SLAVE locally, open auth (Ctrl-C stops both)")
+    dev.add_argument("--data-root", default="data")
+    dev.add_argument("--master-http-port", type=int, default=8080)
+    dev.add_argument("--slave-http-port", type=int, default=8081)
+    dev.add_argument("--ha-port", type=int, default=10912)
+    dev.set_defaults(handler=_dev)
+
+    spec = commands.add_parser("openapi", help="write the OpenAPI document of the app")
+    spec.add_argument("--output", default=str(DEFAULT_OPENAPI_PATH))
+    spec.add_argument("--check", action="store_true", help="exit 1 if the file differs")
+    spec.set_defaults(handler=_openapi)
     return parser
 
 

@@ -73,6 +73,11 @@ class HAService:
     def stop(self) -> None:
         self.store.set_replication(None)
         self.store.remove_append_listener(self._wake_writers)
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept() at once
+            except OSError:
+                pass
         self._accept.stop()
         if self._listener is not None:
             self._listener.close()

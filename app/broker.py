@@ -1,0 +1,184 @@
+"""One broker: the message store, its metadata, replication by role, slave metadata sync and
+the idempotency window, started and stopped together (DESIGN, "One broker = one process").
+
+Start order: store (recovery), metadata (migrations), replication, then by role the slave sync
+or the idempotency rebuild. Stop runs the reverse, and always reaches `store.shutdown()`, which
+removes the abort marker.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from app.idempotency import IdempotencyWindow, rebuild
+from app.settings import Settings
+from app.slave_sync import SlaveSync
+from ha import Replication
+from store import BrokerRole, Lifecycle, MessageStore
+from store.metadata import MetadataStore
+
+log = logging.getLogger(__name__)
+
+_RATE_WINDOW_S = 10.0
+
+
+class BrokerState(enum.Enum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+
+
+class BrokerStateError(RuntimeError):
+    """start/stop used out of order: a bug in the caller."""
+
+
+@dataclass(frozen=True, slots=True)
+class PutRates:
+    messages_per_s: float
+    bytes_per_s: float
+
+
+class Broker:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.role = settings.broker_role
+        self.is_slave = settings.broker_role is BrokerRole.SLAVE
+        self.store = MessageStore(settings.to_store_config())
+        self.metadata: MetadataStore | None = None
+        self.replication: Replication | None = None
+        self.slave_sync: SlaveSync | None = None
+        self.idempotency = IdempotencyWindow(settings.idempotency_window_s,
+                                             settings.idempotency_keys_max)
+        self.state = BrokerState.CREATED
+        self.started_at_ms = 0
+        # topic -> write queue count, for topics checked writable (the produce hot path).
+        self._writable_queue_counts: dict[str, int] = {}
+        self._rate_samples: deque[tuple[float, int, int]] = deque(maxlen=64)
+        self._rate_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.state is not BrokerState.CREATED:
+            raise BrokerStateError(f"start() on a broker that is {self.state.value}")
+        self.state = BrokerState.STARTING
+        settings = self.settings
+        try:
+            report = self.store.start()
+            log.info("store recovered %s: %s", settings.data_dir, report)
+            self.metadata = MetadataStore(
+                settings.metadata_database_url,
+                auto_create_topics=settings.auto_create_topics,
+                default_queue_count=settings.default_queue_count,
+                consumer_offset_persist_interval_ms=settings.consumer_offset_persist_interval_ms,
+            )
+            for topic in self.metadata.list_topics():
+                self.store.set_queue_count(topic.name, topic.write_queue_count)
+            self.metadata.start()
+            self.replication = Replication(settings.to_ha_config(), self.store)
+            self.replication.start()
+            if self.is_slave:
+                assert settings.master_http_address is not None
+                self.slave_sync = SlaveSync(
+                    settings.master_http_address, self.metadata,
+                    interval_s=settings.slave_sync_interval_s,
+                    timeout_s=settings.slave_sync_timeout_s,
+                    auth_token=settings.master_auth_token)
+                self.slave_sync.start()
+            else:
+                rebuild(self.idempotency, self.store)
+        except BaseException:
+            self._stop_parts()
+            self.state = BrokerState.STOPPED
+            raise
+        self.started_at_ms = time.time_ns() // 1_000_000
+        self.state = BrokerState.RUNNING
+        log.info("broker running: %s, HTTP %s:%d, data %s", self.role.value,
+                 settings.http_host, settings.http_port, settings.data_dir)
+
+    def stop(self) -> None:
+        """Stop everything; a clean store shutdown removes the abort marker."""
+        if self.state is BrokerState.STOPPED:
+            return
+        if self.state is BrokerState.CREATED:
+            raise BrokerStateError("stop() on a broker that never started")
+        self.state = BrokerState.STOPPING
+        try:
+            self._stop_parts()
+        finally:
+            self.state = BrokerState.STOPPED
+        log.info("broker stopped cleanly")
+
+    def _stop_parts(self) -> None:
+        """Stop what was started, newest first; every step runs even if one fails."""
+        steps = []
+        if self.slave_sync is not None:
+            steps.append(self.slave_sync.stop)
+        if self.replication is not None:
+            steps.append(self.replication.stop)
+        if self.metadata is not None:
+            steps.append(self.metadata.stop)
+        if self.store.state is Lifecycle.RUNNING:
+            steps.append(self.store.shutdown)
+        errors: list[BaseException] = []
+        for step in steps:
+            try:
+                step()
+            except Exception as error:  # keep stopping the rest, then report
+                log.exception("stopping %s failed", step)
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    @property
+    def is_running(self) -> bool:
+        return self.state is BrokerState.RUNNING
+
+    @property
+    def metadata_store(self) -> MetadataStore:
+        assert self.metadata is not None, "the broker is not started"
+        return self.metadata
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def cached_write_queue_count(self, topic: str) -> int | None:
+        return self._writable_queue_counts.get(topic)
+
+    def ensure_writable_topic(self, topic: str) -> int:
+        """The topic's write queue count, creating the topic if allowed (MetadataError if not)."""
+        config = self.metadata_store.ensure_writable_topic(name=topic)
+        self.store.set_queue_count(topic, config.write_queue_count)
+        self._writable_queue_counts[topic] = config.write_queue_count
+        return config.write_queue_count
+
+    def topic_changed(self, topic: str, write_queue_count: int | None = None) -> None:
+        """After a topic is created or changed: the store routes to its new queue count."""
+        self._writable_queue_counts.pop(topic, None)
+        if write_queue_count is not None:
+            self.store.set_queue_count(topic, write_queue_count)
+
+    # -- rates -------------------------------------------------------------------------------
+
+    def sample_put_rates(self) -> PutRates:
+        """Puts per second over about the last 10 s (sampled whenever asked, and every second
+        by the app's rate task)."""
+        now = time.monotonic()
+        sample = (now, self.store.put_ok_count, self.store.put_bytes_total)
+        with self._rate_lock:
+            samples = self._rate_samples
+            if not samples or now - samples[-1][0] >= 0.5:
+                samples.append(sample)
+            while len(samples) > 2 and now - samples[1][0] >= _RATE_WINDOW_S:
+                samples.popleft()
+            first = samples[0]
+        elapsed_s = now - first[0]
+        if elapsed_s <= 0:
+            return PutRates(0.0, 0.0)
+        return PutRates((sample[1] - first[1]) / elapsed_s, (sample[2] - first[2]) / elapsed_s)

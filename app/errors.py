@@ -1,0 +1,159 @@
+"""The one table from outcomes to HTTP answers, and RFC 9457 problem+json bodies.
+
+Every refusal the gateway sends is a code in `PROBLEMS`: a store `PutMessageStatus` name, a
+metadata `MetadataError.error_code`, or a gateway code (bad JSON, missing token, ...). Routes
+never choose an HTTP status themselves: they raise `ApiError(code)`, return a put status, or let
+a `MetadataError` through, and this module turns it into the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from store import PutMessageStatus
+from store.metadata import MetadataError
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+PROBLEM_TYPE_PREFIX = "urn:twinlog:problem:"
+RETRY_AFTER_S = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemKind:
+    http_status: int
+    title: str
+    retry_after_s: int | None = None
+
+
+PROBLEMS: dict[str, ProblemKind] = {
+    # -- put statuses (store.PutMessageStatus); the four stored ones are successes ----------------
+    "PUT_OK": ProblemKind(201, "Stored"),
+    "FLUSH_DISK_TIMEOUT": ProblemKind(202, "Stored, but the flush to disk timed out"),
+    "FLUSH_SLAVE_TIMEOUT": ProblemKind(202, "Stored, but the slave did not confirm in time"),
+    "SLAVE_NOT_AVAILABLE": ProblemKind(202, "Stored, but no slave was available to replicate"),
+    "MESSAGE_ILLEGAL": ProblemKind(400, "The message is not valid"),
+    "PROPERTIES_SIZE_EXCEEDED": ProblemKind(413, "The message properties are too large"),
+    "OS_PAGE_CACHE_BUSY": ProblemKind(429, "The broker is busy; retry later", RETRY_AFTER_S),
+    "SERVICE_NOT_AVAILABLE": ProblemKind(503, "This broker does not take writes now"),
+    "CREATE_MAPPED_FILE_FAILED": ProblemKind(507, "The broker could not create a log file"),
+    "UNKNOWN_ERROR": ProblemKind(500, "The broker failed to store the message"),
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": ProblemKind(503, "Not enough in-sync replicas"),
+    # -- gateway codes ---------------------------------------------------------------------------
+    "MALFORMED_JSON": ProblemKind(400, "The request body is not valid JSON"),
+    "VALIDATION_FAILED": ProblemKind(400, "The request does not match the API schema"),
+    "INVALID_BASE64": ProblemKind(400, "The message body is not valid base64"),
+    "INVALID_IDEMPOTENCY_KEY": ProblemKind(400, "The Idempotency-Key header is not valid"),
+    "UNSUPPORTED_MEDIA_TYPE": ProblemKind(415, "Unsupported request content type"),
+    "REQUEST_TOO_LARGE": ProblemKind(413, "The request body is too large"),
+    "MESSAGE_TOO_LARGE": ProblemKind(413, "The message body is too large"),
+    "TOO_MANY_MESSAGES": ProblemKind(413, "Too many messages in one batch"),
+    "UNAUTHORIZED": ProblemKind(401, "A valid bearer token is required"),
+    "FORBIDDEN": ProblemKind(403, "The token lacks the scope this operation needs"),
+    "NOT_FOUND": ProblemKind(404, "No such resource"),
+    "METHOD_NOT_ALLOWED": ProblemKind(405, "Method not allowed"),
+    "QUEUE_NOT_FOUND": ProblemKind(404, "No such queue"),
+    "TOPIC_NOT_READABLE": ProblemKind(403, "The topic does not allow reads"),
+    "NOT_A_MASTER": ProblemKind(503, "This broker is a slave; write to the master"),
+    "NOT_READY": ProblemKind(503, "The broker is not ready"),
+    "INTERNAL_ERROR": ProblemKind(500, "Internal error"),
+    # -- metadata (store.metadata.MetadataError.error_code) -------------------------------------
+    "METADATA_ERROR": ProblemKind(400, "The metadata request was refused"),
+    "INVALID_TOPIC_NAME": ProblemKind(400, "Invalid topic name"),
+    "INVALID_GROUP_NAME": ProblemKind(400, "Invalid group name"),
+    "INVALID_QUEUE_COUNT": ProblemKind(400, "Invalid queue count"),
+    "INVALID_QUEUE_ID": ProblemKind(400, "Invalid queue id"),
+    "INVALID_PERMISSION": ProblemKind(400, "Invalid permission"),
+    "INVALID_RETRY_TIMES": ProblemKind(400, "Invalid retry times"),
+    "INVALID_OFFSET": ProblemKind(400, "Invalid offset"),
+    "OFFSET_MOVES_BACKWARDS": ProblemKind(409, "The offset would move backwards"),
+    "INVALID_DELAY_LEVEL": ProblemKind(400, "Invalid delay level"),
+    "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),
+    "TOPIC_ALREADY_EXISTS": ProblemKind(409, "The topic already exists"),
+    "TOPIC_NOT_WRITABLE": ProblemKind(403, "The topic does not accept writes"),
+    "GROUP_NOT_FOUND": ProblemKind(404, "No such subscription group"),
+    "GROUP_ALREADY_EXISTS": ProblemKind(409, "The subscription group already exists"),
+    "INVALID_EXPORT": ProblemKind(400, "Invalid metadata export"),
+}
+
+# Looked up on every put: indexed by the enum itself, no string work on the hot path.
+PUT_HTTP_STATUS: dict[PutMessageStatus, int] = {
+    status: PROBLEMS[status.value].http_status for status in PutMessageStatus
+}
+HTTP_STATUS_CODES = sorted({kind.http_status for kind in PROBLEMS.values()})
+
+
+class ApiError(Exception):
+    """A refusal with a code from PROBLEMS; `extra` becomes extension members of the body."""
+
+    def __init__(self, code: str, detail: str, *, put_status: PutMessageStatus | None = None,
+                 **extra: Any) -> None:
+        assert code in PROBLEMS, code
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.put_status = put_status
+        self.extra = extra
+
+    @property
+    def http_status(self) -> int:
+        return PROBLEMS[self.code].http_status
+
+
+def from_metadata_error(error: MetadataError) -> ApiError:
+    code = error.error_code if error.error_code in PROBLEMS else "METADATA_ERROR"
+    return ApiError(code, str(error))
+
+
+def from_put_status(status: PutMessageStatus, detail: str, **extra: Any) -> ApiError:
+    return ApiError(status.value, detail or PROBLEMS[status.value].title, put_status=status,
+                    **extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A problem+json answer, ready to send."""
+
+    http_status: int
+    body: bytes
+    headers: list[tuple[bytes, bytes]]
+
+
+def render(error: ApiError, instance: str | None = None) -> Problem:
+    kind = PROBLEMS[error.code]
+    document: dict[str, Any] = {
+        "type": PROBLEM_TYPE_PREFIX + error.code.lower().replace("_", "-"),
+        "title": kind.title,
+        "status": kind.http_status,
+        "detail": error.detail,
+        "error_code": error.code,
+    }
+    if instance is not None:
+        document["instance"] = instance
+    if error.put_status is not None:
+        document["put_status"] = error.put_status.value
+    for name, value in error.extra.items():
+        if value is not None:
+            document[name] = value
+    headers = [(b"content-type", PROBLEM_CONTENT_TYPE.encode())]
+    if kind.retry_after_s is not None:
+        headers.append((b"retry-after", str(kind.retry_after_s).encode()))
+    if kind.http_status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="twinlog"'))
+    return Problem(kind.http_status, orjson.dumps(document), headers)
+
+
+def code_for_http_status(http_status: int) -> str:
+    """The gateway code for a bare HTTP status raised by the framework (404, 405, ...)."""
+    return {
+        400: "VALIDATION_FAILED",
+        401: "UNAUTHORIZED",
+        403: "FORBIDDEN",
+        404: "NOT_FOUND",
+        405: "METHOD_NOT_ALLOWED",
+        413: "REQUEST_TOO_LARGE",
+        415: "UNSUPPORTED_MEDIA_TYPE",
+        503: "NOT_READY",
+    }.get(http_status, "VALIDATION_FAILED" if 400 <= http_status < 500 else "INTERNAL_ERROR")

@@ -1,0 +1,51 @@
+"""What every request handler reaches through `app.state.gateway`: settings, auth, metrics and
+the running broker (set by the lifespan, absent before start and after stop)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.auth import Authenticator
+from app.broker import Broker
+from app.errors import ApiError, from_put_status
+from app.metrics import Metrics
+from app.settings import Settings
+from store import PutMessageStatus
+
+
+@dataclass(slots=True)
+class Gateway:
+    settings: Settings
+    auth: Authenticator
+    metrics: Metrics = field(init=False)
+    broker: Broker | None = None
+
+    def __post_init__(self) -> None:
+        self.metrics = Metrics(lambda: self.broker)
+
+    def running_broker(self) -> Broker:
+        broker = self.broker
+        if broker is None or not broker.is_running:
+            state = "not started" if broker is None else broker.state.value
+            raise ApiError("NOT_READY", f"the broker is {state}")
+        return broker
+
+    def master_broker(self, *, for_put: bool = False) -> Broker:
+        """The running broker if it takes writes; a slave answers 503 naming its master (as
+        the put status SERVICE_NOT_AVAILABLE for a produce, NOT_A_MASTER otherwise)."""
+        broker = self.running_broker()
+        if broker.is_slave:
+            raise self.not_a_master(for_put=for_put)
+        return broker
+
+    def not_a_master(self, *, for_put: bool = False) -> ApiError:
+        settings = self.settings
+        detail = ("this broker is a slave; send writes to "
+                  f"{settings.master_http_address or 'the master'}")
+        error = ApiError("NOT_A_MASTER", detail,
+                         master_http_address=settings.master_http_address,
+                         master_ha_address=settings.ha_master_address)
+        if for_put:
+            error = from_put_status(PutMessageStatus.SERVICE_NOT_AVAILABLE, detail,
+                                    **error.extra)
+        return error

@@ -1,0 +1,170 @@
+"""The idempotency window: the first result of each (topic, Idempotency-Key) for a while.
+
+A produce with a key the window holds answers the remembered result and stores nothing. The key
+also goes into the stored message (property IDEMPOTENCY_KEY), so that after a restart the window
+is rebuilt from the messages stored within the last `window_s`. Bounded twice: entries older
+than `window_s` are dropped, and at most `keys_max` entries are kept (oldest dropped first).
+
+Used from the event loop only: a key being stored right now is a pending future that a
+concurrent retry awaits, so two racing requests with one key still store one message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.schemas import PROPERTY_IDEMPOTENCY_KEY
+from store import GetMessageStatus, MessageStore, PutMessageStatus, StoredMessage
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK_MESSAGES = 256
+
+ClockMs = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RememberedPut:
+    """What a replay answers: the first request's outcome."""
+
+    status: PutMessageStatus
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    wrote_bytes: int
+
+
+@dataclass(slots=True)
+class _Entry:
+    put: RememberedPut
+    stored_at_ms: int
+
+
+Key = tuple[str, str]  # (topic, idempotency key)
+
+
+class IdempotencyWindow:
+    def __init__(self, window_s: float, keys_max: int, clock_ms: ClockMs = wall_clock_ms) -> None:
+        assert window_s > 0 and keys_max >= 1
+        self.window_ms = int(window_s * 1000)
+        self.keys_max = keys_max
+        self._clock_ms = clock_ms
+        # Insertion order is time order: eviction pops from the front.
+        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        self._pending: dict[Key, asyncio.Future[RememberedPut | None]] = {}
+        self.replay_count = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, topic: str, key: str) -> RememberedPut | asyncio.Future[
+            RememberedPut | None] | None:
+        """The remembered put, the future of a put in flight, or None (a new key)."""
+        entry_key = (topic, key)
+        entry = self._entries.get(entry_key)
+        if entry is not None:
+            if entry.stored_at_ms >= self._clock_ms() - self.window_ms:
+                self.replay_count += 1
+                return entry.put
+            del self._entries[entry_key]
+        return self._pending.get(entry_key)
+
+    def begin(self, topic: str, key: str) -> None:
+        """Mark a key as being stored (call after lookup returned None)."""
+        entry_key = (topic, key)
+        assert entry_key not in self._pending and entry_key not in self._entries
+        self._pending[entry_key] = asyncio.get_running_loop().create_future()
+
+    def finish(self, topic: str, key: str, put: RememberedPut | None) -> None:
+        """End a put begun with `begin`: remember it when stored (None: not stored, forget)."""
+        entry_key = (topic, key)
+        future = self._pending.pop(entry_key)
+        if put is not None:
+            self.remember(topic, key, put, self._clock_ms())
+        if not future.done():
+            future.set_result(put)
+
+    def remember(self, topic: str, key: str, put: RememberedPut, stored_at_ms: int) -> None:
+        entry_key = (topic, key)
+        self._entries.pop(entry_key, None)
+        self._entries[entry_key] = _Entry(put, stored_at_ms)
+        self._evict()
+
+    def _evict(self) -> None:
+        oldest_ms = self._clock_ms() - self.window_ms
+        entries = self._entries
+        while entries:
+            first = next(iter(entries.values()))
+            if len(entries) <= self.keys_max and first.stored_at_ms >= oldest_ms:
+                break
+            entries.popitem(last=False)
+
+
+def rebuild(window: IdempotencyWindow, store: MessageStore) -> int:
+    """Refill the window from messages stored within it (run at start, before serving).
+
+    Per queue, a binary search on store timestamps finds where the window starts; at most
+    `keys_max` messages per queue are read from there. Returns how many keys were restored.
+    """
+    oldest_ms = window._clock_ms() - window.window_ms
+    found: list[tuple[int, int, str, str, RememberedPut]] = []
+    for topic, queue_ids in store.queues.topics().items():
+        for queue_id in queue_ids:
+            for message in _messages_since(store, topic, queue_id, oldest_ms, window.keys_max):
+                key = message.properties.get(PROPERTY_IDEMPOTENCY_KEY)
+                if key is None or message.store_timestamp_ms < oldest_ms:
+                    continue
+                put = RememberedPut(PutMessageStatus.PUT_OK, message.msg_id, message.queue_id,
+                                    message.queue_offset, message.commit_log_offset,
+                                    message.total_size)
+                found.append((message.store_timestamp_ms, message.commit_log_offset, topic,
+                              key, put))
+    found.sort(key=lambda item: (item[0], item[1]))
+    for stored_at_ms, _, topic, key, put in found[-window.keys_max:]:
+        window.remember(topic, key, put, stored_at_ms)
+    if found:
+        log.info("idempotency: %d keys restored from the last %d s of messages", len(window),
+                 window.window_ms // 1000)
+    return len(window)
+
+
+def _messages_since(store: MessageStore, topic: str, queue_id: int, oldest_ms: int,
+                    count_max: int) -> list[StoredMessage]:
+    bounds = store.queue_offset_range(topic, queue_id)
+    if bounds is None:
+        return []
+    low, high = bounds
+    start = max(_first_offset_at_or_after(store, topic, queue_id, low, high, oldest_ms),
+                high - count_max)
+    messages: list[StoredMessage] = []
+    offset = start
+    while offset < high:
+        result = store.get_messages(topic, queue_id, offset, _READ_CHUNK_MESSAGES)
+        if result.status is not GetMessageStatus.FOUND or result.next_offset <= offset:
+            break
+        messages.extend(result.messages)
+        offset = result.next_offset
+    return messages
+
+
+def _first_offset_at_or_after(store: MessageStore, topic: str, queue_id: int, low: int,
+                              high: int, oldest_ms: int) -> int:
+    """The first queue offset whose message was stored at or after `oldest_ms`."""
+    while low < high:
+        middle = (low + high) // 2
+        result = store.get_messages(topic, queue_id, middle, 1)
+        if result.messages and result.messages[0].store_timestamp_ms >= oldest_ms:
+            high = middle
+        else:
+            low = middle + 1
+    return low

@@ -1,0 +1,137 @@
+"""`create_app(settings)`: the FastAPI app of one broker.
+
+Building the app touches no disk and starts no thread (the OpenAPI document can be generated
+anywhere); the lifespan builds and starts the Broker, and stops it at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from app import openapi
+from app.asgi_route import TwinlogAPI
+from app.auth import Authenticator
+from app.broker import Broker
+from app.errors import ApiError, code_for_http_status, from_metadata_error, render
+from app.gateway import Gateway
+from app.gc_tuning import tuned_gc
+from app.routes import admin, consume, groups, health, produce, topics
+from app.settings import Settings, load_settings
+from store.metadata import MetadataError
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+RATE_SAMPLE_INTERVAL_S = 1.0
+# FastAPI >= 0.16x traces every request with OpenTelemetry unless told not to; twinlog has its
+# own Prometheus metrics, and the check alone costs about a sixth of a small produce.
+_NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings if settings is not None else load_settings()
+    options: dict[str, Any] = {}
+    if "telemetry" in inspect.signature(FastAPI).parameters:
+        options["telemetry"] = _NO_TELEMETRY
+    app = TwinlogAPI(title="twinlog", version=VERSION, lifespan=_lifespan, redoc_url=None,
+                     **options)
+    app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
+    produce.install(app)
+    for router in (consume.router, topics.router, groups.router, admin.router, health.router):
+        app.include_router(router)
+    _install_error_handlers(app)
+    openapi.install(app)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    gateway: Gateway = app.state.gateway
+    broker = Broker(gateway.settings)
+    broker.start()
+    gateway.broker = broker
+    if gateway.auth.is_open:
+        log.warning("auth is OPEN: no auth_tokens are set, every request is allowed "
+                    "(development only)")
+    sampler = asyncio.create_task(_sample_rates(broker))
+    try:
+        with tuned_gc(gateway.settings.gc_tuning):
+            yield
+    finally:
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+        broker.stop()
+
+
+async def _sample_rates(broker: Broker) -> None:
+    while True:
+        broker.sample_put_rates()
+        await asyncio.sleep(RATE_SAMPLE_INTERVAL_S)
+
+
+def _problem_response(request: Request, error: ApiError) -> Response:
+    problem = render(error, request.url.path)
+    return Response(problem.body, status_code=problem.http_status,
+                    headers={name.decode(): value.decode() for name, value in problem.headers})
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Every error becomes problem+json through the one table in app/errors.py."""
+
+    async def api_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, ApiError)
+        return _problem_response(request, error)
+
+    async def metadata_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, MetadataError)
+        return _problem_response(request, from_metadata_error(error))
+
+    async def request_validation(request: Request, error: Exception) -> Response:
+        assert isinstance(error, RequestValidationError)
+        problems = [{"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", "")),
+                     "type": str(problem.get("type", ""))} for problem in error.errors()]
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        about_body = any(problem["loc"][:1] == ["body"] for problem in problems)
+        if about_body and media_type not in ("", "application/json"):
+            return _problem_response(request, ApiError(
+                "UNSUPPORTED_MEDIA_TYPE", f"Content-Type {media_type!r}: send application/json"))
+        return _problem_response(request, validation_error_from_list(problems))
+
+    async def http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, StarletteHTTPException)
+        code = code_for_http_status(error.status_code)
+        return _problem_response(request, ApiError(code, str(error.detail)))
+
+    async def unexpected(request: Request, error: Exception) -> Response:
+        log.error("unhandled error on %s %s", request.method, request.url.path,
+                  exc_info=error)
+        return _problem_response(request, ApiError("INTERNAL_ERROR", "the broker failed; see "
+                                                   "its log"))
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(MetadataError, metadata_error)
+    app.add_exception_handler(RequestValidationError, request_validation)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def validation_error_from_list(problems: list[dict[str, Any]]) -> ApiError:
+    """FastAPI's validation errors as ours (400; MALFORMED_JSON for a body that is not JSON)."""
+    if any(problem["type"] == "json_invalid" for problem in problems):
+        return ApiError("MALFORMED_JSON", "the body is not valid JSON")
+    listed = problems[:20]
+    first = listed[0] if listed else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(part) for part in first["loc"]) or "request"
+    return ApiError("VALIDATION_FAILED", f"{where}: {first['msg']}", errors=listed)
+

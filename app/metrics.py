@@ -1,0 +1,135 @@
+"""Prometheus metrics, one CollectorRegistry per app (two apps in one process never collide).
+
+The hot path only bumps plain integers and observes one histogram; broker figures (offsets,
+diffs, connections, dispatch lag) are read when Prometheus scrapes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from ha import MasterDiff
+
+if TYPE_CHECKING:
+    from app.broker import Broker
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
+                     5.0, 10.0)
+
+
+class LatencyHistogram:
+    """Fixed buckets and no lock: observed from the event loop's thread only (a
+    prometheus_client Histogram takes a lock per observation)."""
+
+    def __init__(self, upper_bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self.upper_bounds_s = upper_bounds_s
+        self.counts = [0] * (len(upper_bounds_s) + 1)  # the last one is +Inf
+        self.sum_s = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.upper_bounds_s, seconds)] += 1
+        self.sum_s += seconds
+
+    def cumulative_buckets(self) -> list[tuple[str, float]]:
+        buckets = []
+        total = 0
+        for bound, count in zip((*map(str, self.upper_bounds_s), "+Inf"), self.counts,
+                                strict=True):
+            total += count
+            buckets.append((bound, float(total)))
+        return buckets
+
+
+class Metrics:
+    def __init__(self, broker: Callable[[], Broker | None]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.single_latency = LatencyHistogram()
+        self.batch_latency = LatencyHistogram()
+        # Puts by status name: PutMessageStatus names, or the gateway's code for a refusal
+        # before the store (MALFORMED_JSON, UNAUTHORIZED, ...).
+        self.puts: Counter[str] = Counter()
+        self.request_bytes_total = 0
+        self.registry.register(_BrokerCollector(self, broker))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _BrokerCollector(Collector):
+    def __init__(self, metrics: Metrics, broker: Callable[[], Broker | None]) -> None:
+        self._metrics = metrics
+        self._broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        latency = HistogramMetricFamily(
+            "twinlog_put_latency_seconds",
+            "Produce request latency, from the request to the answer (guarantees included)",
+            labels=["kind"])
+        for kind, histogram in (("single", self._metrics.single_latency),
+                                ("batch", self._metrics.batch_latency)):
+            latency.add_metric([kind], histogram.cumulative_buckets(), histogram.sum_s)
+        yield latency
+        puts = CounterMetricFamily("twinlog_puts", "Messages put, by status", labels=["status"])
+        for status, count in sorted(self._metrics.puts.items()):
+            puts.add_metric([status], count)
+        yield puts
+        yield CounterMetricFamily("twinlog_http_produce_request_bytes",
+                                  "Produce request body bytes received",
+                                  value=self._metrics.request_bytes_total)
+        broker = self._broker()
+        if broker is None or not broker.is_running:
+            return
+        store = broker.store
+        yield CounterMetricFamily("twinlog_store_put_bytes", "Record bytes appended",
+                                  value=store.put_bytes_total)
+        yield GaugeMetricFamily("twinlog_commit_log_max_offset_bytes",
+                                "Commit-log max offset", value=store.max_offset)
+        yield GaugeMetricFamily("twinlog_commit_log_min_offset_bytes",
+                                "Commit-log min offset", value=store.min_offset)
+        yield GaugeMetricFamily("twinlog_dispatch_behind_bytes",
+                                "Commit-log bytes not yet in the consume queues",
+                                value=store.dispatch.behind_bytes)
+        yield from _replication_metrics(broker)
+
+
+def _replication_metrics(broker: Broker) -> Iterator[Metric]:
+    replication = broker.replication
+    if replication is None:
+        return
+    diff_bytes = GaugeMetricFamily("twinlog_ha_slave_diff_bytes",
+                                   "Master max offset minus the slave's ack (master), or the "
+                                   "master offset seen minus the local max (slave)",
+                                   labels=["slave"])
+    diff = replication.diff()
+    if isinstance(diff, MasterDiff):
+        for slave in diff.slaves:
+            diff_bytes.add_metric([slave.address], slave.diff_bytes)
+        yield diff_bytes
+        yield GaugeMetricFamily("twinlog_ha_in_sync_slaves", "Slaves in sync",
+                                value=diff.in_sync_slave_count)
+        service = replication.service
+        count = service.connection_count if service is not None else 0
+        yield GaugeMetricFamily("twinlog_ha_connections", "HA connections", value=count)
+        return
+    diff_bytes.add_metric(["self"], diff.diff_bytes)
+    yield diff_bytes
+    yield GaugeMetricFamily("twinlog_ha_connections", "HA connections (slave: link up)",
+                            value=1 if diff.connected else 0)
+    if broker.slave_sync is not None:
+        state = broker.slave_sync.state
+        yield GaugeMetricFamily("twinlog_slave_sync_consecutive_failures",
+                                "Metadata sync failures in a row",
+                                value=state.consecutive_failures)

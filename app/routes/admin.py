@@ -1,0 +1,175 @@
+"""Admin: `/admin/ha`, `/admin/diff`, `/admin/broker`, `/admin/store`, `/admin/sync/*`.
+
+On a master the HA and diff views list every slave, numbers in bytes; a slave answers with
+its own view of the link (and, in the diff, its metadata sync status). `/admin/sync/*` serve
+the four metadata tables as the slave's metadata sync pulls them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import asdict
+from importlib import metadata as package_metadata
+from pathlib import Path
+
+from fastapi import APIRouter
+
+from app.broker import Broker
+from app.deps import BrokerDep, requires
+from app.openapi import problem_responses
+from app.schemas import (
+    BrokerView,
+    CommitLogFile,
+    DataVersionView,
+    DiffView,
+    HaView,
+    MasterDiffView,
+    MasterHaView,
+    RejectedSlaveView,
+    SlaveConnection,
+    SlaveDiff,
+    SlaveDiffView,
+    StoreView,
+    TableExportView,
+)
+from app.settings import Scope
+from ha import MasterDiff, SlaveLinkView
+from store.metadata import MetadataTable, head_revision
+from store.retention import disk_used_ratio
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[requires(Scope.ADMIN)],
+                   responses=problem_responses(401, 403, 503))
+
+_PACKAGES = ("fastapi", "starlette", "pydantic", "uvicorn", "sqlalchemy", "sqlmodel", "alembic",
+             "httpx")
+
+
+def _slave_view(broker: Broker, link: SlaveLinkView) -> SlaveDiffView:
+    sync = broker.slave_sync.status() if broker.slave_sync is not None else None
+    return SlaveDiffView(**asdict(link), metadata_sync=sync)
+
+
+@router.get("/diff", operation_id="admin-diff")
+def admin_diff(broker: BrokerDep) -> DiffView:
+    """Master: max offset and, per slave, diff_bytes = master max offset - the slave's ack
+    offset; 0 everywhere when the slaves have everything. Slave: its link and metadata sync."""
+    assert broker.replication is not None
+    diff = broker.replication.diff()
+    role = broker.role.value
+    if isinstance(diff, MasterDiff):
+        return DiffView(role=role, master=MasterDiffView(
+            master_max_offset=diff.master_max_offset, max_diff_bytes=diff.max_diff_bytes,
+            in_sync_slave_count=diff.in_sync_slave_count, slaves_needed=diff.slaves_needed,
+            slaves=[SlaveDiff(address=s.address, state=s.state, ack_offset=s.ack_offset,
+                              diff_bytes=s.diff_bytes, in_sync=s.in_sync)
+                    for s in diff.slaves]))
+    return DiffView(role=role, slave=_slave_view(broker, diff))
+
+
+@router.get("/ha", operation_id="admin-ha")
+def admin_ha(broker: BrokerDep) -> HaView:
+    """Replication state: per slave connection (ack offset, diff, in-sync, transfer rate) on a
+    master; the HA link on a slave."""
+    replication = broker.replication
+    assert replication is not None
+    diff = replication.diff()
+    role = broker.role.value
+    if isinstance(diff, MasterDiff):
+        service = replication.service
+        assert service is not None
+        host, port = service.listen_address
+        return HaView(role=role, master=MasterHaView(
+            listen_address=f"{host}:{port}", connection_count=service.connection_count,
+            master_max_offset=diff.master_max_offset,
+            in_sync_slave_count=diff.in_sync_slave_count, slaves_needed=diff.slaves_needed,
+            slaves=[SlaveConnection(**asdict(slave)) for slave in diff.slaves],
+            rejected=[RejectedSlaveView(**asdict(rejected)) for rejected in diff.rejected]))
+    return HaView(role=role, slave=_slave_view(broker, diff))
+
+
+@router.get("/broker", operation_id="admin-broker")
+def admin_broker(broker: BrokerDep) -> BrokerView:
+    """Role, flush type, versions, data versions, the settings that matter, the recovery."""
+    versions = {"twinlog": _version("twinlog"), "python": platform.python_version()}
+    versions.update({name: _version(name) for name in _PACKAGES})
+    data_versions = broker.metadata_store.data_versions()
+    recovery = broker.store.recovery
+    now_ms = time.time_ns() // 1_000_000
+    return BrokerView(
+        role=broker.role.value, flush_disk_type=broker.settings.flush_disk_type.value,
+        versions=versions, metadata_schema_revision=head_revision(),
+        data_versions={table.value: DataVersionView(counter=version.counter,
+                                                    timestamp_ms=version.timestamp_ms)
+                       for table, version in data_versions.items()},
+        settings=broker.settings.public_view(),
+        recovery=asdict(recovery) if recovery is not None else None,
+        started_at_ms=broker.started_at_ms, uptime_ms=now_ms - broker.started_at_ms)
+
+
+@router.get("/store", operation_id="admin-store")
+def admin_store(broker: BrokerDep) -> StoreView:
+    """Offsets, commit-log files, disk use, put counts and rates (over the last ~10 s)."""
+    store = broker.store
+    files = store.commit_log.files.files
+    counts = {"PUT_OK": store.put_ok_count}
+    counts.update({status.value: count for status, count in store.put_counts.items()})
+    rates = broker.sample_put_rates()
+    topics = store.queues.topics()
+    return StoreView(
+        min_offset=store.min_offset, max_offset=store.max_offset,
+        flushed_offset=store.commit_log.flushed_offset,
+        dispatch_behind_bytes=store.dispatch.behind_bytes,
+        commit_log_files=[CommitLogFile(name=mapped.path.name, start_offset=mapped.start_offset,
+                                        write_offset=mapped.write_offset,
+                                        size_bytes=mapped.size_bytes) for mapped in files],
+        consume_queue_count=sum(len(queue_ids) for queue_ids in topics.values()),
+        topic_count=len(topics), disk_used_bytes=_disk_used_bytes(store.paths.root),
+        disk_used_ratio=disk_used_ratio(store.paths.root), put_counts=counts,
+        put_bytes_total=store.put_bytes_total, put_messages_per_s=rates.messages_per_s,
+        put_bytes_per_s=rates.bytes_per_s)
+
+
+def _export(broker: Broker, table: MetadataTable) -> TableExportView:
+    return TableExportView.model_validate(broker.metadata_store.export_table(table))
+
+
+@router.get("/sync/topics", operation_id="admin-sync-topics")
+def sync_topics(broker: BrokerDep) -> TableExportView:
+    """The topic config table and its data version (what a slave pulls)."""
+    return _export(broker, MetadataTable.TOPIC_CONFIG)
+
+
+@router.get("/sync/subscription-groups", operation_id="admin-sync-subscription-groups")
+def sync_subscription_groups(broker: BrokerDep) -> TableExportView:
+    return _export(broker, MetadataTable.SUBSCRIPTION_GROUP)
+
+
+@router.get("/sync/consumer-offsets", operation_id="admin-sync-consumer-offsets")
+def sync_consumer_offsets(broker: BrokerDep) -> TableExportView:
+    return _export(broker, MetadataTable.CONSUMER_OFFSET)
+
+
+@router.get("/sync/delay-offsets", operation_id="admin-sync-delay-offsets")
+def sync_delay_offsets(broker: BrokerDep) -> TableExportView:
+    return _export(broker, MetadataTable.DELAY_OFFSET)
+
+
+def _version(package: str) -> str:
+    try:
+        return package_metadata.version(package)
+    except package_metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _disk_used_bytes(root: Path) -> int:
+    """Blocks allocated under the data dir (mapped files are sparse until written)."""
+    total = 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            try:
+                total += os.stat(os.path.join(directory, name)).st_blocks * 512
+            except FileNotFoundError:
+                continue  # removed by retention meanwhile
+    return total

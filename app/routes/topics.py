@@ -1,0 +1,70 @@
+"""Topics: list, create (master only), describe with per-queue min/max offsets."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from app.broker import Broker
+from app.deps import BrokerDep, MasterBrokerDep, TopicPath, requires
+from app.errors import ApiError
+from app.openapi import problem_responses
+from app.schemas import QueueOffsets, Topic, TopicCreate, TopicDetail, TopicList
+from app.settings import Scope
+from store.metadata import TopicConfig
+
+router = APIRouter(tags=["topics"])
+
+
+def topic_view(config: TopicConfig) -> Topic:
+    return Topic(name=config.name, read_queue_count=config.read_queue_count,
+                 write_queue_count=config.write_queue_count, permission=config.permission,
+                 readable=config.readable, writable=config.writable,
+                 created_at_ms=config.created_at_ms, updated_at_ms=config.updated_at_ms)
+
+
+@router.get("/v1/topics", operation_id="list-topics", dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(401, 403, 503))
+def list_topics(broker: BrokerDep) -> TopicList:
+    """Every topic of this broker's metadata (a slave's copy is synced from its master)."""
+    return TopicList(topics=[topic_view(config)
+                             for config in broker.metadata_store.list_topics()])
+
+
+@router.post("/v1/topics", operation_id="create-topic", status_code=status.HTTP_201_CREATED,
+             dependencies=[requires(Scope.ADMIN)],
+             responses=problem_responses(400, 401, 403, 409, 503))
+def create_topic(topic: TopicCreate, broker: MasterBrokerDep) -> Topic:
+    """Create a topic; queue counts default to the broker's default_queue_count."""
+    config = broker.metadata_store.create_topic(
+        name=topic.name, read_queue_count=topic.read_queue_count,
+        write_queue_count=topic.write_queue_count, permission=topic.permission)
+    broker.topic_changed(config.name, config.write_queue_count)
+    return topic_view(config)
+
+
+@router.get("/v1/topics/{topic}", operation_id="describe-topic",
+            dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(400, 401, 403, 404, 503))
+def describe_topic(topic: TopicPath, broker: BrokerDep) -> TopicDetail:
+    """A topic's config and, per queue, the [min, max) offsets held."""
+    config = broker.metadata_store.find_topic(name=topic)
+    store_queue_ids = broker.store.queues.topics().get(topic)
+    if config is None:
+        if store_queue_ids is None:
+            raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+        # A slave that has the messages but not yet the master's topic config.
+        count = max(store_queue_ids) + 1
+        config = TopicConfig(name=topic, read_queue_count=count, write_queue_count=count,
+                             permission=6, created_at_ms=0, updated_at_ms=0)
+    queue_count = max(config.read_queue_count, config.write_queue_count,
+                      max(store_queue_ids or [-1]) + 1)
+    return TopicDetail(**topic_view(config).model_dump(),
+                       queues=[queue_offsets(broker, topic, queue_id)
+                               for queue_id in range(queue_count)])
+
+
+def queue_offsets(broker: Broker, topic: str, queue_id: int) -> QueueOffsets:
+    bounds = broker.store.queue_offset_range(topic, queue_id)
+    low, high = bounds if bounds is not None else (0, 0)
+    return QueueOffsets(queue_id=queue_id, min_offset=low, max_offset=high,
+                        message_count=high - low)

@@ -1,0 +1,405 @@
+"""The API's request and response models: the OpenAPI spec is generated from them, and request
+bodies are validated with them (strict: no coercion, no unknown fields).
+
+Offsets are JSON integers; the broker never hands out one at or above 2^53 (DESIGN, HTTP API).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from store import GetMessageStatus, PutMessageStatus
+
+KEYS_PER_MESSAGE_MAX = 32
+PROPERTIES_PER_MESSAGE_MAX = 64
+QUEUE_ID_MAX = 1023
+TOPIC_PATTERN = r"^[A-Za-z0-9_%|-]{1,127}$"
+GROUP_PATTERN = r"^[A-Za-z0-9_%|-]{1,255}$"
+# Property names the broker sets itself; a producer may not set them through `properties`.
+PROPERTY_IDEMPOTENCY_KEY = "IDEMPOTENCY_KEY"
+RESERVED_PROPERTY_NAMES = frozenset({
+    "KEYS", "TAGS", PROPERTY_IDEMPOTENCY_KEY, "UNIQ_KEY", "DELAY", "WAIT", "TRAN_MSG",
+    "REAL_TOPIC", "REAL_QID", "RETRY_TOPIC", "MAX_OFFSET", "MIN_OFFSET",
+})
+
+MessageKey = Annotated[str, StringConstraints(min_length=1, max_length=128,
+                                              pattern=r"^[^\s,\x00-\x1f]+$")]
+MessageTag = Annotated[str, StringConstraints(min_length=1, max_length=128,
+                                              pattern=r"^[^|\x00-\x1f]+$")]
+PropertyName = Annotated[str, StringConstraints(min_length=1, max_length=64,
+                                                pattern=r"^[A-Za-z0-9_.-]+$")]
+PropertyValue = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00-\x1f]*$")]
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128,
+                                                  pattern=r"^[\x21-\x7e]+$")]
+QueueId = Annotated[int, Field(ge=0, le=QUEUE_ID_MAX)]
+Offset = Annotated[int, Field(ge=0, le=2**53 - 1)]
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+# -- produce ------------------------------------------------------------------------------------
+
+
+class MessageAttributes(BaseModel):
+    """What a message carries besides its body (also sent as headers with a raw body)."""
+
+    model_config = _STRICT
+
+    keys: list[MessageKey] = Field(
+        default_factory=list, max_length=KEYS_PER_MESSAGE_MAX,
+        description="Message keys (RocketMQ KEYS), for lookups; no spaces or commas.")
+    tags: MessageTag | None = Field(None, description="The message tag (RocketMQ TAGS).")
+    properties: dict[PropertyName, PropertyValue] = Field(
+        default_factory=dict, max_length=PROPERTIES_PER_MESSAGE_MAX,
+        description="User properties. Reserved names: " + ", ".join(
+            sorted(RESERVED_PROPERTY_NAMES)) + ".")
+    queue_id: QueueId | None = Field(
+        None, description="Queue to write to; omitted: round robin over the topic's queues.")
+
+
+class ProduceMessage(MessageAttributes):
+    """One message as JSON. The body is text (utf8) or base64-encoded bytes."""
+
+    body: str = Field(description="The message body, encoded as `body_encoding` says.")
+    body_encoding: Literal["utf8", "base64"] = "utf8"
+
+
+class ProduceBatchEntry(ProduceMessage):
+    """One message of a batch; `idempotency_key` works as the single produce's header."""
+
+    idempotency_key: IdempotencyKey | None = None
+
+
+class ProduceBatch(BaseModel):
+    """Messages stored in order under one lock hold; at most max_batch_messages (setting)."""
+
+    model_config = _STRICT
+
+    messages: list[ProduceBatchEntry] = Field(min_length=1)
+
+
+class PutResult(BaseModel):
+    """The outcome of one put. `status` is the broker's PutMessageStatus; `http_status` is the
+    code the put would have alone (201 stored, 202 stored with a guarantee missing)."""
+
+    status: PutMessageStatus
+    http_status: int
+    topic: str
+    msg_id: str | None = None
+    queue_id: int | None = None
+    queue_offset: int | None = None
+    commit_log_offset: int | None = None
+    wrote_bytes: int = 0
+    replayed: bool = Field(
+        False, description="True when this is the first result of an earlier request with "
+                           "the same idempotency key: nothing new was stored.")
+    detail: str | None = None
+    error_code: str | None = None
+
+
+class BatchResult(BaseModel):
+    results: list[PutResult]
+
+
+# -- consume ------------------------------------------------------------------------------------
+
+
+class ConsumedMessage(BaseModel):
+    msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size_bytes: int
+    body: str
+    body_encoding: Literal["utf8", "base64"]
+    keys: list[str]
+    tags: str | None
+    properties: dict[str, str]
+    idempotency_key: str | None
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    reconsume_times: int
+
+
+class ConsumeResult(BaseModel):
+    topic: str
+    queue_id: int
+    status: GetMessageStatus
+    next_offset: int = Field(description="Where the next read of this queue starts.")
+    min_offset: int
+    max_offset: int
+    messages: list[ConsumedMessage]
+
+
+# -- topics and groups --------------------------------------------------------------------------
+
+
+class TopicCreate(BaseModel):
+    model_config = _STRICT
+
+    name: Annotated[str, StringConstraints(pattern=TOPIC_PATTERN)]
+    read_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1)
+    write_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1)
+    permission: int = Field(6, ge=0, le=6, description="RocketMQ bits: 4 read, 2 write.")
+
+
+class Topic(BaseModel):
+    name: str
+    read_queue_count: int
+    write_queue_count: int
+    permission: int
+    readable: bool
+    writable: bool
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class QueueOffsets(BaseModel):
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    message_count: int
+
+
+class TopicDetail(Topic):
+    queues: list[QueueOffsets]
+
+
+class TopicList(BaseModel):
+    topics: list[Topic]
+
+
+class GroupCreate(BaseModel):
+    model_config = _STRICT
+
+    name: Annotated[str, StringConstraints(pattern=GROUP_PATTERN)]
+    consume_enabled: bool = True
+    broadcast_enabled: bool = False
+    retry_queue_count: int = Field(1, ge=0, le=QUEUE_ID_MAX + 1)
+    retry_times_max: int = Field(16, ge=0, le=128)
+
+
+class Group(BaseModel):
+    name: str
+    consume_enabled: bool
+    broadcast_enabled: bool
+    retry_queue_count: int
+    retry_times_max: int
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class GroupList(BaseModel):
+    groups: list[Group]
+
+
+class OffsetCommit(BaseModel):
+    model_config = _STRICT
+
+    offset: Offset = Field(description="The next queue offset the group will consume.")
+    allow_backwards: bool = Field(False, description="Reset: allow a lower offset.")
+
+
+class ConsumerOffsetView(BaseModel):
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    updated_at_ms: int
+
+
+class ConsumerOffsetList(BaseModel):
+    offsets: list[ConsumerOffsetView]
+
+
+class QueueLag(BaseModel):
+    topic: str
+    queue_id: int
+    broker_offset: int = Field(description="The queue's max offset (log end).")
+    consumer_offset: int = Field(description="The group's committed offset; -1: none yet.")
+    lag: int
+
+
+class TopicLag(BaseModel):
+    topic: str
+    max_lag: int
+    total_lag: int
+
+
+class LagReport(BaseModel):
+    group: str
+    max_lag: int
+    total_lag: int
+    topics: list[TopicLag]
+    queues: list[QueueLag]
+
+
+# -- admin --------------------------------------------------------------------------------------
+
+
+class SlaveDiff(BaseModel):
+    address: str
+    state: str
+    ack_offset: int
+    diff_bytes: int
+    in_sync: bool
+
+
+class MasterDiffView(BaseModel):
+    master_max_offset: int
+    max_diff_bytes: int
+    in_sync_slave_count: int
+    slaves_needed: int
+    slaves: list[SlaveDiff]
+
+
+class MetadataSyncStatus(BaseModel):
+    master_http_address: str
+    interval_s: float
+    last_attempt_ms: int | None
+    last_success_ms: int | None
+    last_error: str | None
+    consecutive_failures: int
+    sync_count: int
+    tables_applied: dict[str, int]
+
+
+class SlaveDiffView(BaseModel):
+    master_address: str
+    connected: bool
+    local_max_offset: int
+    master_offset_seen: int
+    diff_bytes: int
+    last_read_age_ms: int | None
+    last_write_age_ms: int | None
+    reconnect_count: int
+    last_error: str | None
+    metadata_sync: MetadataSyncStatus | None
+
+
+class DiffView(BaseModel):
+    """Master: per-slave diff in bytes (master max offset - slave ack offset). Slave: its own
+    view of the link. Exactly one of `master` and `slave` is set, by role."""
+
+    role: str
+    master: MasterDiffView | None = None
+    slave: SlaveDiffView | None = None
+
+
+class SlaveConnection(BaseModel):
+    address: str
+    state: str
+    ack_offset: int
+    transfer_from_offset: int
+    diff_bytes: int
+    in_sync: bool
+    transfer_bytes_per_s: float
+    last_ack_age_ms: int | None
+    connected_for_ms: int
+
+
+class RejectedSlaveView(BaseModel):
+    address: str
+    state: str
+    reason: str
+    request_offset: int
+
+
+class MasterHaView(BaseModel):
+    listen_address: str
+    connection_count: int
+    master_max_offset: int
+    in_sync_slave_count: int
+    slaves_needed: int
+    slaves: list[SlaveConnection]
+    rejected: list[RejectedSlaveView]
+
+
+class HaView(BaseModel):
+    role: str
+    master: MasterHaView | None = None
+    slave: SlaveDiffView | None = None
+
+
+class DataVersionView(BaseModel):
+    counter: int
+    timestamp_ms: int
+
+
+class BrokerView(BaseModel):
+    role: str
+    flush_disk_type: str
+    versions: dict[str, str]
+    metadata_schema_revision: str
+    data_versions: dict[str, DataVersionView]
+    settings: dict[str, Any]
+    recovery: dict[str, Any] | None
+    started_at_ms: int
+    uptime_ms: int
+
+
+class CommitLogFile(BaseModel):
+    name: str
+    start_offset: int
+    write_offset: int
+    size_bytes: int
+
+
+class StoreView(BaseModel):
+    min_offset: int
+    max_offset: int
+    flushed_offset: int
+    dispatch_behind_bytes: int
+    commit_log_files: list[CommitLogFile]
+    consume_queue_count: int
+    topic_count: int
+    disk_used_bytes: int
+    disk_used_ratio: float
+    put_counts: dict[str, int]
+    put_bytes_total: int
+    put_messages_per_s: float
+    put_bytes_per_s: float
+
+
+class TableExportView(BaseModel):
+    """One metadata table as a master serves it to slaves (RocketMQ's SlaveSynchronize)."""
+
+    table: str
+    data_version: DataVersionView
+    rows: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    ready: bool
+    role: str
+    state: str
+    ha_link: SlaveDiffView | None = None
+    detail: str | None = None
+
+
+class ValidationProblem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, with twinlog's extension members."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    error_code: str
+    instance: str | None = None
+    put_status: PutMessageStatus | None = None
+    errors: list[ValidationProblem] | None = None
+    master_http_address: str | None = None
+    master_ha_address: str | None = None

@@ -1,0 +1,256 @@
+"""The broker's settings: `TWINLOG_*` environment variables, an optional TOML file, and flags.
+
+Precedence, highest first: values passed in code (the CLI's flags), environment variables, the
+TOML file named by `load_settings(config_file=...)` or `TWINLOG_CONFIG_FILE`, defaults. Names
+carry their units. A bad value or combination fails when the settings are built, naming the
+setting; nothing here touches the disk beyond reading the TOML file.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Self
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from ha import HAConfig
+from store import BrokerRole, ConfigError, FlushDiskType, StoreConfig
+from store.metadata import sqlite_database_url
+from store.paths import StorePaths
+
+CONFIG_FILE_VARIABLE = "TWINLOG_CONFIG_FILE"
+GIB = 1 << 30
+MIB = 1 << 20
+
+_config_file: ContextVar[Path | None] = ContextVar("twinlog_config_file", default=None)
+
+
+class Scope(enum.StrEnum):
+    """What a bearer token may do."""
+
+    PRODUCE = "produce"
+    CONSUME = "consume"
+    ADMIN = "admin"
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message names the setting."""
+
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TWINLOG_", extra="forbid", validate_default=True, frozen=True
+    )
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    http_host: str = "127.0.0.1"
+    http_port: Port = 8080
+    auth_tokens: dict[str, list[Scope]] = Field(
+        default_factory=dict,
+        description="bearer token -> scopes; empty means open access (development only)",
+    )
+    max_batch_messages: int = Field(1000, ge=1, le=100_000)
+    max_body_size_bytes: int = Field(8 * MIB, ge=1024)
+    idempotency_window_s: float = Field(300.0, gt=0, le=7 * 24 * 3600)
+    idempotency_keys_max: int = Field(100_000, ge=1, le=10_000_000)
+    # -- store ---------------------------------------------------------------------------------
+    data_dir: Path = Path("data")
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    mapped_file_size_bytes: int = GIB
+    message_size_max_bytes: int = 4 * MIB
+    flush_interval_ms: int = 500
+    sync_flush_timeout_ms: int = 5000
+    max_pending_puts: int = 10_000
+    file_reserved_hours: float = 72.0
+    disk_max_used_ratio: float = 0.75
+    # -- replication ---------------------------------------------------------------------------
+    ha_listen_host: str = "127.0.0.1"
+    ha_listen_port: Port = 10912
+    ha_master_address: str | None = None
+    ha_secret: str | None = None
+    in_sync_replicas: int = 2
+    slave_timeout_ms: int = 3000
+    ha_slave_fall_behind_bytes_max: int = 256 * MIB
+    ha_send_heartbeat_interval_ms: int = 5000
+    ha_housekeeping_interval_ms: int = 20_000
+    ha_reconnect_interval_ms: int = 5000
+    ha_connect_timeout_ms: int = 3000
+    # -- slave metadata sync -------------------------------------------------------------------
+    master_http_address: str | None = None
+    master_auth_token: str | None = None
+    slave_sync_interval_s: float = Field(60.0, gt=0)
+    slave_sync_timeout_s: float = Field(5.0, gt=0, le=60)
+    # -- metadata ------------------------------------------------------------------------------
+    database_url: str | None = None
+    auto_create_topics: bool = True
+    auto_create_groups: bool = True
+    default_queue_count: int = Field(4, ge=1, le=1024)
+    consumer_offset_persist_interval_ms: int = Field(5000, gt=0)
+    # -- process -------------------------------------------------------------------------------
+    log_level: str = Field("info", pattern="^(critical|error|warning|info|debug)$")
+    timeout_graceful_shutdown_s: float = Field(10.0, gt=0, le=300)
+    gc_tuning: bool = Field(True, description="freeze the startup heap and collect young "
+                                              "objects less often (app/gc_tuning.py)")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_file = _config_file.get() or _env_config_file()
+        if config_file is None:
+            return init_settings, env_settings
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, config_file)
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> Self:
+        """Checks that need several settings; each error names the setting to change."""
+        is_slave = self.broker_role is BrokerRole.SLAVE
+        if is_slave and not self.master_http_address:
+            raise ValueError("master_http_address: required when broker_role is SLAVE "
+                             "(the slave pulls metadata from the master's admin API)")
+        if self.master_http_address:
+            parts = urlsplit(self.master_http_address)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError("master_http_address: expected http://host:port "
+                                 f"(got {self.master_http_address!r})")
+        if self.max_body_size_bytes < self.message_size_max_bytes:
+            raise ValueError(
+                f"max_body_size_bytes: must be >= message_size_max_bytes "
+                f"({self.message_size_max_bytes}), or a largest message cannot be sent "
+                f"(got {self.max_body_size_bytes})")
+        if (self.http_port == self.ha_listen_port and self.http_port != 0
+                and self.http_host == self.ha_listen_host):
+            raise ValueError(f"ha_listen_port: must differ from http_port ({self.http_port})")
+        for scopes in self.auth_tokens.values():
+            if not scopes:
+                raise ValueError("auth_tokens: every token needs at least one scope")
+        # The store and HA configs validate themselves; build them now so they fail here.
+        self.to_store_config()
+        self.to_ha_config()
+        return self
+
+    # -- derived configs -------------------------------------------------------------------------
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        """The STOREHOST of records (and so of message ids): this broker's IPv4 and HTTP port."""
+        try:
+            address = ipaddress.ip_address(self.http_host)
+        except ValueError:
+            return "127.0.0.1", self.http_port
+        if address.version != 4 or address.is_unspecified:
+            return "127.0.0.1", self.http_port
+        return str(address), self.http_port
+
+    def to_store_config(self) -> StoreConfig:
+        try:
+            return StoreConfig(
+                data_dir=self.data_dir,
+                broker_role=self.broker_role,
+                flush_disk_type=self.flush_disk_type,
+                mapped_file_size_bytes=self.mapped_file_size_bytes,
+                message_size_max_bytes=self.message_size_max_bytes,
+                flush_interval_ms=self.flush_interval_ms,
+                sync_flush_timeout_ms=self.sync_flush_timeout_ms,
+                max_pending_puts=self.max_pending_puts,
+                default_queue_count=self.default_queue_count,
+                file_reserved_hours=self.file_reserved_hours,
+                disk_max_used_ratio=self.disk_max_used_ratio,
+                store_host=self.store_host,
+            )
+        except ConfigError as error:
+            raise SettingsError(str(error)) from error
+
+    def to_ha_config(self) -> HAConfig:
+        try:
+            return HAConfig(
+                broker_role=self.broker_role,
+                ha_listen_host=self.ha_listen_host,
+                ha_listen_port=self.ha_listen_port,
+                ha_master_address=self.ha_master_address,
+                ha_secret=self.ha_secret,
+                in_sync_replicas=self.in_sync_replicas,
+                slave_timeout_ms=self.slave_timeout_ms,
+                ha_slave_fall_behind_bytes_max=self.ha_slave_fall_behind_bytes_max,
+                ha_send_heartbeat_interval_ms=self.ha_send_heartbeat_interval_ms,
+                ha_housekeeping_interval_ms=self.ha_housekeeping_interval_ms,
+                ha_reconnect_interval_ms=self.ha_reconnect_interval_ms,
+                ha_connect_timeout_ms=self.ha_connect_timeout_ms,
+            )
+        except ConfigError as error:
+            raise SettingsError(str(error)) from error
+
+    @property
+    def metadata_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return sqlite_database_url(StorePaths(self.data_dir).metadata_database)
+
+    @property
+    def auth_open(self) -> bool:
+        return not self.auth_tokens
+
+    def public_view(self) -> dict[str, Any]:
+        """The settings that matter to an operator, without secrets (for /admin/broker)."""
+        hidden = {"auth_tokens", "ha_secret", "master_auth_token", "database_url"}
+        view = self.model_dump(mode="json", exclude=hidden)
+        view["auth"] = "open" if self.auth_open else f"{len(self.auth_tokens)} token(s)"
+        view["ha_secret_set"] = self.ha_secret is not None
+        return view
+
+
+def _env_config_file() -> Path | None:
+    value = os.environ.get(CONFIG_FILE_VARIABLE)
+    return Path(value) if value else None
+
+
+@contextmanager
+def _using_config_file(config_file: Path | None) -> Iterator[None]:
+    token = _config_file.set(config_file)
+    try:
+        yield
+    finally:
+        _config_file.reset(token)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from overrides, env and the TOML file; SettingsError names what is wrong."""
+    if config_file is not None and not config_file.is_file():
+        raise SettingsError(f"config file {config_file} does not exist")
+    try:
+        with _using_config_file(config_file):
+            return Settings(**overrides)
+    except ValidationError as error:
+        raise SettingsError(describe_validation_error(error)) from error
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per problem, each starting with the setting's name."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        location = ".".join(str(part) for part in problem["loc"])
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        lines.append(f"{location}: {message}" if location else message)
+    return "; ".join(lines)

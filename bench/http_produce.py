@@ -1,0 +1,312 @@
+"""HTTP produce throughput with wrk (64 connections, loopback), each figure next to its baseline.
+
+    python bench/http_produce.py            # 5 s per case
+    python bench/http_produce.py --quick    # 2 s per case
+
+Cases, one uvicorn process each (uvloop + httptools, no access log), same wrk load:
+  (a)  a bare FastAPI endpoint with a pydantic body model that stores nothing (the baseline);
+  (a') a bare ASGI callable on the same uvicorn (the ceiling of the server itself);
+  (b)  single JSON produce on an ASYNC_MASTER (`twinlog serve`);
+  (c)  single JSON produce on a SYNC_MASTER with a live SLAVE process;
+  (d)  raw-body (application/octet-stream) produce on an ASYNC_MASTER;
+  (e)  batch produce of 100 x 100-byte messages on an ASYNC_MASTER (msgs/s).
+wrk is installed with apt-get when missing (Debian package `wrk`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import header, row  # noqa: E402
+
+CONNECTIONS = 64
+WRK_THREADS = 1
+BODY_100 = b"x" * 100
+REDIS_XADD_WAIT_OPS_PER_S = 15_400  # redis-py XADD + WAIT 1, measured on this machine
+MEASURED_A_REQ_PER_S = 7_300  # (a) measured here before any code, for reference
+READY_TIMEOUT_S = 60.0
+
+
+# -- the baseline apps (started by uvicorn --factory in their own process) ----------------------
+
+
+class BaselineProduce(BaseModel):
+    body: str
+    body_encoding: str = "utf8"
+    keys: list[str] = []
+    tags: str | None = None
+    properties: dict[str, str] = {}
+    queue_id: int | None = None
+
+
+def baseline_fastapi_app() -> Any:
+    """(a): what a FastAPI user writes first (default settings); the body is validated and
+    nothing is stored."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    async def produce(topic: str, message: BaselineProduce) -> dict[str, Any]:
+        return {"status": "PUT_OK", "topic": topic, "queue_id": 0, "queue_offset": 0}
+
+    app.post("/v1/topics/{topic}/messages", status_code=201)(produce)
+    return app
+
+
+async def baseline_asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """(a'): reads the body, answers 201 with a fixed JSON body."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        message = await receive()
+        more = message.get("more_body", False)
+    await send({"type": "http.response.start", "status": 201,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"19")]})
+    await send({"type": "http.response.body", "body": b'{"status":"PUT_OK"}'})
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _environment() -> dict[str, str]:
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("TWINLOG_")}
+    environment["PYTHONPATH"] = str(ROOT)
+    return environment
+
+
+def _spawn(arguments: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, *arguments], cwd=ROOT, env=_environment(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], check: Any = None) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{url}: the server exited with {process.returncode}")
+            try:
+                response = client.get(url)
+                if response.status_code == 200 and (check is None or check(response.json())):
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+    raise RuntimeError(f"{url}: not ready after {READY_TIMEOUT_S} s")
+
+
+@contextmanager
+def uvicorn_app(target: str, *, factory: bool) -> Iterator[str]:
+    port = free_port()
+    process = _spawn(["-m", "uvicorn", target, *(["--factory"] if factory else []),
+                      "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
+                      "--http", "httptools", "--no-access-log", "--log-level", "warning"])
+    try:
+        _wait_listening(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(process)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"port {port}: the server exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"port {port}: nothing listening after {READY_TIMEOUT_S} s")
+
+
+@contextmanager
+def broker(root: Path, role: str, with_slave: bool = False, name: str = "") -> Iterator[str]:
+    """A `twinlog serve` master (and a SLAVE process when asked); yields the master's URL.
+    Its data dirs are removed afterwards."""
+    http_port, ha_port = free_port(), free_port()
+    common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824"]
+    data_dir = root / f"{role}{name}"
+    master = _spawn(["-m", "app.cli", "serve", "--role", role, "--http-port", str(http_port),
+                     "--ha-port", str(ha_port), "--data-dir", str(data_dir / "master"),
+                     *common])
+    processes = [master]
+    url = f"http://127.0.0.1:{http_port}"
+    try:
+        _wait_for(f"{url}/readyz", master)
+        if with_slave:
+            slave_port = free_port()
+            slave = _spawn(["-m", "app.cli", "serve", "--role", "SLAVE", "--http-port",
+                            str(slave_port), "--ha-master-address", f"127.0.0.1:{ha_port}",
+                            "--master-http-address", url,
+                            "--data-dir", str(data_dir / "slave"), *common,
+                            "--set", "ha_reconnect_interval_ms=200"])
+            processes.append(slave)
+            _wait_for(f"{url}/admin/diff", master,
+                      check=lambda diff: diff["master"]["in_sync_slave_count"] >= 1)
+        yield url
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# -- wrk ----------------------------------------------------------------------------------------
+
+_LUA = """
+wrk.method = "POST"
+wrk.body = {body}
+wrk.headers["Content-Type"] = "{content_type}"
+function done(summary, latency, requests)
+  io.write(string.format('WRK_JSON {{"requests": %d, "duration_us": %d, "p50_us": %d, ' ..
+    '"p99_us": %d, "non_2xx": %d, "socket_errors": %d}}\\n', summary.requests,
+    summary.duration, latency:percentile(50), latency:percentile(99), summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write +
+    summary.errors.timeout))
+end
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    requests_per_s: float
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("wrk is missing: installing it with apt-get (Debian package wrk)", flush=True)
+    subprocess.run(["apt-get", "update"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "wrk"], check=True, stdout=subprocess.DEVNULL)
+    found = shutil.which("wrk")
+    if not found:
+        raise SystemExit("wrk could not be installed")
+    return found
+
+
+def run_wrk(wrk: str, url: str, body: bytes, content_type: str, duration_s: float,
+            scratch: Path) -> Load:
+    script = scratch / "post.lua"
+    script.write_text(_LUA.format(body=_lua_string(body), content_type=content_type))
+    command = [wrk, f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{duration_s:.0f}s", "-s",
+               str(script), url]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    line = next(line for line in output.splitlines() if line.startswith("WRK_JSON "))
+    figures = json.loads(line.removeprefix("WRK_JSON "))
+    if figures["socket_errors"]:
+        print(f"  (wrk: {figures['socket_errors']} socket errors on {url})")
+    return Load(figures["requests"] / (figures["duration_us"] / 1e6), figures["p50_us"] / 1000,
+                figures["p99_us"] / 1000, figures["non_2xx"])
+
+
+def _lua_string(data: bytes) -> str:
+    return "'" + "".join(f"\\{byte}" if not 32 <= byte < 127 or chr(byte) in "'\\" else chr(byte)
+                         for byte in data) + "'"
+
+
+def measure(wrk: str, url: str, body: bytes, content_type: str, duration_s: float,
+            scratch: Path) -> Load:
+    run_wrk(wrk, url, body, content_type, min(2.0, duration_s / 2), scratch)  # warm-up
+    load = run_wrk(wrk, url, body, content_type, duration_s, scratch)
+    if load.non_2xx:
+        print(f"  ({load.non_2xx} answers were not 2xx on {url})")
+    return load
+
+
+def show(name: str, load: Load, baseline: Load | None, target: str = "",
+         messages_per_request: int = 1) -> None:
+    """A figure (req/s, or msgs/s for batches), its ratio to the baseline, and latencies."""
+    if messages_per_request == 1:
+        row(name, load.requests_per_s, "req/s",
+            baseline.requests_per_s if baseline else None, target)
+    else:
+        row(name, load.requests_per_s * messages_per_request, "msgs/s", None, target)
+        row("", load.requests_per_s, "req/s")
+    print(f"  {'':<44} p50 {load.p50_ms:7.2f} ms   p99 {load.p99_ms:7.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="2 s per case instead of 5 s")
+    arguments = parser.parse_args()
+    duration_s = 2.0 if arguments.quick else 5.0
+    wrk = ensure_wrk()
+    single = json.dumps({"body": BODY_100.decode()}).encode()
+    batch = json.dumps({"messages": [{"body": BODY_100.decode()}] * 100}).encode()
+    raw_type, json_type = "application/octet-stream", "application/json"
+    scratch = Path(tempfile.mkdtemp(prefix="twinlog-http-bench-"))
+    path = "/v1/topics/Bench/messages"
+    try:
+        header(f"HTTP produce, wrk -t{WRK_THREADS} -c{CONNECTIONS}, {duration_s:.0f} s per case, "
+               f"{os.cpu_count()} CPUs")
+        with uvicorn_app("bench.http_produce:baseline_fastapi_app", factory=True) as url:
+            a = measure(wrk, url + path, single, json_type, duration_s, scratch)
+        with uvicorn_app("bench.http_produce:baseline_asgi_app", factory=False) as url:
+            a_bare = measure(wrk, url + path, single, json_type, duration_s, scratch)
+        # (e) last, on a broker of its own: its ~100 MB/s of writes leave the kernel flushing
+        # dirty pages for a while, which would tax whatever case came next.
+        with broker(scratch, "ASYNC_MASTER") as url:
+            b = measure(wrk, url + path, single, json_type, duration_s, scratch)
+            d = measure(wrk, url + path, BODY_100, raw_type, duration_s, scratch)
+        with broker(scratch, "SYNC_MASTER", with_slave=True) as url:
+            c = measure(wrk, url + path, single, json_type, duration_s, scratch)
+        with broker(scratch, "ASYNC_MASTER", name="batch") as url:
+            e = measure(wrk, url + path + ":batch", batch, json_type, duration_s, scratch)
+        show("(a) bare FastAPI + pydantic body (baseline)", a, None,
+             f"(measured before any code: ~{MEASURED_A_REQ_PER_S:,})")
+        show("(a') bare ASGI callable, same uvicorn", a_bare, a, "(the server's ceiling)")
+        show("(b) produce JSON, ASYNC_MASTER", b, a, "target >= 1.50 of (a)")
+        row("(b) next to Redis XADD + WAIT 1 (redis-py)", b.requests_per_s, "req/s",
+            REDIS_XADD_WAIT_OPS_PER_S, f"Redis: {REDIS_XADD_WAIT_OPS_PER_S:,} ops/s")
+        show("(c) produce JSON, SYNC_MASTER + live slave", c, b, "target >= 0.80 of (b)")
+        show("(d) produce raw body, ASYNC_MASTER", d, b, "(ratio to (b))")
+        show("(e) batch 100 x 100 B, ASYNC_MASTER", e, None, "target >= 100,000 msgs/s",
+             messages_per_request=100)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

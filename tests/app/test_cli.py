@@ -1,0 +1,32 @@
+"""The `twinlog` command: serve refuses bad settings before starting; store-info still works."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from store import Message, MessageStore
+from tests.store.conftest import small_config
+
+
+def test_serve_refuses_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """A slave without its master's addresses exits 2, naming the missing setting."""
+    assert main(["serve", "--role", "SLAVE", "--ha-master-address", "127.0.0.1:1"]) == 2
+    assert "master_http_address" in capsys.readouterr().err
+    assert main(["serve", "--set", "no_such_setting=1"]) == 2
+    assert "no_such_setting" in capsys.readouterr().err
+
+
+def test_store_info_prints_offsets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """store-info recovers a stopped data dir and prints its offsets per queue."""
+    store = MessageStore(small_config(tmp_path, mapped_file_size_bytes=8 << 20))
+    store.start()
+    store.put_message(Message("Info", b"x", queue_id=1))
+    store.shutdown()
+    assert main(["store-info", "--data-dir", str(tmp_path),
+                 "--mapped-file-size-bytes", str(store.config.mapped_file_size_bytes)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["topics"]["Info"]["1"] == [0, 1]

@@ -1,0 +1,192 @@
+"""Idempotency-Key: one stored message per (topic, key) within the window, also after a
+restart; the window stays bounded in time and in keys."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.idempotency import IdempotencyWindow, RememberedPut, rebuild
+from store import Message, MessageStore, PutMessageStatus
+from tests.app.conftest import ServeFactory, app_settings, serving
+from tests.store.conftest import small_config, wait_dispatched
+
+pytestmark = pytest.mark.anyio
+
+URL = "/v1/topics/Pay/messages"
+
+
+def _put(offset: int) -> RememberedPut:
+    return RememberedPut(PutMessageStatus.PUT_OK, f"ID{offset}", 0, offset, offset * 100, 100)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+async def test_window_forgets_after_its_time() -> None:
+    """A key is replayed within window_s and forgotten after it."""
+    clock = FakeClock()
+    window = IdempotencyWindow(10.0, 100, clock_ms=clock)
+    window.remember("T", "k", _put(1), clock.now_ms)
+    assert window.lookup("T", "k") == _put(1)
+    assert window.lookup("Other", "k") is None
+    clock.now_ms += 10_001
+    assert window.lookup("T", "k") is None
+    assert len(window) == 0
+
+
+async def test_window_keeps_at_most_keys_max() -> None:
+    """Past keys_max the oldest keys go first."""
+    clock = FakeClock()
+    window = IdempotencyWindow(3600.0, 3, clock_ms=clock)
+    for index in range(5):
+        window.remember("T", f"k{index}", _put(index), clock.now_ms + index)
+    assert len(window) == 3
+    assert window.lookup("T", "k1") is None
+    assert window.lookup("T", "k4") == _put(4)
+
+
+async def test_pending_key_is_awaited_not_stored_twice() -> None:
+    """While a key is being stored, a lookup returns its future; a failed put frees the key."""
+    window = IdempotencyWindow(60.0, 10)
+    window.begin("T", "k")
+    pending = window.lookup("T", "k")
+    assert isinstance(pending, asyncio.Future)
+    window.finish("T", "k", _put(7))
+    assert await pending == _put(7)
+    window.begin("T", "j")
+    failed = window.lookup("T", "j")
+    assert isinstance(failed, asyncio.Future)
+    window.finish("T", "j", None)
+    assert await failed is None and window.lookup("T", "j") is None
+
+
+async def test_same_key_twice_stores_once(serve: ServeFactory) -> None:
+    """The second request with a key answers the first result, marked replayed, and stores
+    nothing; the same key on another topic is another message."""
+    async with serve() as served:
+        headers = {"idempotency-key": "pay-1"}
+        first = await served.client.post(URL, json={"body": "x"}, headers=headers)
+        second = await served.client.post(URL, json={"body": "different"}, headers=headers)
+        assert (first.status_code, second.status_code) == (201, 201)
+        assert second.headers["idempotent-replayed"] == "true"
+        assert {**first.json(), "replayed": True} == second.json()
+        other = await served.client.post("/v1/topics/Refund/messages", json={"body": "x"},
+                                         headers=headers)
+        assert other.json()["msg_id"] != first.json()["msg_id"]
+        assert served.stored_count() == 2
+        wait_dispatched(served.broker.store)
+        queue_id = first.json()["queue_id"]
+        read = await served.client.get(f"/v1/topics/Pay/queues/{queue_id}/messages")
+        assert read.json()["messages"][0]["idempotency_key"] == "pay-1"
+
+
+async def test_concurrent_requests_with_one_key_store_once(serve: ServeFactory) -> None:
+    """Ten racing requests with one key store one message and all answer its result."""
+    async with serve() as served:
+        responses = await asyncio.gather(*(
+            served.client.post(URL, json={"body": f"b{index}"},
+                               headers={"idempotency-key": "race"}) for index in range(10)))
+        assert {response.json()["msg_id"] for response in responses} == {
+            responses[0].json()["msg_id"]}
+        assert sum(not response.json()["replayed"] for response in responses) == 1
+        assert served.stored_count() == 1
+
+
+async def test_refused_put_does_not_keep_the_key(serve: ServeFactory) -> None:
+    """A key whose put was refused (nothing stored) can be used again."""
+    async with serve() as served:
+        headers = {"idempotency-key": "retry-me"}
+        refused = await served.client.post(URL, json={"body": "x", "properties": {
+            f"p{index}": "v" * 4000 for index in range(10)}}, headers=headers)
+        assert refused.status_code == 413
+        accepted = await served.client.post(URL, json={"body": "x"}, headers=headers)
+        assert accepted.status_code == 201 and not accepted.json()["replayed"]
+
+
+async def test_batch_keys(serve: ServeFactory) -> None:
+    """Batch entries carry keys: a key twice in a batch stores once, and a retried batch
+    stores nothing new."""
+    async with serve() as served:
+        batch = {"messages": [{"body": "a", "idempotency_key": "a"},
+                              {"body": "b", "idempotency_key": "b"},
+                              {"body": "a again", "idempotency_key": "a"},
+                              {"body": "no key"}]}
+        first = (await served.client.post(URL + ":batch", json=batch)).json()["results"]
+        assert [r["replayed"] for r in first] == [False, False, True, False]
+        assert first[2]["msg_id"] == first[0]["msg_id"]
+        assert served.stored_count() == 3
+        retry = (await served.client.post(URL + ":batch", json=batch)).json()["results"]
+        assert [r["msg_id"] for r in retry[:3]] == [r["msg_id"] for r in first[:3]]
+        assert served.stored_count() == 4  # only the entry without a key again
+
+
+async def test_key_survives_a_restart(tmp_path: Path) -> None:
+    """After a clean restart the window is rebuilt from the stored messages: the retry is
+    answered with the first message's ids and stores nothing."""
+    settings = app_settings(tmp_path / "broker")
+    headers = {"idempotency-key": "before-restart"}
+    async with serving(settings) as served:
+        first = (await served.client.post(URL, json={"body": "x"}, headers=headers)).json()
+        wait_dispatched(served.broker.store)
+        max_offset = served.broker.store.max_offset
+    async with serving(settings) as served:
+        retry = await served.client.post(URL, json={"body": "x"}, headers=headers)
+        assert retry.status_code == 201 and retry.json()["replayed"]
+        for field in ("msg_id", "queue_id", "queue_offset", "commit_log_offset", "wrote_bytes"):
+            assert retry.json()[field] == first[field]
+        assert served.broker.store.max_offset == max_offset
+
+
+def test_rebuild_takes_only_the_window(tmp_path: Path) -> None:
+    """Rebuild restores keys of messages stored within window_s, at most keys_max of them."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        for index in range(6):
+            store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": f"k{index}"},
+                                      queue_id=index % 2))
+        store.put_message(Message("T", b"no key", queue_id=0))
+        wait_dispatched(store)
+        newest_ms = max(m.store_timestamp_ms for q in (0, 1)
+                        for m in store.get_messages("T", q, 0, 100).messages)
+        clock = FakeClock()
+        clock.now_ms = newest_ms + 1000
+        assert rebuild(IdempotencyWindow(0.5, 100, clock_ms=clock), store) == 0
+        window = IdempotencyWindow(60.0, 4, clock_ms=clock)
+        assert rebuild(window, store) == 4
+        restored = window.lookup("T", "k5")
+        assert isinstance(restored, RememberedPut) and restored.queue_id == 1
+        assert window.lookup("T", "k0") is None  # the oldest two did not fit keys_max
+    finally:
+        store.shutdown()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3000)), max_size=60),
+       st.integers(1, 8))
+def test_window_bounds_hold_for_any_sequence(steps: list[tuple[int, int]], keys_max: int) -> None:
+    """Whatever the keys and clock steps, the window never holds more than keys_max keys and
+    never answers a key remembered longer than window_s ago."""
+    clock = FakeClock()
+    window = IdempotencyWindow(1.0, keys_max, clock_ms=clock)
+    remembered_at: dict[str, int] = {}
+    for key_number, advance_ms in steps:
+        clock.now_ms += advance_ms
+        key = f"k{key_number}"
+        found = window.lookup("T", key)
+        if found is not None:
+            assert clock.now_ms - remembered_at[key] <= 1000
+        else:
+            window.remember("T", key, _put(key_number), clock.now_ms)
+            remembered_at[key] = clock.now_ms
+        assert len(window) <= keys_max

@@ -1,0 +1,98 @@
+"""The OpenAPI document: generated from the app, kept in openapi/openapi.json, and good for
+client generators (stable operation ids, problem+json errors, both produce content types)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import openapi
+from app.cli import main as cli_main
+from app.main import create_app
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC_FILE = ROOT / "openapi" / "openapi.json"
+
+OPERATION_IDS = {
+    "produce-message", "produce-batch", "consume-messages", "list-topics", "create-topic",
+    "describe-topic", "list-groups", "create-group", "describe-group", "list-consumer-offsets",
+    "commit-consumer-offset", "get-consumer-lag", "admin-diff", "admin-ha", "admin-broker",
+    "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",
+    "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "healthz", "readyz", "metrics",
+}
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    return create_app(Settings.model_construct()).openapi()
+
+
+def _operations(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [operation for item in document["paths"].values() for operation in item.values()]
+
+
+def test_file_matches_the_app(document: dict[str, Any]) -> None:
+    """openapi/openapi.json is exactly what the app generates (run `twinlog openapi`)."""
+    assert SPEC_FILE.read_text(encoding="utf-8") == openapi.render_json(document), (
+        "openapi/openapi.json is stale: run `twinlog openapi`")
+
+
+def test_check_command_reports_drift(tmp_path: Path) -> None:
+    """`twinlog openapi --check` passes on a fresh file and fails on a changed one."""
+    target = tmp_path / "openapi.json"
+    assert cli_main(["openapi", "--output", str(target)]) == 0
+    assert cli_main(["openapi", "--output", str(target), "--check"]) == 0
+    target.write_text(target.read_text().replace("produce-message", "renamed"))
+    assert cli_main(["openapi", "--output", str(target), "--check"]) == 1
+
+
+def test_operation_ids_are_stable(document: dict[str, Any]) -> None:
+    """Every operation has its fixed id (client generators name functions after them)."""
+    assert {operation["operationId"] for operation in _operations(document)} == OPERATION_IDS
+
+
+def test_produce_declares_both_content_types(document: dict[str, Any]) -> None:
+    """Single produce takes JSON (the ProduceMessage schema) or a raw octet-stream body."""
+    body = document["paths"]["/v1/topics/{topic}/messages"]["post"]["requestBody"]
+    assert body["required"] is True
+    content = body["content"]
+    assert content["application/json"]["schema"]["$ref"].endswith("/ProduceMessage")
+    assert content["application/octet-stream"]["schema"]["format"] == "binary"
+    produce = document["paths"]["/v1/topics/{topic}/messages"]["post"]
+    headers = {p["name"] for p in produce["parameters"] if p["in"] == "header"}
+    assert {"Idempotency-Key", "X-Twinlog-Keys", "X-Twinlog-Tags",
+            "X-Twinlog-Properties"} <= headers
+    assert {"201", "202", "400", "413", "415", "429", "503", "507"} <= produce["responses"].keys()
+
+
+def test_errors_are_problem_json(document: dict[str, Any]) -> None:
+    """Every 4xx/5xx answer is application/problem+json with the Problem schema; no 422."""
+    for operation in _operations(document):
+        assert "422" not in operation["responses"], operation["operationId"]
+        for code, response in operation["responses"].items():
+            if int(code) >= 400 and operation["operationId"] != "readyz":
+                schema = response["content"]["application/problem+json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Problem"}
+    schemas = document["components"]["schemas"]
+    assert "Problem" in schemas and "HTTPValidationError" not in schemas
+
+
+def test_security_everywhere_but_health(document: dict[str, Any]) -> None:
+    """Every operation but healthz and readyz declares the bearer requirement."""
+    for operation in _operations(document):
+        open_operation = operation["operationId"] in ("healthz", "readyz")
+        assert ("security" in operation) is not open_operation, operation["operationId"]
+
+
+def test_create_app_touches_no_disk_and_starts_no_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """create_app() with no arguments (the lead's hook) writes nothing and starts nothing."""
+    monkeypatch.chdir(tmp_path)
+    threads_before = threading.active_count()
+    create_app().openapi()
+    assert list(tmp_path.iterdir()) == []
+    assert threading.active_count() == threads_before

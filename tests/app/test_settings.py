@@ -1,0 +1,86 @@
+"""Settings: flags over environment over TOML over defaults; bad values name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.settings import SettingsError, load_settings
+from store import BrokerRole
+
+
+def test_precedence_flags_env_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value passed in code beats TWINLOG_* env, which beats the TOML file."""
+    config = tmp_path / "twinlog.toml"
+    config.write_text('http_port = 9000\nha_listen_port = 9001\nslave_timeout_ms = 1500\n'
+                      'broker_role = "SYNC_MASTER"\n')
+    monkeypatch.setenv("TWINLOG_HA_LISTEN_PORT", "9002")
+    monkeypatch.setenv("TWINLOG_AUTH_TOKENS", '{"secret": ["produce", "admin"]}')
+    settings = load_settings(config, http_port=9100)
+    assert settings.http_port == 9100
+    assert settings.ha_listen_port == 9002
+    assert settings.slave_timeout_ms == 1500
+    assert settings.broker_role is BrokerRole.SYNC_MASTER
+    assert [scope.value for scope in settings.auth_tokens["secret"]] == ["produce", "admin"]
+
+
+def test_config_file_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TWINLOG_CONFIG_FILE names the TOML file when no file is passed."""
+    config = tmp_path / "twinlog.toml"
+    config.write_text("default_queue_count = 8\n")
+    monkeypatch.setenv("TWINLOG_CONFIG_FILE", str(config))
+    assert load_settings().default_queue_count == 8
+
+
+@pytest.mark.parametrize(("overrides", "named"), [
+    ({"broker_role": "SLAVE", "master_http_address": "http://m:1"}, "ha_master_address"),
+    ({"broker_role": "SLAVE", "ha_master_address": "m:1"}, "master_http_address"),
+    ({"master_http_address": "m:1"}, "master_http_address"),
+    ({"mapped_file_size_bytes": 1000}, "mapped_file_size_bytes"),
+    ({"max_body_size_bytes": 2048, "message_size_max_bytes": 4096}, "max_body_size_bytes"),
+    ({"http_port": 7000, "ha_listen_port": 7000}, "ha_listen_port"),
+    ({"in_sync_replicas": 1}, "in_sync_replicas"),
+    ({"auth_tokens": {"t": []}}, "auth_tokens"),
+    ({"auth_tokens": {"t": ["everything"]}}, "auth_tokens"),
+    ({"http_port": 70000}, "http_port"),
+    ({"slave_timeout_ms": 0}, "slave_timeout_ms"),
+])
+def test_bad_settings_name_the_setting(overrides: dict[str, Any], named: str) -> None:
+    """Each bad value or combination fails at load, and the message starts with its name."""
+    with pytest.raises(SettingsError) as raised:
+        load_settings(**overrides)
+    assert str(raised.value).startswith(named), str(raised.value)
+
+
+def test_unknown_setting_in_toml_is_refused(tmp_path: Path) -> None:
+    """A typo in the TOML file fails instead of being ignored."""
+    config = tmp_path / "twinlog.toml"
+    config.write_text("slave_timeout = 5\n")
+    with pytest.raises(SettingsError, match="slave_timeout"):
+        load_settings(config)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    """A config file that does not exist is an error, not silently skipped."""
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(tmp_path / "absent.toml")
+
+
+def test_public_view_hides_secrets() -> None:
+    """/admin/broker's settings show no token, secret or database URL."""
+    settings = load_settings(auth_tokens={"s3cret": ["admin"]}, ha_secret="also-s3cret",
+                             database_url="postgresql://user:pw@db/twinlog")
+    text = str(settings.public_view())
+    assert "s3cret" not in text and "pw@" not in text
+    assert settings.public_view()["auth"] == "1 token(s)"
+
+
+def test_derived_store_and_ha_configs(tmp_path: Path) -> None:
+    """The store and HA configs take the settings' values; the database sits in the data dir."""
+    settings = load_settings(data_dir=tmp_path, broker_role="SYNC_MASTER", http_port=8088,
+                             slave_timeout_ms=1234)
+    assert settings.to_store_config().store_host == ("127.0.0.1", 8088)
+    assert settings.to_ha_config().slave_timeout_ms == 1234
+    assert settings.metadata_database_url == f"sqlite:///{tmp_path}/metadata.sqlite3"

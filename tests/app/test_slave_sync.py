@@ -1,0 +1,104 @@
+"""Slave metadata sync: pulls the master's four tables, applies them as RocketMQ does, and
+keeps failures visible and retried."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.slave_sync import RETRY_FIRST_S, SlaveSync
+from store.metadata import MetadataStore, MetadataTable, sqlite_database_url
+
+PATHS = {"topics": MetadataTable.TOPIC_CONFIG,
+         "subscription-groups": MetadataTable.SUBSCRIPTION_GROUP,
+         "consumer-offsets": MetadataTable.CONSUMER_OFFSET,
+         "delay-offsets": MetadataTable.DELAY_OFFSET}
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[tuple[MetadataStore, MetadataStore]]:
+    master = MetadataStore(sqlite_database_url(tmp_path / "master.sqlite3"))
+    slave = MetadataStore(sqlite_database_url(tmp_path / "slave.sqlite3"))
+    yield master, slave
+    master.stop()
+    slave.stop()
+
+
+def _master_api(master: MetadataStore, requests: list[str],
+                failing: set[str] | None = None) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.path)
+        table = request.url.path.removeprefix("/admin/sync/")
+        if failing and table in failing:
+            return httpx.Response(500, json={"detail": "boom"})
+        assert request.headers["authorization"] == "Bearer sync-token"
+        return httpx.Response(200, content=json.dumps(master.export_table(PATHS[table])))
+
+    return httpx.MockTransport(handle)
+
+
+def _sync(slave: MetadataStore, transport: httpx.MockTransport) -> SlaveSync:
+    return SlaveSync("http://master:8080/", slave, interval_s=60, timeout_s=1,
+                     auth_token="sync-token", transport=transport)
+
+
+def test_applies_the_four_tables_in_order(stores: tuple[MetadataStore, MetadataStore]) -> None:
+    """Topics, consumer offsets, delay offsets, then groups (RocketMQ's order) are pulled and
+    applied; the slave then has the master's data versions."""
+    master, slave = stores
+    master.create_topic(name="Orders", write_queue_count=2, read_queue_count=2)
+    master.create_group(name="Billing")
+    master.commit_consumer_offset(group_name="Billing", topic="Orders", queue_id=1,
+                                  queue_offset=7)
+    master.set_delay_offsets(offsets={3: 11})
+    requests: list[str] = []
+    sync = _sync(slave, _master_api(master, requests))
+    try:
+        assert sync.run_once() == 60
+    finally:
+        sync.stop()
+    assert requests == ["/admin/sync/topics", "/admin/sync/consumer-offsets",
+                        "/admin/sync/delay-offsets", "/admin/sync/subscription-groups"]
+    assert [t.name for t in slave.list_topics()] == ["Orders"]
+    assert slave.get_consumer_offset(group_name="Billing", topic="Orders", queue_id=1) == 7
+    assert slave.get_delay_offset(delay_level=3) == 11
+    assert [g.name for g in slave.list_groups()] == ["Billing"]
+    assert slave.data_versions() == master.data_versions()
+    status = sync.status()
+    assert status.sync_count == 1 and status.last_error is None and status.last_success_ms
+
+
+def test_failure_is_kept_and_retried_sooner(
+        stores: tuple[MetadataStore, MetadataStore]) -> None:
+    """A failing pull records the error and the count, and retries with a growing backoff
+    bounded by the interval; a later success clears the error."""
+    master, slave = stores
+    requests: list[str] = []
+    failing = {"consumer-offsets"}
+    sync = _sync(slave, _master_api(master, requests, failing))
+    try:
+        assert sync.run_once() == RETRY_FIRST_S
+        assert sync.run_once() == RETRY_FIRST_S * 2
+        status = sync.status()
+        assert status.consecutive_failures == 2 and "500" in (status.last_error or "")
+        assert status.last_success_ms is None
+        failing.clear()
+        assert sync.run_once() == 60
+        assert sync.status().last_error is None and sync.status().consecutive_failures == 0
+    finally:
+        sync.stop()
+
+
+def test_unreachable_master(stores: tuple[MetadataStore, MetadataStore]) -> None:
+    """A master that does not answer is a recorded connection error, not a crash."""
+    _, slave = stores
+    sync = SlaveSync("http://127.0.0.1:9", slave, interval_s=5, timeout_s=0.5, auth_token=None)
+    try:
+        assert sync.run_once() == RETRY_FIRST_S
+        assert "ConnectError" in (sync.status().last_error or "")
+    finally:
+        sync.stop()

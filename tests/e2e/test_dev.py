@@ -1,0 +1,61 @@
+"""`twinlog dev`: one command runs a SYNC_MASTER and its SLAVE; Ctrl-C stops both cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.conftest import ROOT, free_port, wait_for
+
+
+def test_dev_runs_a_pair_and_ctrl_c_stops_both(tmp_path: Path) -> None:
+    """The banner names both URLs and says auth is open; a message produced on the master is
+    read on the slave; SIGINT stops both brokers with exit 0 and no abort marker."""
+    ports = [free_port() for _ in range(3)]
+    log_path = tmp_path / "dev.log"
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("TWINLOG_")}
+    environment["TWINLOG_AUTH_TOKENS"] = '{"ignored": ["admin"]}'  # dev runs open anyway
+    with log_path.open("wb") as log:
+        dev = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "dev", "--data-root", str(tmp_path / "data"),
+             "--master-http-port", str(ports[0]), "--slave-http-port", str(ports[1]),
+             "--ha-port", str(ports[2])],
+            cwd=ROOT, env={**environment, "PYTHONPATH": str(ROOT)}, stdout=log,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "Ctrl-C stops both" in log_path.read_text(errors="replace"),
+                 timeout_s=60, what="dev banner")
+        banner = log_path.read_text()
+        assert f"http://127.0.0.1:{ports[0]}" in banner and "auth is OPEN" in banner
+        with httpx.Client(timeout=5) as client:
+            stored = client.post(f"http://127.0.0.1:{ports[0]}/v1/topics/Dev/messages",
+                                 json={"body": "hi", "queue_id": 0})
+            assert stored.status_code == 201, stored.text
+
+            def on_slave() -> bool:
+                response = client.get(f"http://127.0.0.1:{ports[1]}/v1/topics/Dev/queues/0/"
+                                      "messages", params={"body_encoding": "utf8"})
+                return response.status_code == 200 and [
+                    m["body"] for m in response.json()["messages"]] == ["hi"]
+
+            wait_for(on_slave, what="message on the slave")
+        dev.send_signal(signal.SIGINT)
+        assert dev.wait(60) == 0, log_path.read_text()
+    finally:
+        if dev.poll() is None:  # a failed assertion: let dev stop its children first
+            dev.send_signal(signal.SIGTERM)
+            try:
+                dev.wait(60)
+            except subprocess.TimeoutExpired:
+                dev.kill()
+                dev.wait()
+    for name in ("master", "slave"):
+        assert (tmp_path / "data" / name / "commitlog").is_dir()
+        assert not (tmp_path / "data" / name / "abort").exists(), name
+    assert "master exited with 0" in log_path.read_text()
