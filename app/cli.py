@@ -1,4 +1,4 @@
-"""The `twinlog` command: serve, dev, openapi, store-info."""
+"""The `twinlog` command: serve, dev, openapi, store-info, export, report."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from app.cli_snapshots import add_commands as add_snapshot_commands
 from store import MessageStore, StoreConfig, StoreError
 
 DEFAULT_OPENAPI_PATH = Path("openapi") / "openapi.json"
@@ -176,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     spec.add_argument("--output", default=str(DEFAULT_OPENAPI_PATH))
     spec.add_argument("--check", action="store_true", help="exit 1 if the file differs")
     spec.set_defaults(handler=_openapi)
+    add_snapshot_commands(commands)
     return parser
 
 

@@ -59,6 +59,8 @@ PROBLEMS: dict[str, ProblemKind] = {
     "NOT_A_MASTER": ProblemKind(503, "This broker is a slave; write to the master"),
     "NOT_READY": ProblemKind(503, "The broker is not ready"),
     "INTERNAL_ERROR": ProblemKind(500, "Internal error"),
+    "SNAPSHOT_RUNNING": ProblemKind(409, "A snapshot export is already running"),
+    "NOTHING_TO_SNAPSHOT": ProblemKind(409, "No new records since the last snapshot"),
     # -- metadata (store.metadata.MetadataError.error_code) -------------------------------------
     "METADATA_ERROR": ProblemKind(400, "The metadata request was refused"),
     "INVALID_TOPIC_NAME": ProblemKind(400, "Invalid topic name"),

@@ -10,6 +10,7 @@ from app.broker import Broker
 from app.errors import ApiError, from_put_status
 from app.metrics import Metrics
 from app.settings import Settings
+from app.snapshots import Snapshots
 from store import PutMessageStatus
 
 
@@ -19,6 +20,7 @@ class Gateway:
     auth: Authenticator
     metrics: Metrics = field(init=False)
     broker: Broker | None = None
+    snapshots: Snapshots | None = None
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(lambda: self.broker)

@@ -27,6 +27,7 @@ from app.gateway import Gateway
 from app.gc_tuning import tuned_gc
 from app.routes import admin, consume, groups, health, produce, topics
 from app.settings import Settings, load_settings
+from app.snapshots import PeriodicSnapshots, Snapshots
 from store.metadata import MetadataError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     broker = Broker(gateway.settings)
     broker.start()
     gateway.broker = broker
+    gateway.snapshots = Snapshots(broker)
+    periodic = None
+    if gateway.settings.snapshot_interval_s > 0 and not broker.is_slave:
+        periodic = PeriodicSnapshots(gateway.snapshots, gateway.settings.snapshot_interval_s)
+        periodic.start()
     if gateway.auth.is_open:
         log.warning("auth is OPEN: no auth_tokens are set, every request is allowed "
                     "(development only)")
@@ -71,6 +77,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
+        if periodic is not None:
+            periodic.stop()
         broker.stop()
 
 

@@ -403,3 +403,23 @@ class Problem(BaseModel):
     errors: list[ValidationProblem] | None = None
     master_http_address: str | None = None
     master_ha_address: str | None = None
+
+
+class SnapshotManifestView(BaseModel):
+    """The manifest of a snapshot just written (commit-log range [range_from, range_to))."""
+
+    snapshot_id: str
+    path: str
+    broker_name: str
+    broker_role: str
+    range_from: int
+    range_to: int
+    message_count: int
+    body_bytes: int
+    include_bodies: bool
+    topics: dict[str, int]
+    metadata_rows: dict[str, int]
+    replication_samples: int
+    created_ms: int
+    schema_version: int
+    skipped_before_bytes: int

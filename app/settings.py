@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     auto_create_groups: bool = True
     default_queue_count: int = Field(4, ge=1, le=1024)
     consumer_offset_persist_interval_ms: int = Field(5000, gt=0)
+    # -- snapshots -----------------------------------------------------------------------------
+    snapshot_dir: Path | None = Field(None, description="default: <data_dir>/snapshots")
+    snapshot_interval_s: float = Field(0.0, ge=0, description="0: only on request")
+    snapshot_include_bodies: bool = True
     # -- process -------------------------------------------------------------------------------
     log_level: str = Field("info", pattern="^(critical|error|warning|info|debug)$")
     timeout_graceful_shutdown_s: float = Field(10.0, gt=0, le=300)
@@ -163,6 +167,10 @@ class Settings(BaseSettings):
         if address.version != 4 or address.is_unspecified:
             return "127.0.0.1", self.http_port
         return str(address), self.http_port
+
+    @property
+    def snapshot_root(self) -> Path:
+        return self.snapshot_dir if self.snapshot_dir is not None else self.data_dir / "snapshots"
 
     def to_store_config(self) -> StoreConfig:
         try:

@@ -81,6 +81,17 @@ class DiffSampler(ServiceThread):
             log.info("ha diff: %s", text)
         return self._sample_interval_s
 
+    def peek_samples(self) -> list[DiffSample]:
+        """The samples kept now, oldest first, without removing them."""
+        with self._samples_lock:
+            return list(self._samples)
+
+    def drop_samples(self, count: int) -> None:
+        """Remove the `count` oldest samples (those a finished snapshot took)."""
+        with self._samples_lock:
+            for _ in range(min(count, len(self._samples))):
+                self._samples.popleft()
+
     def drain_samples(self) -> list[DiffSample]:
         """The samples kept since the last drain (a snapshot takes them)."""
         with self._samples_lock:

@@ -17,7 +17,8 @@ from pathlib import Path
 from fastapi import APIRouter
 
 from app.broker import Broker
-from app.deps import BrokerDep, requires
+from app.deps import BrokerDep, GatewayDep, requires
+from app.errors import ApiError
 from app.openapi import problem_responses
 from app.schemas import (
     BrokerView,
@@ -31,13 +32,17 @@ from app.schemas import (
     SlaveConnection,
     SlaveDiff,
     SlaveDiffView,
+    SnapshotManifestView,
     StoreView,
     TableExportView,
 )
 from app.settings import Scope
+from app.snapshots import SnapshotBusy
 from ha import MasterDiff, SlaveLinkView
 from store.metadata import MetadataTable, head_revision
 from store.retention import disk_used_ratio
+from store.snapshot import SnapshotError
+from store.snapshot.manifest import snapshot_dir_name
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[requires(Scope.ADMIN)],
                    responses=problem_responses(401, 403, 503))
@@ -173,3 +178,23 @@ def _disk_used_bytes(root: Path) -> int:
             except FileNotFoundError:
                 continue  # removed by retention meanwhile
     return total
+
+
+@router.post("/snapshots", operation_id="admin-create-snapshot", status_code=201,
+             responses=problem_responses(409))
+def admin_create_snapshot(gateway: GatewayDep) -> SnapshotManifestView:
+    """Export the commit log since the previous snapshot (and the metadata and diff samples)
+    as Parquet under the snapshot dir; 409 while another export runs or when nothing is new."""
+    gateway.master_broker()
+    snapshots = gateway.snapshots
+    assert snapshots is not None
+    try:
+        manifest = snapshots.export()
+    except SnapshotBusy as error:
+        raise ApiError("SNAPSHOT_RUNNING", str(error)) from error
+    except SnapshotError as error:
+        raise ApiError("NOTHING_TO_SNAPSHOT", str(error)) from error
+    path = gateway.settings.snapshot_root / snapshot_dir_name(manifest.range_from,
+                                                              manifest.range_to)
+    fields = {k: v for k, v in asdict(manifest).items() if k != "extra"}
+    return SnapshotManifestView(path=str(path), **fields)

@@ -22,7 +22,8 @@ OPERATION_IDS = {
     "describe-topic", "list-groups", "create-group", "describe-group", "list-consumer-offsets",
     "commit-consumer-offset", "get-consumer-lag", "admin-diff", "admin-ha", "admin-broker",
     "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",
-    "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "healthz", "readyz", "metrics",
+    "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "admin-create-snapshot",
+    "healthz", "readyz", "metrics",
 }
 
 

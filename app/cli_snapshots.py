@@ -1,0 +1,70 @@
+"""`twinlog export` and `twinlog report`: snapshots from a data dir, and the Spark report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from store.paths import StorePaths
+
+
+def _progress(done_bytes: int, total_bytes: int) -> None:
+    percent = 100.0 * done_bytes / total_bytes if total_bytes else 100.0
+    print(f"\rexported {done_bytes:,} / {total_bytes:,} bytes of log ({percent:5.1f}%)",
+          end="" if done_bytes < total_bytes else "\n", file=sys.stderr, flush=True)
+
+
+def _export(arguments: argparse.Namespace) -> int:
+    """Export a stopped or running broker's data dir, reading its files read-only."""
+    from store.metadata import MetadataStore, sqlite_database_url
+    from store.snapshot import ExportRequest, SnapshotError, export_snapshot, metadata_rows
+
+    data_dir = Path(arguments.data_dir)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    database = StorePaths(data_dir).metadata_database
+    if database.exists():
+        metadata = MetadataStore(sqlite_database_url(database))
+        metadata.start()
+        try:
+            rows = metadata_rows(metadata)
+        finally:
+            metadata.stop()
+    request = ExportRequest(
+        data_dir=data_dir, out_root=Path(arguments.out), broker_name=arguments.broker_name,
+        range_from=arguments.range_from, range_to=arguments.range_to,
+        include_bodies=not arguments.no_bodies, metadata_rows=rows,
+        progress=_progress if sys.stderr.isatty() else None,
+    )
+    try:
+        manifest = export_snapshot(request)
+    except (SnapshotError, FileNotFoundError) as error:
+        print(f"twinlog export: {error}", file=sys.stderr)
+        return 2
+    print(manifest.to_json())
+    return 0
+
+
+def _report(arguments: argparse.Namespace) -> int:
+    from jobs.snapshot_report import main as report_main
+
+    return report_main([*arguments.paths, "--out", arguments.out, "--master", arguments.master])
+
+
+def add_commands(commands: Any) -> None:
+    export = commands.add_parser("export", help="export a data dir's log as a Parquet snapshot")
+    export.add_argument("--data-dir", required=True)
+    export.add_argument("--out", required=True, help="snapshot root directory")
+    export.add_argument("--from", dest="range_from", type=int, default=None,
+                        help="commit-log offset (default: where the last snapshot ended)")
+    export.add_argument("--to", dest="range_to", type=int, default=None,
+                        help="commit-log offset (default: the end of the log)")
+    export.add_argument("--no-bodies", action="store_true", help="leave message bodies out")
+    export.add_argument("--broker-name", default="broker")
+    export.set_defaults(handler=_export)
+    report = commands.add_parser("report", help="run the Spark snapshot report locally")
+    report.add_argument("paths", nargs="+", help="snapshot roots or snapshot directories")
+    report.add_argument("--out", required=True, help="report directory")
+    report.add_argument("--master", default="local[*]", help="Spark master")
+    report.set_defaults(handler=_report)
