@@ -24,7 +24,7 @@ from typing import Any
 
 log = logging.getLogger("snapshot_report")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSIONS = frozenset({1, 2})  # 2 replaced msg_id with store_host
 _NAME = re.compile(r"snapshot-(\d{20})-(\d{20})")
 TOP_KEYS = 5
 
@@ -58,7 +58,7 @@ def _snapshot(entry: Path) -> Snapshot | None:
         return None
     try:
         manifest = json.loads((entry / "_manifest.json").read_text())
-        valid = (manifest["schema_version"] == SCHEMA_VERSION
+        valid = (manifest["schema_version"] in SCHEMA_VERSIONS
                  and (manifest["range_from"], manifest["range_to"])
                  == (int(match[1]), int(match[2])))
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -81,7 +81,7 @@ def build_report(spark: Any, snapshots: list[Snapshot]) -> dict[str, Any]:
              if (s.path / "messages").is_dir()]
     messages = parts[0]
     for part in parts[1:]:
-        messages = messages.unionByName(part)
+        messages = messages.unionByName(part, allowMissingColumns=True)
     messages = messages.dropDuplicates(["commit_log_offset"])
     topics = (messages.groupBy("topic").agg(
         F.count(F.lit(1)).alias("message_count"),

@@ -8,6 +8,11 @@ Layout of one snapshot directory:
 
 By default a snapshot starts where the newest one under the root ended, so snapshots are
 incremental and never overlap. It is written to `.tmp-...` and renamed when complete.
+
+The log is read a window (16 MiB) at a time, checked and decoded in bulk (log_reader.py,
+columns.py) on the calling thread while a writer thread encodes the previous window's rows
+to Parquet; no more than a few windows are held at once. A message's RocketMQ msg_id is not
+stored: it is the hex of `store_host` then of the big-endian `commit_log_offset`.
 """
 
 from __future__ import annotations
@@ -18,16 +23,26 @@ import os
 import shutil
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from store.record import StoredMessage
-from store.snapshot.log_reader import iter_records, list_log_files, log_range
+from store.snapshot.columns import (
+    DECODED_SCHEMA,
+    MESSAGE_SCHEMA,
+    DecodedWindow,
+    decode_window,
+    materialize,
+)
+from store.snapshot.log_reader import LogFile, iter_windows, list_log_files, log_range
 from store.snapshot.manifest import (
     MANIFEST_NAME,
     TEMP_PREFIX,
@@ -38,28 +53,23 @@ from store.snapshot.manifest import (
 
 log = logging.getLogger(__name__)
 
-MESSAGE_SCHEMA = pa.schema([
-    ("queue_id", pa.int32()),
-    ("queue_offset", pa.int64()),
-    ("commit_log_offset", pa.int64()),
-    ("size_bytes", pa.int32()),
-    ("born_timestamp_ms", pa.int64()),
-    ("store_timestamp_ms", pa.int64()),
-    ("msg_id", pa.string()),
-    ("keys", pa.string()),
-    ("tags", pa.string()),
-    ("properties", pa.map_(pa.string(), pa.string())),
-    ("body", pa.binary()),
-])
 SAMPLE_SCHEMA = pa.schema([
     ("timestamp_ms", pa.int64()),
     ("slave", pa.string()),
     ("ack_offset", pa.int64()),
     ("diff_bytes", pa.int64()),
 ])
-BATCH_ROWS_MAX = 4096
+BATCH_ROWS_MIN = 4096  # a topic's rows are buffered until there are that many ...
+BATCH_BYTES_MIN = 2 * 1024 * 1024  # ... or that many bytes of log
 BUFFERED_BYTES_MAX = 32 * 1024 * 1024
 OPEN_WRITERS_MAX = 64
+WRITES_PENDING_MAX = 2  # decoded windows waiting for the writer thread, at most
+# Columns whose values rarely repeat: no dictionary encoding (it would be tried, then dropped).
+_UNIQUE_COLUMNS = ("commit_log_offset", "queue_offset", "body")
+_PARQUET_OPTIONS: dict[str, Any] = {
+    "use_dictionary": [name for name in MESSAGE_SCHEMA.names if name not in _UNIQUE_COLUMNS],
+    "write_statistics": [name for name in MESSAGE_SCHEMA.names if name != "body"],
+}
 
 Progress = Callable[[int, int], None]
 
@@ -101,14 +111,8 @@ def export_snapshot(request: ExportRequest) -> Manifest:
     temp = request.out_root / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
     temp.mkdir()
     try:
-        writer = _MessageWriter(temp / "messages", request.include_bodies)
-        end = range_from
-        for record in iter_records(files, range_from, range_to):
-            writer.add(record)
-            end = record.commit_log_offset + record.total_size
-            if request.progress is not None and writer.count % 10_000 == 0:
-                request.progress(end - range_from, range_to - range_from)
-        writer.close()
+        writer = _MessageWriter(temp / "messages")
+        end = _export_messages(files, range_from, range_to, request, writer)
         if writer.count == 0:
             raise SnapshotError(f"no records to export from offset {range_from}")
         metadata_rows = _write_metadata(temp / "metadata", request.metadata_rows)
@@ -144,27 +148,44 @@ def export_snapshot(request: ExportRequest) -> Manifest:
     return manifest
 
 
-_COLUMNS = [name for name in MESSAGE_SCHEMA.names]
-
-
-class _TopicBuffer:
-    """One topic's rows, kept as columns (building Arrow arrays from lists is cheap)."""
-
-    __slots__ = ("columns", "size_bytes")
-
-    def __init__(self) -> None:
-        self.columns: list[list[Any]] = [[] for _ in _COLUMNS]
-        self.size_bytes = 0
+def _export_messages(files: list[LogFile], range_from: int, range_to: int,
+                     request: ExportRequest, writer: _MessageWriter) -> int:
+    """Read and decode the range a window at a time on this thread while a writer thread
+    encodes the windows before it (pyarrow's Parquet writer runs without the GIL). Returns
+    the offset after the last record exported. At most WRITES_PENDING_MAX windows wait for
+    the writer: memory stays bounded whatever the log's size."""
+    end = range_from
+    with (ThreadPoolExecutor(1, thread_name_prefix="snapshot-writer") as pool,
+          closing(iter_windows(files, range_from, range_to)) as windows):
+        pending: deque[Future[None]] = deque()
+        for window in windows:
+            decoded = decode_window(window, request.include_bodies)
+            del window  # the decoded rows hold what they need of the mapping
+            if len(pending) >= WRITES_PENDING_MAX:
+                pending.popleft().result()
+            if decoded.count:
+                pending.append(pool.submit(writer.add, decoded))
+                end = decoded.end_offset
+            if request.progress is not None:
+                request.progress(end - range_from, range_to - range_from)
+            if not decoded.complete:
+                break  # an invalid record: nothing after it is exported
+        while pending:
+            pending.popleft().result()
+        pool.submit(writer.close).result()
+    return end
 
 
 class _MessageWriter:
-    """Rows buffered per topic and written as record batches: memory stays bounded by
-    BATCH_ROWS_MAX rows a topic and BUFFERED_BYTES_MAX in all, whatever the log's size."""
+    """Decoded windows written a topic at a time. A topic's rows go straight to its Parquet
+    file when there are BATCH_ROWS_MIN of them (or BATCH_BYTES_MIN of log), their bodies read
+    from the mapped log as they are encoded; fewer are copied out and buffered
+    (BUFFERED_BYTES_MAX in all) until there are enough. Memory stays bounded whatever the
+    log's size."""
 
-    def __init__(self, directory: Path, include_bodies: bool) -> None:
+    def __init__(self, directory: Path) -> None:
         self._directory = directory
-        self._include_bodies = include_bodies
-        self._buffers: dict[str, _TopicBuffer] = {}
+        self._buffers: dict[str, _Buffered] = {}
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._parts: dict[str, int] = {}
         self._buffered_bytes = 0
@@ -172,36 +193,30 @@ class _MessageWriter:
         self.body_bytes = 0
         self.topic_counts: dict[str, int] = {}
 
-    def add(self, record: StoredMessage) -> None:
-        topic = record.topic
-        buffer = self._buffers.get(topic)
-        if buffer is None:
-            buffer = self._buffers[topic] = _TopicBuffer()
-        properties = record.properties
-        values = (
-            record.queue_id, record.queue_offset, record.commit_log_offset, record.total_size,
-            record.born_timestamp_ms, record.store_timestamp_ms, record.msg_id,
-            properties.get("KEYS"), properties.get("TAGS"), list(properties.items()),
-            record.body if self._include_bodies else None,
-        )
-        for column, value in zip(buffer.columns, values, strict=True):
-            column.append(value)
-        buffer.size_bytes += record.total_size
-        self.count += 1
-        self.body_bytes += len(record.body)
-        self.topic_counts[topic] = self.topic_counts.get(topic, 0) + 1
-        self._buffered_bytes += record.total_size
-        if len(buffer.columns[0]) >= BATCH_ROWS_MAX:
-            self._flush(topic)
-        elif self._buffered_bytes >= BUFFERED_BYTES_MAX:
+    def add(self, window: DecodedWindow) -> None:
+        for group in window.groups:
+            rows = window.batch.slice(group.begin, group.end - group.begin)
+            topic = group.topic
+            self.topic_counts[topic] = self.topic_counts.get(topic, 0) + rows.num_rows
+            buffered = self._buffers.pop(topic, None) or _Buffered()
+            self._buffered_bytes -= buffered.log_bytes
+            if (buffered.rows + rows.num_rows >= BATCH_ROWS_MIN
+                    or buffered.log_bytes + group.log_bytes >= BATCH_BYTES_MIN):
+                self._write(topic, [*buffered.batches, rows])
+                continue
+            buffered.batches.append(_compact(rows))  # a copy: nothing of the window is kept
+            buffered.rows += rows.num_rows
+            buffered.log_bytes += group.log_bytes
+            self._buffers[topic] = buffered
+            self._buffered_bytes += buffered.log_bytes
+        self.count += window.count
+        self.body_bytes += window.body_bytes
+        if self._buffered_bytes >= BUFFERED_BYTES_MAX:
             for name in list(self._buffers):
-                self._flush(name)
+                self._write(name, self._buffers.pop(name).batches)
+            self._buffered_bytes = 0
 
-    def _flush(self, topic: str) -> None:
-        buffer = self._buffers.pop(topic, None)
-        if buffer is None:
-            return
-        self._buffered_bytes -= buffer.size_bytes
+    def _write(self, topic: str, batches: list[pa.RecordBatch]) -> None:
         writer = self._writers.get(topic)
         if writer is None:
             if len(self._writers) >= OPEN_WRITERS_MAX:
@@ -211,18 +226,35 @@ class _MessageWriter:
             self._parts[topic] = part + 1
             directory = self._directory / f"topic={_escape(topic)}"
             directory.mkdir(parents=True, exist_ok=True)
-            writer = pq.ParquetWriter(directory / f"part-{part:05d}.parquet", MESSAGE_SCHEMA)
+            # The bodies are binary views; without the Arrow schema in the file, readers
+            # take the Parquet schema, which is MESSAGE_SCHEMA's (binary) exactly.
+            writer = pq.ParquetWriter(directory / f"part-{part:05d}.parquet", DECODED_SCHEMA,
+                                      store_schema=False, **_PARQUET_OPTIONS)
             self._writers[topic] = writer
-        arrays = [pa.array(column, type=field.type)
-                  for column, field in zip(buffer.columns, MESSAGE_SCHEMA, strict=True)]
-        writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=MESSAGE_SCHEMA))
+        views = [batch if batch.schema.equals(DECODED_SCHEMA) else batch.cast(DECODED_SCHEMA)
+                 for batch in batches]
+        writer.write_table(pa.Table.from_batches(views, DECODED_SCHEMA))
 
     def close(self) -> None:
         for topic in list(self._buffers):
-            self._flush(topic)
+            self._write(topic, self._buffers.pop(topic).batches)
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
+
+
+@dataclass
+class _Buffered:
+    """A topic's rows waiting for more: copies, `log_bytes` of log."""
+
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    rows: int = 0
+    log_bytes: int = 0
+
+
+def _compact(rows: pa.RecordBatch) -> pa.RecordBatch:
+    """The rows copied into arrays of their own (a slice shares its window's buffers)."""
+    return materialize(rows).take(pa.array(np.arange(rows.num_rows)))
 
 
 def _escape(topic: str) -> str:

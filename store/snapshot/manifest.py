@@ -17,7 +17,9 @@ from store.paths import offset_to_name
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+# 2: `msg_id` gave way to `store_host` (msg_id = hex(store_host + commit_log_offset)).
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = frozenset({1, 2})
 MANIFEST_NAME = "_manifest.json"
 SNAPSHOT_PREFIX = "snapshot-"
 TEMP_PREFIX = ".tmp-"
@@ -47,7 +49,7 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str) -> Manifest:
         raw = json.loads(text)
-        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+        if not isinstance(raw, dict) or raw.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise ValueError("not a twinlog snapshot manifest of a known schema version")
         return cls(**raw)
 

@@ -101,7 +101,7 @@ def _killed_export(data_dir: Path, root: Path) -> None:
         "original = e._MessageWriter.add\n"
         "def slow(self, record):\n"
         "    original(self, record)\n"
-        "    if self.count == 10:\n"
+        "    if self.count >= 10:\n"
         "        print('HALFWAY', flush=True); time.sleep(60)\n"
         "e._MessageWriter.add = slow\n"
         "e.export_snapshot(e.ExportRequest(Path(sys.argv[1]), Path(sys.argv[2]),"

@@ -1,15 +1,30 @@
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
+import hypothesis.strategies as st
+import numpy as np
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from store import Message, MessageStore
-from store.snapshot import ExportRequest, SnapshotError, export_snapshot, find_snapshots
-from tests.store.conftest import wait_dispatched
+from store.record import HEADER_SIZE, RecordError, StoredMessage, decode_properties
+from store.snapshot import ExportRequest, SnapshotError, columns, export_snapshot, find_snapshots
+from store.snapshot.columns import MESSAGE_SCHEMA
+from store.snapshot.gather import views
+from store.snapshot.log_reader import iter_records, list_log_files, log_range
+from store.snapshot.properties import Properties, decode_properties_bulk
+from store.status import PutMessageStatus
+from tests.store.conftest import small_config, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
 
@@ -89,3 +104,221 @@ def test_foreign_entries_are_skipped_by_name(tmp_path: Path,
     with caplog.at_level(logging.WARNING):
         assert find_snapshots(tmp_path) == []
     assert "notes" in caplog.text and bad.name in caplog.text and ".tmp-123" not in caplog.text
+
+
+# The bulk decoding (store/snapshot/columns.py, properties.py) against the store's own reads.
+
+SNAPSHOT_TOPICS = ("Orders", "Pay%ments", "a%25b", "Logs-1|x")
+_property_text = st.text(
+    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+    max_size=12,
+)
+_messages = st.lists(
+    st.builds(
+        Message,
+        topic=st.sampled_from(SNAPSHOT_TOPICS),
+        body=st.one_of(st.just(b""), st.binary(max_size=16), st.binary(max_size=3000)),
+        properties=st.one_of(
+            st.just({}),
+            st.dictionaries(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "a"]) | _property_text
+                            .filter(bool), _property_text, max_size=4),
+        ),
+        queue_id=st.integers(0, 2),
+        born_timestamp_ms=st.integers(0, 2**50),
+    ),
+    min_size=1,
+    max_size=150,
+)
+_HIVE = ds.partitioning(pa.schema([("topic", pa.string())]), flavor="hive")
+
+
+def _exported_rows(root: Path) -> dict[int, dict[str, Any]]:
+    (snapshot, _), = find_snapshots(root)
+    table = ds.dataset(str(snapshot / "messages"), format="parquet",
+                       partitioning=_HIVE).to_table()
+    assert table.schema.remove_metadata().equals(MESSAGE_SCHEMA.append(
+        pa.field("topic", pa.string())))
+    rows = {row["commit_log_offset"]: row for row in table.to_pylist()}
+    assert len(rows) == table.num_rows
+    return rows
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=_messages, include_bodies=st.booleans(), tail_bytes_max=st.sampled_from(
+    [0, columns.TAIL_BYTES_MAX, 1000]))
+def test_export_reads_back_field_by_field(batch: list[Message], include_bodies: bool,
+                                          tail_bytes_max: int) -> None:
+    """Random messages (empty bodies, no or several properties, '%' in topic names, files
+    rolling every 64 KiB) export to exactly what the store serves, field by field, whether
+    the records' tails are gathered in one pass or read from the log (tail_bytes_max)."""
+    with tempfile.TemporaryDirectory() as temp, \
+            mock.patch.object(columns, "TAIL_BYTES_MAX", tail_bytes_max):
+        store = MessageStore(small_config(Path(temp) / "data"))
+        store.start()
+        try:
+            for message in batch:
+                result, _ = store.put_message(message)
+                assert result.status is PutMessageStatus.PUT_OK, result
+            wait_dispatched(store)
+            expected = {stored.commit_log_offset: (topic, stored)
+                        for topic, queue_ids in store.queues.topics().items()
+                        for queue_id in queue_ids
+                        for stored in store.get_messages(topic, queue_id, 0, 10_000,
+                                                         max_bytes=1 << 30).messages}
+            manifest = export_snapshot(ExportRequest(store.config.data_dir, Path(temp) / "out",
+                                                     include_bodies=include_bodies))
+        finally:
+            store.shutdown()
+        rows = _exported_rows(Path(temp) / "out")
+    assert len(expected) == len(batch) == manifest.message_count
+    assert sorted(rows) == sorted(expected)
+    for offset, (topic, stored) in expected.items():
+        assert rows[offset] == {
+            "queue_id": stored.queue_id,
+            "queue_offset": stored.queue_offset,
+            "commit_log_offset": stored.commit_log_offset,
+            "size_bytes": stored.total_size,
+            "born_timestamp_ms": stored.born_timestamp_ms,
+            "store_timestamp_ms": stored.store_timestamp_ms,
+            "store_host": stored.store_host,
+            "keys": stored.keys,
+            "tags": stored.tags,
+            "properties": list(stored.properties.items()),
+            "body": stored.body if include_bodies else None,
+            "topic": topic,
+        }
+    assert all((row["store_host"] + offset.to_bytes(8, "big")).hex().upper()
+               == expected[offset][1].msg_id for offset, row in rows.items())
+    assert manifest.body_bytes == sum(len(stored.body) for _, stored in expected.values())
+    assert manifest.topics == dict(sorted(Counter(t for t, _ in expected.values()).items()))
+
+
+def _corrupt_body(raw: bytearray, record: StoredMessage, position: int) -> None:
+    raw[position + HEADER_SIZE] ^= 0xFF  # the CRC no longer matches
+
+
+def _corrupt_properties_utf8(raw: bytearray, record: StoredMessage, position: int) -> None:
+    raw[position + record.total_size - 2] = 0xFF  # in the last property: not UTF-8
+
+
+def _corrupt_properties_pair(raw: bytearray, record: StoredMessage, position: int) -> None:
+    end = position + record.total_size
+    separator = bytes(raw[position:end]).rindex(b"\x01")
+    raw[position + separator] = ord("x")  # the last pair has no name/value separator
+
+
+def _corrupt_sizes(raw: bytearray, record: StoredMessage, position: int) -> None:
+    raw[position + HEADER_SIZE + len(record.body)] -= 1  # TOPICLEN: sizes no longer add up
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_body, _corrupt_properties_utf8,
+                                     _corrupt_properties_pair, _corrupt_sizes])
+@pytest.mark.parametrize("victim", [0, 3, 150])
+@pytest.mark.parametrize("tail_bytes_max", [0, columns.TAIL_BYTES_MAX])
+def test_export_stops_where_the_record_reader_stops(
+        open_store: OpenStore, tmp_path: Path, victim: int, tail_bytes_max: int,
+        corrupt: Callable[[bytearray, StoredMessage, int], None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record made invalid (body CRC, properties not UTF-8 or without separator, field
+    sizes) ends the export just before it, as it ends decode_record's iteration."""
+    monkeypatch.setattr(columns, "TAIL_BYTES_MAX", tail_bytes_max)
+    store = open_store(data_dir=tmp_path / "data", mapped_file_size_bytes=1024 * 1024)
+    _produce(store, 200)
+    store.shutdown()
+    files = list_log_files(tmp_path / "data" / "commitlog")
+    low, high = log_range(files)
+    records = list(iter_records(files, low, high))
+    record = records[victim]
+    log_file = next(f for f in files if f.start_offset <= record.commit_log_offset
+                    < f.start_offset + f.size_bytes)
+    raw = bytearray(log_file.path.read_bytes())
+    corrupt(raw, record, record.commit_log_offset - log_file.start_offset)
+    log_file.path.write_bytes(bytes(raw))
+    kept = [r.commit_log_offset for r in iter_records(files, low, high)]
+    assert kept == [r.commit_log_offset for r in records[:victim]]
+    out = tmp_path / "out"
+    if victim == 0:
+        with pytest.raises(SnapshotError, match="no records"):
+            export_snapshot(ExportRequest(tmp_path / "data", out))
+        return
+    manifest = export_snapshot(ExportRequest(tmp_path / "data", out))
+    assert sorted(_exported_rows(out)) == kept
+    assert manifest.range_to == record.commit_log_offset
+
+
+_property_bytes = st.lists(st.sampled_from([b"\x01", b"\x02", b"KEYS", b"TAGS", b"k", b"",
+                                            "é".encode(), b"\xff", b"\x01\x02"]),
+                           max_size=10).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.tuples(st.binary(max_size=3), _property_bytes), max_size=30),
+       trailing=st.binary(max_size=2))
+def test_bulk_properties_decode_as_one_by_one(values: list[tuple[bytes, bytes]],
+                                              trailing: bytes) -> None:
+    """decode_properties_bulk agrees with decode_properties record by record: the same
+    maps and KEYS/TAGS, or exactly the rows decode_properties refuses."""
+    data, begins = bytearray(), []
+    for junk, raw in values:
+        data += junk
+        begins.append(len(data))
+        data += raw
+    data += trailing
+    array = np.frombuffer(bytes(data), dtype=np.uint8)
+    result = decode_properties_bulk(array, np.array(begins, dtype=np.int64),
+                                    np.array([len(raw) for _, raw in values], dtype=np.int64))
+    expected: list[dict[str, str]] = []
+    invalid = []
+    for row, (_, raw) in enumerate(values):
+        try:
+            expected.append(decode_properties(raw))
+        except (RecordError, UnicodeDecodeError):
+            invalid.append(row)
+    if invalid:
+        assert not isinstance(result, Properties)
+        assert sorted(result.tolist()) == invalid
+        return
+    assert isinstance(result, Properties)
+    assert result.maps.to_pylist() == [list(properties.items()) for properties in expected]
+    assert result.lookup("KEYS").to_pylist() == [p.get("KEYS") for p in expected]
+    assert result.lookup("TAGS").to_pylist() == [p.get("TAGS") for p in expected]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(min_size=1, max_size=64), slices=st.lists(
+    st.tuples(st.integers(0, 63), st.integers(0, 40)), max_size=20))
+def test_binary_views_are_the_slices(data: bytes, slices: list[tuple[int, int]]) -> None:
+    """views(): inline (up to 12 bytes, zero-padded) or pointing views, valid by Arrow's full
+    check, of slices anywhere in the data, the last bytes included."""
+    bounded = [(min(begin, len(data)), 0) for begin, _ in slices]
+    bounded = [(begin, min(size, len(data) - begin))
+               for (begin, _), (_, size) in zip(bounded, slices, strict=True)]
+    array = views(np.frombuffer(data, dtype=np.uint8),
+                  np.array([begin for begin, _ in bounded], dtype=np.int64),
+                  np.array([size for _, size in bounded], dtype=np.int64))
+    array.validate(full=True)
+    assert array.to_pylist() == [data[begin:begin + size] for begin, size in bounded]
+
+
+def test_buffered_rows_and_writer_eviction(open_store: OpenStore, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows buffered per topic, flushed all at once past BUFFERED_BYTES_MAX, with at most
+    OPEN_WRITERS_MAX files open (a topic's next rows go to its next part file): every row
+    is exported once, in log order within each part."""
+    import store.snapshot.export as export_module
+
+    monkeypatch.setattr(export_module, "BATCH_ROWS_MIN", 1_000_000)
+    monkeypatch.setattr(export_module, "BATCH_BYTES_MIN", 1 << 40)
+    monkeypatch.setattr(export_module, "BUFFERED_BYTES_MAX", 20_000)
+    monkeypatch.setattr(export_module, "OPEN_WRITERS_MAX", 2)
+    store = open_store(data_dir=tmp_path / "data")
+    _produce(store, 600)
+    manifest = export_snapshot(ExportRequest(store.config.data_dir, tmp_path / "out"))
+    rows = _exported_rows(tmp_path / "out")
+    assert manifest.message_count == len(rows) == 600
+    (snapshot, _), = find_snapshots(tmp_path / "out")
+    parts = sorted(snapshot.glob("messages/topic=*/part-*.parquet"))
+    assert len(parts) > 3  # evicted writers: topics written to more than one part
+    for part in parts:
+        offsets = pq.read_table(part, columns=["commit_log_offset"]).column(0)
+        assert offsets.to_pylist() == sorted(offsets.to_pylist())
