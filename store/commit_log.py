@@ -263,13 +263,6 @@ class CommitLog:
         size = min(size_bytes_max, mapped.write_position - position)
         return TransferSource(mapped.fd, position, start, size)
 
-    def file_starting_at_or_after(self, offset: int) -> int | None:
-        """The start offset of the first file whose start is >= `offset`, if any."""
-        for mapped in self._files.files:
-            if mapped.start_offset >= offset:
-                return mapped.start_offset
-        return None
-
 
 def _refused(status: PutMessageStatus, detail: str) -> PutMessageResult:
     return PutMessageResult(status, detail=detail)

@@ -33,8 +33,6 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self._files = MappedFileQueue(directory, file_size_bytes)
-        # The commit-log offset just past this queue's last entry's record.
-        self.max_physical_end = 0
 
     def load(self) -> None:
         """Map the files and find where the last file's written entries end.
@@ -55,9 +53,6 @@ class ConsumeQueue:
                 low = middle + 1
         last.write_position = low * ENTRY_SIZE
         last.flushed_position = last.write_position
-        if self.max_queue_offset > self.min_queue_offset:
-            entry = self._raw_entry(self.max_queue_offset - 1)
-            self.max_physical_end = entry[0] + entry[1] if entry[0] >= 0 else 0
 
     @property
     def min_queue_offset(self) -> int:
@@ -87,7 +82,6 @@ class ConsumeQueue:
         if mapped.write_offset < byte_offset:
             mapped.write_position = byte_offset - mapped.start_offset
         mapped.append(ENTRY.pack(commit_log_offset, size, tags_code))
-        self.max_physical_end = commit_log_offset + size
         return True
 
     def put_many(self, entries: list[Entry]) -> None:
@@ -111,8 +105,6 @@ class ConsumeQueue:
                 continue
             pack = ENTRY.pack
             mapped.append(b"".join([pack(entry[1], entry[2], entry[3]) for entry in run]))
-            last = run[-1]
-            self.max_physical_end = last[1] + last[2]
             index += len(run)
 
     def _fill_gap(self, start: int, end: int) -> None:
@@ -157,10 +149,6 @@ class ConsumeQueue:
             log.warning("consume queue %s/%d: truncating at entry %d", self.topic, self.queue_id,
                         low)
             self._files.truncate(low * ENTRY_SIZE)
-        self.max_physical_end = 0
-        if self.max_queue_offset > self.min_queue_offset:
-            entry = self._raw_entry(self.max_queue_offset - 1)
-            self.max_physical_end = entry[0] + entry[1] if entry[0] >= 0 else 0
 
     def _raw_entry(self, queue_offset: int) -> tuple[int, int, int]:
         mapped = self._files.find_file(queue_offset * ENTRY_SIZE)
@@ -168,14 +156,6 @@ class ConsumeQueue:
         return ENTRY.unpack_from(
             mapped.view(queue_offset * ENTRY_SIZE - mapped.start_offset, ENTRY_SIZE)
         )
-
-    def first_physical_offset(self) -> int | None:
-        """The commit-log offset of the first valid entry, for retention."""
-        for queue_offset in range(self.min_queue_offset, self.max_queue_offset):
-            entry = self.get(queue_offset)
-            if entry is not None:
-                return entry[0]
-        return None
 
     def delete_files_below(self, commit_log_min_offset: int) -> int:
         """Remove whole files whose every entry points below the commit log's min offset."""
