@@ -25,7 +25,7 @@ from ha.protocol import (
     encode_header,
     proof_matches,
 )
-from store.commit_log import CommitLog
+from store.commit_log import CommitLog, TransferSource
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,9 @@ class HAConnection:
         self._closed = threading.Event()
         self._rate = _RateMeter()
         self._threads: list[threading.Thread] = []
+        # A seam for tests: runs in the writer between taking a transfer source and sending
+        # it, where a blocked sendfile would let retention run.
+        self.before_send: Callable[[TransferSource], None] = _no_step
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -261,12 +264,13 @@ class HAConnection:
             self.close(f"offset {start} is no longer held by the master",
                        ConnectionState.NEEDS_RESET)
             return False
-        if source.size_bytes == 0:
-            return False
-        # MSG_MORE: the header waits for the body instead of going out as a packet of its own.
-        self.sock.sendall(encode_header(start, source.size_bytes))
-        _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
-                      self._config.ha_housekeeping_interval_ms / 1000)
+        with source:  # held: retention cannot close the fd (and free its number) under us
+            if source.size_bytes == 0:
+                return False
+            self.before_send(source)
+            self.sock.sendall(encode_header(start, source.size_bytes))
+            _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
+                          self._config.ha_housekeeping_interval_ms / 1000)
         self.transfer_from_offset = start + source.size_bytes
         self.bytes_sent_total += source.size_bytes
         self._rate.add(source.size_bytes)
@@ -285,6 +289,10 @@ def _sendfile_all(sock: socket.socket, fd: int, position: int, size_bytes: int,
             _, writable, _ = select.select([], [sock], [], timeout_s)
             if not writable:
                 raise TimeoutError(f"slave took no bytes for {timeout_s} s") from None
+
+
+def _no_step(source: TransferSource) -> None:
+    pass
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:

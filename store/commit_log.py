@@ -33,12 +33,29 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TransferSource:
-    """A byte range inside one commit-log file, ready for `os.sendfile`."""
+    """A byte range inside one commit-log file, ready for `os.sendfile`.
 
-    fd: int
+    It holds the file until `release()` (or the end of its `with` block): retention cannot
+    close the fd under a blocked sendfile and hand its number to the next `open()`.
+    """
+
+    mapped: MappedFile
     file_position: int
     offset: int
     size_bytes: int
+
+    @property
+    def fd(self) -> int:
+        return self.mapped.fd
+
+    def release(self) -> None:
+        self.mapped.release()
+
+    def __enter__(self) -> TransferSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
 
 class CommitLog:
@@ -55,6 +72,9 @@ class CommitLog:
         self._queue_counts: dict[str, int] = {}
         # The file appends go to, cached: looked up under the lock on every put otherwise.
         self._last_file: MappedFile | None = None
+        # A seam for tests: called while a reader holds a file and a view of it (retention
+        # can be run there, deterministically, between a reader's hold and its release).
+        self.read_seam: Callable[[MappedFile], None] | None = None
 
     @property
     def files(self) -> MappedFileQueue:
@@ -227,41 +247,53 @@ class CommitLog:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def _file_for(self, offset: int) -> MappedFile:
-        mapped = self._files.find_file(offset)
-        if mapped is None or offset >= mapped.write_offset:
-            raise OffsetNotAvailableError(
-                f"offset {offset} is outside [{self.min_offset}, {self.max_offset})"
-            )
-        return mapped
+    def _hold_file_for(self, offset: int) -> MappedFile:
+        """The file holding `offset` below the write position, held: release it after use."""
+        mapped = self._files.hold_file(offset)
+        if mapped is not None and offset < mapped.write_offset:
+            return mapped
+        if mapped is not None:
+            mapped.release()
+        raise OffsetNotAvailableError(
+            f"offset {offset} is outside [{self.min_offset}, {self.max_offset})"
+        )
 
     def read_record(self, offset: int) -> StoredMessage:
-        mapped = self._file_for(offset)
-        position = offset - mapped.start_offset
+        mapped = self._hold_file_for(offset)
         try:
-            view = mapped.view(position, mapped.write_position - position)
-            return decode_record(view)
-        except ValueError as error:  # RecordError, or the file was closed by retention
-            if isinstance(error, RecordError):
-                raise
-            raise OffsetNotAvailableError(f"offset {offset}: {error}") from error
+            position = offset - mapped.start_offset
+            with mapped.view(position, mapped.write_position - position) as view:
+                if self.read_seam is not None:
+                    self.read_seam(mapped)
+                return decode_record(view)
+        except RecordError as error:
+            # Raised again once released: its traceback keeps decode_record's view alive,
+            # and a live view would keep the file's mapping from closing.
+            failure = RecordError(f"offset {offset}: {error}")
+        finally:
+            mapped.release()
+        raise failure
 
     def read_bytes(self, start: int, end: int) -> bytes:
         """Bytes [start, end) cut at the end of the file holding `start` and at max offset."""
-        mapped = self._file_for(start)
-        position = start - mapped.start_offset
-        size = min(end, mapped.write_offset) - start
-        return mapped.read(position, size) if size > 0 else b""
+        mapped = self._hold_file_for(start)
+        try:
+            position = start - mapped.start_offset
+            size = min(end, mapped.write_offset) - start
+            return mapped.read(position, size) if size > 0 else b""
+        finally:
+            mapped.release()
 
     def transfer_source(self, start: int, size_bytes_max: int) -> TransferSource | None:
-        """Where [start, start + n) lies on disk for `os.sendfile`, never across two files."""
+        """Where [start, start + n) lies on disk for `os.sendfile`, never across two files;
+        the source holds its file: the caller releases it (`with source:`)."""
         try:
-            mapped = self._file_for(start)
+            mapped = self._hold_file_for(start)
         except OffsetNotAvailableError:
             return None
         position = start - mapped.start_offset
         size = min(size_bytes_max, mapped.write_position - position)
-        return TransferSource(mapped.fd, position, start, size)
+        return TransferSource(mapped, position, start, size)
 
 
 def _refused(status: PutMessageStatus, detail: str) -> PutMessageResult:

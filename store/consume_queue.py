@@ -122,15 +122,14 @@ class ConsumeQueue:
         """(commit-log offset, size, tags code) of an entry, or None when not held/invalid."""
         if not self.min_queue_offset <= queue_offset < self.max_queue_offset:
             return None
-        mapped = self._files.find_file(queue_offset * ENTRY_SIZE)
-        if mapped is None:
+        mapped = self._files.hold_file(queue_offset * ENTRY_SIZE)
+        if mapped is None:  # removed by retention meanwhile
             return None
         try:
-            entry = ENTRY.unpack_from(
-                mapped.view(queue_offset * ENTRY_SIZE - mapped.start_offset, ENTRY_SIZE)
-            )
-        except ValueError:  # the file was removed by retention meanwhile
-            return None
+            position = queue_offset * ENTRY_SIZE - mapped.start_offset
+            entry = ENTRY.unpack_from(mapped.buffer, position)
+        finally:
+            mapped.release()
         if entry[0] < 0 or entry[1] <= 0:
             return None
         return entry

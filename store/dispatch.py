@@ -12,6 +12,7 @@ import threading
 
 from store.commit_log import CommitLog
 from store.consume_queue import ConsumeQueues, Entry
+from store.mapped_file import MappedFile
 from store.record import (
     BLANK_MAGIC,
     HEADER_SIZE,
@@ -86,12 +87,18 @@ class DispatchService(ServiceThread):
         max_offset = self._commit_log.max_offset
         if offset >= max_offset:
             return 0
-        mapped = self._commit_log.files.find_file(offset)
+        mapped = self._commit_log.files.hold_file(offset)
         if mapped is None:
             if offset < self._commit_log.min_offset:  # retention passed us: jump ahead
                 self.dispatched_offset = self._commit_log.min_offset
                 return 1
             return 0
+        try:  # held: retention cannot unmap the file while its records are parsed
+            return self._dispatch_file(mapped, offset, max_offset)
+        finally:
+            mapped.release()
+
+    def _dispatch_file(self, mapped: MappedFile, offset: int, max_offset: int) -> int:
         base = mapped.start_offset
         limit = min(mapped.write_position, max_offset - base)
         position = offset - base

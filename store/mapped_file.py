@@ -3,27 +3,37 @@
 from __future__ import annotations
 
 import errno
+import logging
 import mmap
 import os
 from pathlib import Path
 
 from store.record import OFFSETS, QUEUE_OFFSET_POSITION
+from store.reference import ReferenceCounted
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE_BYTES = mmap.PAGESIZE
 
 
-class MappedFile:
+class MappedFile(ReferenceCounted):
     """A file of `size_bytes` whose name is its start offset in the log it belongs to.
 
     Positions are relative to the file; offsets are global (`start_offset + position`).
     `write_position` is what has been written, `flushed_position` what has been made durable.
+
+    Reference counted: a reader that may run beside retention (or shutdown) takes `hold()`
+    before it uses the mapping or the fd and releases in a `finally`; `close()` and
+    `destroy()` retire the file, and the last holder unmaps, closes (and unlinks) it.
     """
 
     __slots__ = ("path", "start_offset", "size_bytes", "write_position", "flushed_position",
-                 "_fd", "_map")
+                 "_fd", "_map", "_unlink_on_cleanup")
 
     def __init__(self, path: Path, start_offset: int, size_bytes: int, *, create: bool) -> None:
         assert size_bytes > 0, size_bytes
+        super().__init__()
+        self._unlink_on_cleanup = False
         self.path = path
         self.start_offset = start_offset
         self.size_bytes = size_bytes
@@ -46,6 +56,7 @@ class MappedFile:
 
     @property
     def fd(self) -> int:
+        """The file's descriptor: valid only while the caller holds the file."""
         return self._fd
 
     @property
@@ -164,10 +175,37 @@ class MappedFile:
         return cleared_bytes
 
     def close(self) -> None:
-        if not self._map.closed:
-            self._map.close()
-            os.close(self._fd)
+        """Retire the file: unmapped and closed now, or by its last holder."""
+        self.retire()
 
-    def destroy(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
+    def destroy(self, *, unlink_now: bool = False) -> None:
+        """Retire the file and remove it from disk. Retention lets the last holder unlink it;
+        truncation (`unlink_now`) frees the name at once, for a new file of that name."""
+        if unlink_now:
+            self.path.unlink(missing_ok=True)
+        else:
+            self._unlink_on_cleanup = True
+        if not self.retire() and self.reference_count == 0 and not unlink_now:
+            self.path.unlink(missing_ok=True)  # closed before (shutdown): nothing holds it
+
+    def _cleanup(self) -> None:
+        """Unmap, close and (when destroyed) unlink: the last reference is gone."""
+        try:
+            self._map.close()
+        except BufferError:
+            # A view outlived its hold (a bug in a reader): the mapping goes with that view
+            # (it has its own fd), and our fd and the file go now, so nothing leaks for long.
+            log.error("%s: a view of the mapping outlived its hold", self.path)
+        if self._unlink_on_cleanup:
+            self._unlink_if_ours()
+        os.close(self._fd)
+
+    def _unlink_if_ours(self) -> None:
+        """Unlink the path only if it is still this file: a later file may have its name."""
+        ours = os.fstat(self._fd)
+        try:
+            current = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if (current.st_dev, current.st_ino) == (ours.st_dev, ours.st_ino):
+            self.path.unlink(missing_ok=True)

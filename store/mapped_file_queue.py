@@ -94,6 +94,12 @@ class MappedFileQueue:
             mapped = self._files[index]
         return mapped if offset < mapped.end_offset else None
 
+    def hold_file(self, offset: int) -> MappedFile | None:
+        """The file holding byte `offset`, held (the caller releases it in a `finally`), or
+        None when no retained file does: retention may retire it at any time otherwise."""
+        mapped = self.find_file(offset)
+        return mapped if mapped is not None and mapped.hold() else None
+
     @property
     def min_offset(self) -> int:
         first = self.first_file()
@@ -148,7 +154,7 @@ class MappedFileQueue:
         for mapped in drop:
             log.warning("truncate: deleting %s", mapped.path)
             cleared_bytes += mapped.write_position
-            mapped.destroy()
+            mapped.destroy(unlink_now=True)  # appends recreate that name next
         if keep:
             holder = keep[-1]
             position = min(offset - holder.start_offset, holder.size_bytes)
@@ -156,7 +162,8 @@ class MappedFileQueue:
         return cleared_bytes
 
     def delete_first(self, count: int) -> list[MappedFile]:
-        """Remove the first `count` files (never the last one); return what was removed."""
+        """Remove the first `count` files (never the last one); return what was removed.
+        A file a reader holds stays on disk until that reader releases it."""
         with self._files_lock:
             count = min(count, len(self._files) - 1)
             if count <= 0:

@@ -74,7 +74,7 @@ def test_read_bytes_and_sendfile(open_store: OpenStore) -> None:
     source = store.commit_log.transfer_source(start, 32 * 1024)
     assert source is not None and source.size_bytes == 5000
     left, right = socket.socketpair()
-    with left, right:
+    with source, left, right:
         sent = os.sendfile(left.fileno(), source.fd, source.file_position, source.size_bytes)
         received = b""
         while len(received) < sent:
