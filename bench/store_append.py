@@ -4,30 +4,36 @@
     python bench/store_append.py --quick    # a small smoke run
 
 Figures: put_message msgs/s and MB/s for 100-byte and 4-KiB bodies (ASYNC_FLUSH, dispatch
-running), next to os.write of the same already-encoded records to a plain file; recovery
-time after a crash (SIGKILL-like halt) with a valid checkpoint and with a zeroed one.
+running), next to os.write of the same already-encoded records to a plain file; puts from 64
+concurrent producers awaiting their guarantees under ASYNC_FLUSH and SYNC_FLUSH; the latency
+of a put that rolls to a new commit-log file next to the other puts; recovery time after a
+crash (SIGKILL-like halt) with a valid checkpoint and with a zeroed one.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import header, row, timed  # noqa: E402
-from store import Message, MessageStore, StoreConfig  # noqa: E402
+from store import FlushDiskType, Message, MessageStore, StoreConfig  # noqa: E402
 from store.record import encode_message  # noqa: E402
 
 MIB = 1 << 20
 
 
-def _store(root: Path, file_size_bytes: int) -> MessageStore:
-    store = MessageStore(StoreConfig(data_dir=root, mapped_file_size_bytes=file_size_bytes))
+def _store(root: Path, file_size_bytes: int,
+           flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH) -> MessageStore:
+    store = MessageStore(StoreConfig(data_dir=root, mapped_file_size_bytes=file_size_bytes,
+                                     flush_disk_type=flush_disk_type))
     store.start()
     return store
 
@@ -62,6 +68,56 @@ def append_rate(root: Path, body_size: int, count: int) -> tuple[float, float]:
     finally:
         os.close(fd)
     return count / put_s, count / raw_s
+
+
+async def _produce(store: MessageStore, producer_count: int, count: int, body: bytes) -> None:
+    """`producer_count` producers, each putting and awaiting its guarantees, as the gateway."""
+    per_producer = count // producer_count
+
+    async def producer() -> None:
+        for _ in range(per_producer):
+            result, completion = store.put_message(Message("BenchTopic", body))
+            status = await completion
+            assert status.value == "PUT_OK", (result, status)
+
+    await asyncio.gather(*(producer() for _ in range(producer_count)))
+
+
+def concurrent_rate(root: Path, flush_disk_type: FlushDiskType, producer_count: int,
+                    count: int) -> float:
+    """Messages/s of 100-byte puts from concurrent producers that await their guarantees."""
+    store = _store(root / f"concurrent-{flush_disk_type.value}", 1 << 30, flush_disk_type)
+    try:
+        put_s = timed(lambda: asyncio.run(_produce(store, producer_count, count, bytes(100))))
+    finally:
+        store.shutdown()
+    return count // producer_count * producer_count / put_s
+
+
+def roll_latency(root: Path, file_size_bytes: int, roll_count: int) -> tuple[float, float, int]:
+    """(p99 ms of a put that rolls to a new file, p99 ms of the other puts, rolls seen)."""
+    store = _store(root / "roll", file_size_bytes)
+    message = Message("BenchTopic", bytes(16 * 1024))
+    roll_ns: list[int] = []
+    other_ns: list[int] = []
+    clock = time.perf_counter_ns
+    try:
+        current_file = 0
+        while len(roll_ns) < roll_count:
+            started = clock()
+            result, _ = store.put_message(message)
+            elapsed = clock() - started
+            file_index = result.commit_log_offset // file_size_bytes
+            (roll_ns if file_index != current_file else other_ns).append(elapsed)
+            current_file = file_index
+    finally:
+        store.shutdown()
+    return _p99_ms(roll_ns), _p99_ms(other_ns), len(roll_ns)
+
+
+def _p99_ms(samples_ns: list[int]) -> float:
+    ordered = sorted(samples_ns)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] / 1e6
 
 
 def recovery_time(root: Path, log_bytes: int) -> tuple[float, float, int]:
@@ -105,6 +161,18 @@ def main() -> None:
             row(f"put_message {body_size} B", put_rate, "msgs/s", raw_rate, target)
             row(f"put_message {body_size} B", put_rate * record_bytes / MIB, "MB/s",
                 raw_rate * record_bytes / MIB)
+        header("64 concurrent producers awaiting their guarantees, 100 B bodies")
+        concurrent_count = 6_400 if arguments.quick else 64_000
+        async_rate = concurrent_rate(root, FlushDiskType.ASYNC_FLUSH, 64, concurrent_count)
+        sync_rate = concurrent_rate(root, FlushDiskType.SYNC_FLUSH, 64, concurrent_count)
+        row("put + await, ASYNC_FLUSH (baseline)", async_rate, "msgs/s")
+        row("put + await, SYNC_FLUSH (group commit)", sync_rate, "msgs/s", async_rate)
+        roll_file_bytes = 64 * MIB
+        header(f"file roll latency, {roll_file_bytes / MIB:,.0f} MiB files, 16 KiB bodies")
+        roll_p99_ms, other_p99_ms, rolls = roll_latency(root, roll_file_bytes,
+                                                        8 if arguments.quick else 32)
+        row("put p99, puts that do not roll (baseline)", other_p99_ms, "ms")
+        row(f"put p99, puts that roll a file ({rolls} rolls)", roll_p99_ms, "ms", other_p99_ms)
         header(f"crash recovery, {log_bytes / MIB:,.0f} MiB of commit log")
         checkpoint_ms, full_ms, records = recovery_time(root, log_bytes)
         row("recovery with checkpoint", checkpoint_ms, "ms", None, "target < 3000 ms")

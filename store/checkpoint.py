@@ -9,6 +9,7 @@ lied) recovery scans and redispatches the whole log instead of trusting it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -16,6 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from store.disk import REAL_DISK, Disk
 from store.paths import TEMP_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -69,22 +71,26 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
     return checkpoint
 
 
-def write_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+def write_checkpoint(path: Path, checkpoint: Checkpoint, disk: Disk = REAL_DISK) -> None:
     """Write a temp file, fsync it, rename it over the old one, fsync the directory."""
-    write_file_atomically(path, checkpoint.encode())
+    write_file_atomically(path, checkpoint.encode(), disk)
 
 
-def write_file_atomically(path: Path, data: bytes) -> None:
+def write_file_atomically(path: Path, data: bytes, disk: Disk = REAL_DISK) -> None:
+    """On any failure the old file stays whole and the temp file is removed: a retry starts
+    from fresh pages, never from pages whose write-back already failed once."""
     temp = path.with_name(path.name + TEMP_SUFFIX)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"short write to {temp}: {written} of {len(data)}")
+            disk.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    disk.fsync_directory(path.parent)

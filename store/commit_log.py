@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from store.config import StoreConfig
+from store.disk import REAL_DISK, Disk
 from store.errors import OffsetNotAvailableError
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
@@ -59,9 +60,11 @@ class TransferSource:
 
 
 class CommitLog:
-    def __init__(self, config: StoreConfig, on_append: Callable[[], None]) -> None:
+    def __init__(self, config: StoreConfig, on_append: Callable[[], None],
+                 disk: Disk = REAL_DISK) -> None:
         self._config = config
-        self._files = MappedFileQueue(config.data_dir / "commitlog", config.mapped_file_size_bytes)
+        self._files = MappedFileQueue(config.data_dir / "commitlog", config.mapped_file_size_bytes,
+                                      disk)
         self._lock = threading.Lock()
         self._on_append = on_append
         self._store_host = config.store_host_bytes

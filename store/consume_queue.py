@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from store.config import CONSUME_QUEUE_ENTRY_SIZE_BYTES, StoreConfig
+from store.disk import REAL_DISK, Disk
 from store.errors import StoreCorruptError
 from store.mapped_file_queue import MappedFileQueue
 from store.topic import is_valid_topic
@@ -29,10 +30,11 @@ Entry = tuple[int, int, int, int]
 
 
 class ConsumeQueue:
-    def __init__(self, directory: Path, topic: str, queue_id: int, file_size_bytes: int) -> None:
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size_bytes: int,
+                 disk: Disk = REAL_DISK) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self._files = MappedFileQueue(directory, file_size_bytes)
+        self._files = MappedFileQueue(directory, file_size_bytes, disk)
 
     def load(self) -> None:
         """Map the files and find where the last file's written entries end.
@@ -178,9 +180,10 @@ class ConsumeQueue:
 class ConsumeQueues:
     """Every consume queue of the store, created on first use."""
 
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK) -> None:
         self._root = config.data_dir / "consumequeue"
         self._file_size_bytes = config.consume_queue_file_size_bytes
+        self._disk = disk
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
 
@@ -218,7 +221,8 @@ class ConsumeQueues:
                 queue = self._queues.get((topic, queue_id))
                 if queue is None:
                     directory = self._root / topic / str(queue_id)
-                    queue = ConsumeQueue(directory, topic, queue_id, self._file_size_bytes)
+                    queue = ConsumeQueue(directory, topic, queue_id, self._file_size_bytes,
+                                         self._disk)
                     self._queues[(topic, queue_id)] = queue
         return queue
 

@@ -4,6 +4,7 @@ after the consume queues are flushed."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from store.completion import Pending
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueues
 from store.deadlines import now_ms
+from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
 from store.service import ServiceThread
 from store.status import FlushDiskType, PutMessageStatus
@@ -31,6 +33,7 @@ class FlushService(ServiceThread):
         queues: ConsumeQueues,
         dispatch: DispatchService,
         checkpoint_path: Path,
+        disk: Disk = REAL_DISK,
     ) -> None:
         super().__init__()
         self._config = config
@@ -38,9 +41,12 @@ class FlushService(ServiceThread):
         self._queues = queues
         self._dispatch = dispatch
         self._checkpoint_path = checkpoint_path
+        self._disk = disk
         self._sync = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self.waits = OffsetWaits(PutMessageStatus.FLUSH_DISK_TIMEOUT)
         self._last_checkpoint_ms = 0
+        # One checkpoint at a time: the thread's and a caller's (tests, shutdown) share a temp.
+        self._checkpoint_lock = threading.Lock()
         self.fsync_count = 0
 
     def request(self, end_offset: int) -> Pending:
@@ -68,11 +74,12 @@ class FlushService(ServiceThread):
 
     def checkpoint(self) -> Checkpoint:
         """Flush queues, then record a recovery start that both the log and queues cover."""
-        recover_offset, last_record_offset = self._dispatch.position
-        flushed = self.flush_commit_log()
-        self._queues.flush()
-        checkpoint = Checkpoint(recover_offset, last_record_offset, flushed,
-                                self._queues.count_with_entries(), int(time.time() * 1000))
-        write_checkpoint(self._checkpoint_path, checkpoint)
-        self._last_checkpoint_ms = now_ms()
-        return checkpoint
+        with self._checkpoint_lock:
+            recover_offset, last_record_offset = self._dispatch.position
+            flushed = self.flush_commit_log()
+            self._queues.flush()
+            checkpoint = Checkpoint(recover_offset, last_record_offset, flushed,
+                                    self._queues.count_with_entries(), int(time.time() * 1000))
+            write_checkpoint(self._checkpoint_path, checkpoint, self._disk)
+            self._last_checkpoint_ms = now_ms()
+            return checkpoint

@@ -8,6 +8,7 @@ import mmap
 import os
 from pathlib import Path
 
+from store.disk import REAL_DISK, Disk
 from store.record import OFFSETS, QUEUE_OFFSET_POSITION
 from store.reference import ReferenceCounted
 
@@ -116,12 +117,16 @@ class MappedFile(ReferenceCounted):
         assert position >= 0 and position + size_bytes <= self.size_bytes
         return self._map[position : position + size_bytes]
 
-    def flush(self) -> int:
-        """Make [flushed_position, write_position) durable; return the new flushed position."""
-        target = self.write_position
+    def flush(self, disk: Disk = REAL_DISK, target_position: int | None = None) -> int:
+        """Make [flushed_position, target_position) durable; return the new flushed position.
+
+        The target is the write position read BEFORE the msync (by the caller when given):
+        bytes appended while the msync runs may be missed by it, so they must not count.
+        """
+        target = self.write_position if target_position is None else target_position
         if target > self.flushed_position:
             start = self.flushed_position - self.flushed_position % PAGE_SIZE_BYTES
-            self._map.flush(start, target - start)
+            disk.msync(self._map, start, target - start)
             self.flushed_position = target
         return self.flushed_position
 

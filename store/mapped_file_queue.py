@@ -6,33 +6,55 @@ import bisect
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from store.allocate import allocate_file, publish_file
+from store.disk import REAL_DISK, Disk
 from store.errors import StoreCorruptError
 from store.mapped_file import MappedFile
 from store.paths import TEMP_SUFFIX, name_to_offset, offset_to_name
 
 log = logging.getLogger(__name__)
 
+# The flush's seam (tests only): called with each file right after its msync, before the
+# flushed offset is computed from it, so a test can roll files exactly there.
+FlushStepHook = Callable[[MappedFile], None]
+
 
 class MappedFileQueue:
     """Files named by 20-digit start offset; offset `o` lives in the file starting at
     `o - o % file_size_bytes`. The last file is the only one written."""
 
-    def __init__(self, directory: Path, file_size_bytes: int) -> None:
+    def __init__(self, directory: Path, file_size_bytes: int, disk: Disk = REAL_DISK) -> None:
         self.directory = directory
         self.file_size_bytes = file_size_bytes
+        self._disk = disk
         self._files: list[MappedFile] = []
         self._starts: list[int] = []
         # Guards the file list (roll, retention, truncate) against readers looking up files.
         self._files_lock = threading.Lock()
+        # The end of the contiguous msynced prefix of the whole log, as the last flush() found
+        # it (each file keeps its own msynced position: see flush()).
+        self._flushed_offset = 0
+        self._flush_lock = threading.Lock()
+        self.flush_step_hook: FlushStepHook | None = None
+        # Files whose end is at or below this have durable names (their directory was fsynced
+        # after they were created or renamed); directories made for this log since the last
+        # directory fsync, whose own names need their parent fsynced.
+        self._names_durable_end = 0
+        self._new_directories: list[Path] = []
+        # The next file, allocated ahead of need (commit log only: see store/allocate.py).
+        self._prepared: MappedFile | None = None
+        self._allocate_lock = threading.Lock()
+        self.on_new_file: Callable[[], None] | None = None
 
     # -- loading -------------------------------------------------------------------------
 
     def load(self) -> None:
         """Map every file, after checking the set is whole: equal sizes, contiguous names."""
         assert not self._files
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._ensure_directory()
         for temp in self.directory.glob(f"*{TEMP_SUFFIX}"):
             temp.unlink()
         entries: list[tuple[int, Path]] = []
@@ -69,6 +91,9 @@ class MappedFileQueue:
             mapped.flushed_position = self.file_size_bytes
             self._files.append(mapped)
             self._starts.append(start)
+        # What was on disk at start counts as durable (recovery decides what of it is valid).
+        self._flushed_offset = self.max_offset
+        self._names_durable_end = self.max_offset
 
     # -- lookups -------------------------------------------------------------------------
 
@@ -112,32 +137,111 @@ class MappedFileQueue:
 
     @property
     def flushed_offset(self) -> int:
-        last = self.last_file()
-        return last.start_offset + last.flushed_position if last is not None else 0
+        """The end of the contiguous msynced prefix of the log, as the last flush() left it."""
+        return self._flushed_offset
 
     # -- changes -------------------------------------------------------------------------
 
     def writable_file(self, start_if_empty: int = 0) -> MappedFile:
-        """The last file, or a new one when there is none or the last is full."""
+        """The last file, or a new one when there is none or the last is full.
+
+        Raises OSError (ENOSPC...) when a new file cannot be allocated; nothing is left then.
+        """
         last = self.last_file()
         if last is not None and not last.is_full:
             return last
         start = last.end_offset if last is not None else start_if_empty
         assert start % self.file_size_bytes == 0, start
-        self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile(
-            self.directory / offset_to_name(start), start, self.file_size_bytes, create=True
-        )
-        with self._files_lock:
-            self._files.append(mapped)
-            self._starts.append(start)
+        # The allocation lock is held until the file is in the list, so the allocator never
+        # sees a last file whose successor is being published (it would prepare it twice).
+        with self._allocate_lock:
+            mapped = self._take_prepared_locked(start) or self._allocate_locked(start)
+            try:
+                publish_file(mapped, self.directory)
+            except BaseException:
+                mapped.destroy()
+                raise
+            with self._files_lock:
+                self._files.append(mapped)
+                self._starts.append(start)
+        if self.on_new_file is not None:
+            self.on_new_file()
         return mapped
 
+    def prepare_next(self) -> None:
+        """Allocate the file after the last one, unless it is ready (AllocateService)."""
+        with self._allocate_lock:
+            last = self.last_file()
+            if last is None:
+                return
+            prepared = self._prepared
+            if prepared is not None and prepared.start_offset == last.end_offset:
+                return
+            self._prepared = None
+            if prepared is not None:  # the log was truncated since: not the next file any more
+                prepared.destroy()
+            self._prepared = self._allocate_locked(last.end_offset)
+
+    def _take_prepared_locked(self, start: int) -> MappedFile | None:
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared.start_offset != start:
+            prepared.destroy()
+            return None
+        return prepared
+
+    def _allocate_locked(self, start: int) -> MappedFile:
+        self._ensure_directory()
+        return allocate_file(self.directory, start, self.file_size_bytes, self._disk)
+
+    def _ensure_directory(self) -> None:
+        """Create the log's directory (and missing parents), remembering each new one: its
+        name is durable only once its parent is fsynced, which flush() does."""
+        missing: list[Path] = []
+        directory = self.directory
+        while not directory.is_dir():
+            missing.append(directory)
+            directory = directory.parent
+        for directory in reversed(missing):
+            directory.mkdir(exist_ok=True)
+            self._new_directories.append(directory)
+
     def flush(self) -> int:
-        """Flush every file with unflushed bytes (a roll may leave two); return the offset."""
-        for mapped in self.files[-2:]:
-            mapped.flush()
-        return self.flushed_offset
+        """Msync every file that received bytes since the last flush, oldest first, and return
+        the end of the contiguous msynced prefix of the log (the flushed offset).
+
+        Each file's write position is read before its msync and only that much counts, so a
+        file rolled or bytes appended meanwhile are never counted as flushed. The directory is
+        fsynced first when the log has files whose names are not durable yet. Raises OSError
+        when an msync or fsync fails; the flushed offset then stays where it was.
+        """
+        with self._flush_lock:
+            files = self.files
+            if not files:
+                return self._flushed_offset
+            self._sync_names(files[-1].end_offset)
+            offset = files[0].start_offset
+            for mapped in files:
+                # Read the write position once, before the msync: only that much is covered.
+                position = mapped.flush(self._disk, mapped.write_position)
+                if self.flush_step_hook is not None:
+                    self.flush_step_hook(mapped)
+                offset = mapped.start_offset + position
+                if position < mapped.size_bytes:
+                    break  # the prefix ends in this file; later ones (if any) are not counted
+            self._flushed_offset = offset
+            return offset
+
+    def _sync_names(self, end_offset: int) -> None:
+        """fsync the new directories' parents and the log's directory, once per new file."""
+        if end_offset <= self._names_durable_end:
+            return
+        # Writers only append to the list; the synced prefix is removed after success.
+        new_directories = self._new_directories[:]
+        for directory in new_directories:
+            self._disk.fsync_directory(directory.parent)
+        self._disk.fsync_directory(self.directory)
+        del self._new_directories[: len(new_directories)]
+        self._names_durable_end = end_offset
 
     def truncate(self, offset: int) -> int:
         """Drop everything at or after `offset`: later files go, the holder is zeroed there.
@@ -150,6 +254,9 @@ class MappedFileQueue:
                 drop.insert(0, keep.pop())
             self._files = keep
             self._starts = [f.start_offset for f in keep]
+            self._flushed_offset = min(self._flushed_offset, offset)
+            # Removed names must be made durable too: the next flush fsyncs the directory.
+            self._names_durable_end = min(self._names_durable_end, offset)
         cleared_bytes = 0
         for mapped in drop:
             log.warning("truncate: deleting %s", mapped.path)
@@ -176,6 +283,10 @@ class MappedFileQueue:
         return removed
 
     def close(self) -> None:
+        with self._allocate_lock:
+            if self._prepared is not None:
+                self._prepared.destroy()  # an allocated file never used: not part of the log
+                self._prepared = None
         with self._files_lock:
             for mapped in self._files:
                 mapped.close()

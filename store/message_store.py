@@ -15,11 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from store.allocate import AllocateService
 from store.commit_log import CommitLog
 from store.completion import Pending, PutCompletion
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueues
 from store.deadlines import DeadlineService
+from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
 from store.errors import StoreStateError
 from store.flush import FlushService
@@ -61,16 +63,20 @@ _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK) -> None:
+        """`disk` is the file layer every msync, fsync and allocation goes through (tests
+        pass one that records or fails them)."""
         self.config = config
         self.paths = StorePaths(config.data_dir)
         self.state = Lifecycle.CREATED
-        self.queues = ConsumeQueues(config)
-        self.commit_log = CommitLog(config, on_append=self._on_append)
+        self._disk = disk
+        self.queues = ConsumeQueues(config, disk)
+        self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
+        self.allocate = AllocateService(self.commit_log.files)
         self.dispatch = DispatchService(self.commit_log, self.queues)
         self._wake_dispatch = self.dispatch.wake
         self.flush = FlushService(config, self.commit_log, self.queues, self.dispatch,
-                                  self.paths.checkpoint)
+                                  self.paths.checkpoint, disk)
         self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
         self.deadlines = DeadlineService()
         self.deadlines.watch(self.flush.waits)
@@ -93,6 +99,7 @@ class MessageStore:
         if self.state is not Lifecycle.CREATED:
             raise StoreStateError(f"start() on a store that is {self.state.value}")
         self.paths.ensure()
+        self._disk.fsync_directory(self.paths.root)  # the log directories' names, if new
         self._take_lock()
         crashed = self.paths.abort_marker.exists()
         try:
@@ -141,7 +148,7 @@ class MessageStore:
 
     @property
     def _services(self) -> tuple[ServiceThread, ...]:
-        return (self.deadlines, self.dispatch, self.flush, self.retention)
+        return (self.deadlines, self.allocate, self.dispatch, self.flush, self.retention)
 
     def _close(self) -> None:
         self.commit_log.close()
