@@ -221,8 +221,13 @@ class MappedFileQueue:
             self._sync_names(files[-1].end_offset)
             offset = files[0].start_offset
             for mapped in files:
-                # Read the write position once, before the msync: only that much is covered.
-                position = mapped.flush(self._disk, mapped.write_position)
+                if not mapped.hold():
+                    continue  # retired meanwhile (retention): no longer part of the log
+                try:
+                    # Read the write position once, before the msync: only that much counts.
+                    position = mapped.flush(self._disk, mapped.write_position)
+                finally:
+                    mapped.release()
                 if self.flush_step_hook is not None:
                     self.flush_step_hook(mapped)
                 offset = mapped.start_offset + position
