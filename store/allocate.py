@@ -66,15 +66,26 @@ def allocate_file(directory: Path, start_offset: int, size_bytes: int, disk: Dis
     return mapped
 
 
-def publish_file(mapped: MappedFile, directory: Path) -> None:
-    """Give an allocated file its 20-digit name. The name is made durable by the directory
-    fsync that the flush does before its offset moves into the file (mapped_file_queue.py)."""
+def publish_file(mapped: MappedFile, directory: Path) -> MappedFile:
+    """Give an allocated file its 20-digit name and return it, mapped under that name. The
+    name is made durable by the directory fsync that the flush does before its offset moves
+    into the file (mapped_file_queue.py)."""
     final = directory / offset_to_name(mapped.start_offset)
     if mapped.path.exists():
         os.rename(mapped.path, final)
-    else:
-        _link_unnamed(mapped.fd, final)
-    mapped.path = final
+        mapped.path = final
+        return mapped
+    _link_unnamed(mapped.fd, final)
+    # Mapped again through its name: the unnamed mapping would show in /proc (lsof, maps)
+    # as a deleted file forever. Opening and mapping cost microseconds; the pages are shared.
+    try:
+        published = MappedFile(final, mapped.start_offset, mapped.size_bytes, create=False)
+    except BaseException:
+        final.unlink(missing_ok=True)
+        raise
+    finally:
+        mapped.close()
+    return published
 
 
 def _link_unnamed(fd: int, path: Path) -> None:

@@ -155,11 +155,11 @@ class MappedFileQueue:
         # The allocation lock is held until the file is in the list, so the allocator never
         # sees a last file whose successor is being published (it would prepare it twice).
         with self._allocate_lock:
-            mapped = self._take_prepared_locked(start) or self._allocate_locked(start)
+            allocated = self._take_prepared_locked(start) or self._allocate_locked(start)
             try:
-                publish_file(mapped, self.directory)
+                mapped = publish_file(allocated, self.directory)
             except BaseException:
-                mapped.destroy()
+                allocated.destroy()
                 raise
             with self._files_lock:
                 self._files.append(mapped)
