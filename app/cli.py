@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli_snapshots import add_commands as add_snapshot_commands
-from store import MessageStore, StoreConfig, StoreError
+from store import BrokerRole, MessageStore, StoreConfig, StoreError
+from store.config import ConfigError
 
 DEFAULT_OPENAPI_PATH = Path("openapi") / "openapi.json"
 
@@ -81,11 +82,19 @@ def _serve(arguments: argparse.Namespace) -> int:
     config_file = Path(arguments.config) if arguments.config else None
     try:
         settings = load_settings(config_file, **_serve_overrides(arguments))
-    except SettingsError as error:
+        settings.to_ha_config().check_authentication()
+    except (SettingsError, ConfigError) as error:
         print(f"twinlog: invalid settings: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.ha_secret is None:
+        logging.getLogger("twinlog").warning(
+            "THE HA LINK IS UNAUTHENTICATED (ha_allow_unauthenticated is set): %s",
+            "this slave applies whatever the peer at ha_master_address sends"
+            if settings.broker_role is BrokerRole.SLAVE else
+            f"anyone who reaches port {settings.ha_listen_port} can read the whole commit log "
+            "and acknowledge SYNC_MASTER puts")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per slave sync request
     server = uvicorn.Server(uvicorn.Config(
         create_app(settings), host=settings.http_host, port=settings.http_port,

@@ -8,6 +8,7 @@ a terminal's Ctrl-C reaches only this supervisor, which then stops both children
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -147,7 +148,9 @@ def run_dev(layout: DevLayout) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    environment = {**os.environ, "TWINLOG_AUTH_TOKENS": "{}", "PYTHONUNBUFFERED": "1"}
+    # The pair shares a secret made for this run: the HA link is authenticated even in dev.
+    environment = {**os.environ, "TWINLOG_AUTH_TOKENS": "{}", "PYTHONUNBUFFERED": "1",
+                   "TWINLOG_HA_SECRET": secrets.token_urlsafe(24)}
     environment.pop("TWINLOG_CONFIG_FILE", None)
     children = [_Child("master", layout.master_arguments(), environment),
                 _Child("slave", layout.slave_arguments(), environment)]

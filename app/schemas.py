@@ -242,6 +242,7 @@ class LagReport(BaseModel):
 
 class SlaveDiff(BaseModel):
     address: str
+    slave_id: str = Field(description="the slave's stable id (hex), kept in its data dir")
     state: str
     ack_offset: int
     diff_bytes: int
@@ -291,6 +292,7 @@ class DiffView(BaseModel):
 
 class SlaveConnection(BaseModel):
     address: str
+    slave_id: str = Field(description="the slave's stable id (hex); empty during the handshake")
     state: str
     ack_offset: int
     transfer_from_offset: int
@@ -310,7 +312,8 @@ class RejectedSlaveView(BaseModel):
 
 class MasterHaView(BaseModel):
     listen_address: str
-    connection_count: int
+    authenticated: bool = Field(description="whether the HA link requires the shared secret")
+    connection_count: int = Field(description="slaves holding a slot (past the handshake)")
     master_max_offset: int
     in_sync_slave_count: int
     slaves_needed: int

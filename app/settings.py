@@ -84,7 +84,13 @@ class Settings(BaseSettings):
     ha_listen_host: str = "127.0.0.1"
     ha_listen_port: Port = 10912
     ha_master_address: str | None = None
-    ha_secret: str | None = None
+    ha_secret: str | None = Field(None, description="shared secret of the HA link (mutual "
+                                  "authentication, every frame tagged); required unless "
+                                  "ha_allow_unauthenticated")
+    ha_allow_unauthenticated: bool = False
+    ha_handshake_timeout_ms: int = 2000
+    ha_handshakes_max: int = 8
+    ha_connections_max: int = 16
     in_sync_replicas: int = 2
     slave_timeout_ms: int = 3000
     ha_slave_fall_behind_bytes_max: int = 256 * MIB
@@ -206,6 +212,10 @@ class Settings(BaseSettings):
                 ha_housekeeping_interval_ms=self.ha_housekeeping_interval_ms,
                 ha_reconnect_interval_ms=self.ha_reconnect_interval_ms,
                 ha_connect_timeout_ms=self.ha_connect_timeout_ms,
+                ha_allow_unauthenticated=self.ha_allow_unauthenticated,
+                ha_handshake_timeout_ms=self.ha_handshake_timeout_ms,
+                ha_handshakes_max=self.ha_handshakes_max,
+                ha_connections_max=self.ha_connections_max,
             )
         except ConfigError as error:
             raise SettingsError(str(error)) from error

@@ -7,6 +7,9 @@
    os.sendfile of the same files to a plain socket reader process.
 2. Puts with 64 concurrent asyncio producers in-process: SYNC_MASTER (a live slave process)
    next to ASYNC_MASTER, msgs/s and p50/p99 latency.
+
+Both run over an authenticated link (every frame tagged) and over an open one
+(ha_allow_unauthenticated), so the price of authentication shows in the same run.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConf
 MIB = 1 << 20
 FILE_SIZE_BYTES = 256 * MIB
 PRODUCERS = 64
+SECRET = "bench-ha-secret"
 
 _READER = """
 import socket, sys
@@ -47,22 +51,27 @@ print(total, flush=True)
 """
 
 
-def _master(root: Path, role: BrokerRole) -> tuple[MessageStore, Replication]:
+def _master(root: Path, role: BrokerRole,
+            secret: str | None = SECRET) -> tuple[MessageStore, Replication]:
     store = MessageStore(StoreConfig(data_dir=root, broker_role=role,
                                      mapped_file_size_bytes=FILE_SIZE_BYTES))
     store.start()
-    replication = Replication(HAConfig(broker_role=role, ha_listen_port=0), store)
+    replication = Replication(HAConfig(broker_role=role, ha_listen_port=0, ha_secret=secret,
+                                       ha_allow_unauthenticated=secret is None), store)
     replication.start()
     return store, replication
 
 
-def _spawn_slave(data_dir: Path, port: int) -> subprocess.Popen[str]:
+def _spawn_slave(data_dir: Path, port: int, secret: str | None) -> subprocess.Popen[str]:
     """A slave process, started and recovered, that connects once it reads a line."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment.pop("TWINLOG_HA_SECRET", None)
+    if secret is not None:
+        environment["TWINLOG_HA_SECRET"] = secret
     child = subprocess.Popen(
         [sys.executable, "-m", "ha.standalone", str(data_dir), f"127.0.0.1:{port}",
          str(FILE_SIZE_BYTES), "--wait-for-go"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=environment)
     assert child.stdout is not None and child.stdout.readline().strip() == "READY"
     return child
 
@@ -84,28 +93,47 @@ def _fill(store: MessageStore, size_bytes: int) -> None:
         store.put_messages([Message("Bench", body) for _ in range(256)])
 
 
-def catch_up(root: Path, size_bytes: int) -> tuple[float, float]:
-    """(slave catch-up MB/s, raw sendfile MB/s) over the same commit-log bytes."""
+def catch_up(root: Path, size_bytes: int) -> tuple[float, float, float]:
+    """(authenticated catch-up MB/s, open-link catch-up MB/s, raw sendfile MB/s) over the
+    same commit-log bytes."""
     store, replication = _master(root / "master", BrokerRole.ASYNC_MASTER)
     try:
         _fill(store, size_bytes)
         store.commit_log.flush()
         assert replication.service is not None
-        child = _spawn_slave(root / "slave", replication.service.listen_address[1])
-        started = time.perf_counter()
-        _go(child)
-        assert child.stdout is not None
-        for line in child.stdout:
-            if int(line) >= store.max_offset:
-                break
-        slave_s = time.perf_counter() - started
-        _stop(child)
+        port = replication.service.listen_address[1]
+        authenticated_s = _time_catch_up(store, root / "slave-authenticated", port, SECRET)
+    finally:
+        replication.stop()
+    # The same files behind an open link: restart replication only.
+    replication = Replication(HAConfig(broker_role=BrokerRole.ASYNC_MASTER, ha_listen_port=0,
+                                       ha_allow_unauthenticated=True), store)
+    replication.start()
+    try:
+        assert replication.service is not None
+        port = replication.service.listen_address[1]
+        open_s = _time_catch_up(store, root / "slave-open", port, None)
         raw_s = _raw_sendfile(store)
         total_mb = store.max_offset / MIB
-        return total_mb / slave_s, total_mb / raw_s
+        return total_mb / authenticated_s, total_mb / open_s, total_mb / raw_s
     finally:
         replication.stop()
         store.shutdown()
+
+
+def _time_catch_up(store: MessageStore, data_dir: Path, port: int,
+                   secret: str | None) -> float:
+    child = _spawn_slave(data_dir, port, secret)
+    started = time.perf_counter()
+    _go(child)
+    assert child.stdout is not None
+    for line in child.stdout:
+        if int(line) >= store.max_offset:
+            break
+    elapsed_s = time.perf_counter() - started
+    _stop(child)
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return elapsed_s
 
 
 def _raw_sendfile(store: MessageStore) -> float:
@@ -166,15 +194,18 @@ async def _produce(store: MessageStore, count_per_producer: int,
 
 
 def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
-             producers: int = PRODUCERS) -> tuple[float, float, float]:
+             producers: int = PRODUCERS,
+             secret: str | None = SECRET) -> tuple[float, float, float]:
     """(msgs/s, p50 ms, p99 ms) with `producers` asyncio producers."""
-    store, replication = _master(root / f"puts-{role.value}-{producers}", role)
+    name = f"{role.value}-{producers}-{'auth' if secret else 'open'}"
+    store, replication = _master(root / f"puts-{name}", role, secret)
     child = None
     try:
         if role is BrokerRole.SYNC_MASTER:
             assert replication.service is not None
             service = replication.service
-            child = _spawn_slave(root / f"puts-slave-{producers}", service.listen_address[1])
+            child = _spawn_slave(root / f"puts-slave-{name}", service.listen_address[1],
+                                 secret)
             _go(child)
             while not service.is_slave_ok(0):
                 time.sleep(0.01)
@@ -200,12 +231,14 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="twinlog-bench-ha-"))
     try:
         header(f"catch-up of an empty slave, {size_bytes / MIB:,.0f} MiB on loopback")
-        slave_mb_s, raw_mb_s = catch_up(root, size_bytes)
+        slave_mb_s, open_mb_s, raw_mb_s = catch_up(root, size_bytes)
         fresh_mb_s = _fresh_page_write_rate(root, size_bytes)
         row("os.sendfile to a plain reader (baseline)", raw_mb_s, "MB/s")
-        row("slave catch-up", slave_mb_s, "MB/s", raw_mb_s, ">= 0.50 of sendfile")
+        row("slave catch-up, authenticated link", slave_mb_s, "MB/s", raw_mb_s,
+            ">= 0.50 of sendfile")
+        row("slave catch-up, open link", open_mb_s, "MB/s", raw_mb_s)
         row("  ceiling: copy into fresh mapped pages", fresh_mb_s, "MB/s", raw_mb_s)
-        row("  slave catch-up vs that ceiling", slave_mb_s, "MB/s", fresh_mb_s)
+        row("  authenticated catch-up vs that ceiling", slave_mb_s, "MB/s", fresh_mb_s)
         header(f"puts, {PRODUCERS} asyncio producers, 100-byte bodies")
         async_rate, async_p50, async_p99 = put_rate(root, BrokerRole.ASYNC_MASTER,
                                                     count_per_producer)
@@ -214,10 +247,15 @@ def main() -> None:
         row("ASYNC_MASTER (baseline)", async_rate, "msgs/s")
         row("  p50", async_p50, "ms")
         row("  p99", async_p99, "ms")
-        row("SYNC_MASTER, live slave process", sync_rate, "msgs/s", async_rate,
+        open_rate, open_p50, open_p99 = put_rate(root, BrokerRole.SYNC_MASTER,
+                                                 count_per_producer, secret=None)
+        row("SYNC_MASTER, live slave, authenticated", sync_rate, "msgs/s", async_rate,
             ">= 0.80 of ASYNC")
         row("  p50", sync_p50, "ms")
         row("  p99", sync_p99, "ms")
+        row("SYNC_MASTER, live slave, open link", open_rate, "msgs/s", async_rate)
+        row("  p50", open_p50, "ms")
+        row("  p99", open_p99, "ms")
         wide = PRODUCERS * 8
         wide_rate, wide_p50, _ = put_rate(root, BrokerRole.SYNC_MASTER,
                                           max(1, count_per_producer // 8), wide)

@@ -163,7 +163,8 @@ def broker(root: Path, role: str, with_slave: bool = False, name: str = "") -> I
     """A `twinlog serve` master (and a SLAVE process when asked); yields the master's URL.
     Its data dirs are removed afterwards."""
     http_port, ha_port = free_port(), free_port()
-    common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824"]
+    common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824",
+              "--set", "ha_secret=bench-ha-secret"]
     data_dir = root / f"{role}{name}"
     master = _spawn(["-m", "app.cli", "serve", "--role", role, "--http-port", str(http_port),
                      "--ha-port", str(ha_port), "--data-dir", str(data_dir / "master"),

@@ -2,6 +2,10 @@
 frame with the store's append-at-offset and reports again. On a mismatch, a protocol error or
 silence it closes and reconnects after `ha_reconnect_interval_ms`.
 
+The handshake (ha/auth.py) names the slave by its stable id and, with a secret, checks the
+master's proof as the master checks the slave's: a slave never applies bytes from a peer that
+has not proved the secret, and every frame's tag is checked before it is applied.
+
 Last-read and last-write times are kept apart (RocketMQ bug #1082): heartbeats follow writes,
 housekeeping follows reads.
 """
@@ -13,15 +17,19 @@ import socket
 import time
 from dataclasses import dataclass
 
-from ha.config import HAConfig
-from ha.protocol import (
-    CHALLENGE_SIZE,
-    HANDSHAKE_MAGIC,
-    FrameParser,
-    ProtocolError,
-    encode_report,
-    proof,
+from ha.auth import (
+    HELLO_SIZE,
+    PROOF_SIZE,
+    Answer,
+    FrameTagger,
+    Handshake,
+    Hello,
+    new_nonce,
+    recv_exactly,
 )
+from ha.config import HAConfig
+from ha.identity import load_or_create_slave_id
+from ha.protocol import FrameParser, ProtocolError, encode_report
 from store.message_store import MessageStore
 from store.service import ServiceThread
 from store.status import AppendRawStatus
@@ -58,7 +66,9 @@ class HAClient(ServiceThread):
         self.last_write_s: float | None = None
         self.reconnect_count = 0
         self.applied_bytes_total = 0
+        self.slave_id = load_or_create_slave_id(store.config.data_dir)
         self._sock: socket.socket | None = None
+        self._send_tags = FrameTagger(None)
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -95,14 +105,11 @@ class HAClient(ServiceThread):
                                         timeout=self.config.ha_connect_timeout_ms / 1000)
         self._sock = sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        parser = self._handshake(sock)
         sock.settimeout(_POLL_S)
-        secret = self.config.secret_bytes
-        if secret is not None:
-            self._answer_challenge(sock, secret)
         self.connected = True
         self.last_read_s = time.monotonic()
         self._report(sock)
-        parser = FrameParser()
         housekeeping_s = self.config.ha_housekeeping_interval_ms / 1000
         heartbeat_s = self.config.ha_send_heartbeat_interval_ms / 1000
         while not self._stop_event.is_set():
@@ -122,18 +129,28 @@ class HAClient(ServiceThread):
             if self.last_write_s is None or now - self.last_write_s >= heartbeat_s:
                 self._report(sock)
 
-    def _answer_challenge(self, sock: socket.socket, secret: bytes) -> None:
-        sock.settimeout(self.config.ha_connect_timeout_ms / 1000)
-        challenge = b""
-        while len(challenge) < CHALLENGE_SIZE:
-            chunk = sock.recv(CHALLENGE_SIZE - len(challenge))
-            if not chunk:
-                raise ConnectionError("master closed the connection during the handshake")
-            challenge += chunk
-        if not challenge.startswith(HANDSHAKE_MAGIC):
-            raise ProtocolError("master did not open with the handshake (is ha_secret set?)")
-        sock.sendall(proof(secret, challenge[len(HANDSHAKE_MAGIC):]))
-        sock.settimeout(_POLL_S)
+    def _handshake(self, sock: socket.socket) -> FrameParser:
+        """Name this slave, prove the secret, check the master's proof; the parser it returns
+        checks every frame's tag. An open master is refused by a slave that has a secret."""
+        deadline_s = time.monotonic() + self.config.ha_handshake_timeout_ms / 1000
+        secret = self.config.secret_bytes
+        hello = Hello.decode(recv_exactly(sock, HELLO_SIZE, deadline_s))
+        if hello.authenticated != (secret is not None):
+            raise ProtocolError(
+                "handshake refused: the master's link is "
+                f"{'authenticated' if hello.authenticated else 'open'} and this slave's is "
+                f"{'authenticated' if secret is not None else 'open'} (set the same ha_secret "
+                "on both)")
+        slave_nonce = new_nonce()
+        handshake = Handshake(secret, hello.master_nonce, slave_nonce, self.slave_id)
+        answer = Answer(self.slave_id, secret is not None, slave_nonce, handshake.slave_proof())
+        sock.sendall(answer.encode())
+        handshake.check_master_proof(recv_exactly(sock, PROOF_SIZE, deadline_s))
+        self._send_tags = handshake.slave_to_master()
+        receive_tags = handshake.master_to_slave()
+        if receive_tags.tag_size == 0:
+            return FrameParser()
+        return FrameParser(tag_size=receive_tags.tag_size, check=receive_tags.check)
 
     def _apply(self, frames: list[tuple[int, memoryview]]) -> bool:
         """Append every frame at its offset; return whether anything was written."""
@@ -152,7 +169,8 @@ class HAClient(ServiceThread):
         return wrote
 
     def _report(self, sock: socket.socket) -> None:
-        sock.sendall(encode_report(self.store.max_offset))
+        report = encode_report(self.store.max_offset)
+        sock.sendall(report + self._send_tags.tag(report))
         self.last_write_s = time.monotonic()
 
     def view(self) -> SlaveLinkView:

@@ -22,8 +22,13 @@ class HAConfig:
     ha_reconnect_interval_ms: int = 5000
     ha_connect_timeout_ms: int = 3000
     ha_slave_fall_behind_bytes_max: int = 256 * MIB
-    ha_connections_max: int = 16
+    ha_connections_max: int = 16  # slots, given only to slaves that finished the handshake
+    ha_handshakes_max: int = 8  # connections still in the handshake, bounded apart from slots
+    ha_handshake_timeout_ms: int = 2000
     ha_secret: str | None = None
+    # Without a secret anyone who reaches the HA port can read the log and acknowledge puts;
+    # running so must be asked for by name.
+    ha_allow_unauthenticated: bool = False
     ha_diff_log_interval_s: float = 60.0
     ha_diff_samples_max: int = 10_000
     slave_timeout_ms: int = 3000
@@ -41,6 +46,9 @@ class HAConfig:
             (self.ha_connect_timeout_ms > 0, "ha_connect_timeout_ms", "must be > 0"),
             (self.ha_slave_fall_behind_bytes_max > 0, "ha_slave_fall_behind_bytes_max", "> 0"),
             (1 <= self.ha_connections_max <= 1024, "ha_connections_max", "in [1, 1024]"),
+            (1 <= self.ha_handshakes_max <= 1024, "ha_handshakes_max", "in [1, 1024]"),
+            (0 < self.ha_handshake_timeout_ms <= 60_000, "ha_handshake_timeout_ms",
+             "must be in (0, 60000]"),
             (self.slave_timeout_ms > 0, "slave_timeout_ms", "must be > 0"),
             (2 <= self.in_sync_replicas <= self.ha_connections_max + 1, "in_sync_replicas",
              "must be in [2, ha_connections_max + 1] (the master counts as one)"),
@@ -59,6 +67,16 @@ class HAConfig:
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError(
                     f"ha_master_address: expected host:port (got {self.ha_master_address!r})")
+
+    def check_authentication(self) -> None:
+        """Refuse an open HA link unless asked for by name. Checked when replication is
+        built, not when settings load, so tools that only read settings (the OpenAPI
+        export) need no secret."""
+        if self.ha_secret is None and not self.ha_allow_unauthenticated:
+            raise ConfigError(
+                "ha_secret: is required: set a shared secret on the master and its slaves, or "
+                "set ha_allow_unauthenticated to run the HA link open (anyone who reaches the "
+                "port can then read the log and acknowledge puts)")
 
     @property
     def slaves_needed(self) -> int:

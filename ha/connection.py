@@ -1,12 +1,13 @@
-"""One slave's connection on the master: a reader thread (reports/acks) and a writer thread
-(transfers and heartbeats). Each connection keeps its own ack offset: acks are per slave."""
+"""One slave's connection on the master: a reader thread (handshake, then reports/acks) and a
+writer thread (transfers and heartbeats). The handshake (ha/auth.py) names the slave; the
+service gives the connection a slot only after it, and counts acks per slave id. An ack above
+what was sent on this connection closes it: only bytes the slave was given can be acked."""
 
 from __future__ import annotations
 
 import enum
 import logging
 import os
-import secrets
 import select
 import socket
 import threading
@@ -14,17 +15,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ha.config import HAConfig
-from ha.protocol import (
-    CHALLENGE_SIZE,
-    HANDSHAKE_MAGIC,
-    NONCE_SIZE,
-    PROOF_SIZE,
-    ProtocolError,
-    ReportParser,
-    encode_header,
-    proof_matches,
+from ha.auth import (
+    ANSWER_SIZE,
+    Answer,
+    FrameTagger,
+    Handshake,
+    Hello,
+    new_nonce,
+    recv_exactly,
 )
+from ha.config import HAConfig
+from ha.protocol import ProtocolError, ReportParser, encode_header
 from store.commit_log import CommitLog, TransferSource
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class ConnectionState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class SlaveView:
     address: str
+    slave_id: str
     state: str
     ack_offset: int
     transfer_from_offset: int
@@ -64,6 +66,7 @@ class HAConnection:
         commit_log: CommitLog,
         on_ack: Callable[[HAConnection], None],
         on_close: Callable[[HAConnection, str], None],
+        on_handshake: Callable[[HAConnection], str],
     ) -> None:
         self.sock = sock
         self.address = address
@@ -71,11 +74,15 @@ class HAConnection:
         self._commit_log = commit_log
         self._on_ack = on_ack
         self._on_close = on_close
-        self.state = ConnectionState.HANDSHAKE if config.secret_bytes else (
-            ConnectionState.WAITING_REPORT)
+        self._on_handshake = on_handshake
+        self.state = ConnectionState.HANDSHAKE
+        self.slave_id = ""  # hex, known once the handshake is done
+        self._send_tags = FrameTagger(None)
         self.ack_offset = -1
         self.request_offset = -1
         self.transfer_from_offset = -1
+        # One past the last byte handed to the socket; an ack above it was never sent here.
+        self.sent_end_offset = -1
         self.bytes_sent_total = 0
         self.last_ack_ms: int | None = None
         self.connected_ms = _now_ms()
@@ -137,6 +144,7 @@ class HAConnection:
         diff = master_max_offset - self.ack_offset if self.ack_offset >= 0 else master_max_offset
         return SlaveView(
             address=self.address,
+            slave_id=self.slave_id,
             state=self.state.value,
             ack_offset=self.ack_offset,
             transfer_from_offset=self.transfer_from_offset,
@@ -159,11 +167,12 @@ class HAConnection:
     # -- reader ----------------------------------------------------------------------------
 
     def _read_loop(self) -> None:
-        parser = ReportParser()
         reason = "reader stopped"
         try:
-            if self.state is ConnectionState.HANDSHAKE:
-                self._handshake()
+            parser = self._handshake()
+            if not self.is_open:
+                return
+            self.sock.settimeout(self._config.ha_housekeeping_interval_ms / 1000)
             while self.is_open:
                 data = self.sock.recv(_RECV_SIZE_BYTES)
                 if not data:
@@ -183,16 +192,32 @@ class HAConnection:
             reason = f"socket error: {error}"
         self.close(reason)
 
-    def _handshake(self) -> None:
+    def _handshake(self) -> ReportParser:
+        """Check the slave (its proof first), prove the master, then ask the service for a
+        slot. The whole exchange has one deadline, so a silent or trickling peer is dropped."""
+        deadline_s = time.monotonic() + self._config.ha_handshake_timeout_ms / 1000
         secret = self._config.secret_bytes
-        assert secret is not None
-        nonce = secrets.token_bytes(NONCE_SIZE)
-        self.sock.sendall(HANDSHAKE_MAGIC + nonce)
-        answer = _recv_exactly(self.sock, PROOF_SIZE)
-        if answer is None or not proof_matches(secret, nonce, answer):
-            raise ProtocolError("handshake failed: wrong or missing proof of the secret")
+        hello = Hello(secret is not None, new_nonce())
+        self.sock.sendall(hello.encode())
+        answer = Answer.decode(recv_exactly(self.sock, ANSWER_SIZE, deadline_s))
+        if answer.authenticated != hello.authenticated:
+            raise ProtocolError("handshake failed: the master's link is "
+                                f"{'authenticated' if hello.authenticated else 'open'} and the "
+                                f"slave's is {'authenticated' if answer.authenticated else 'open'}"
+                                " (set the same ha_secret on both)")
+        handshake = Handshake(secret, hello.master_nonce, answer.slave_nonce, answer.slave_id)
+        handshake.check_slave_proof(answer.proof)
+        self.sock.sendall(handshake.master_proof())
+        self.slave_id = answer.slave_id.hex()
+        self._send_tags = handshake.master_to_slave()
+        receive_tags = handshake.slave_to_master()
         self.state = ConnectionState.WAITING_REPORT
-        assert len(HANDSHAKE_MAGIC + nonce) == CHALLENGE_SIZE
+        refusal = self._on_handshake(self)
+        if refusal:
+            self.close(refusal)
+        if receive_tags.tag_size == 0:
+            return ReportParser()
+        return ReportParser(receive_tags.tag_size, receive_tags.check)
 
     def _on_report(self, offset: int) -> str:
         """Apply a report; return a reason to close, or "" to go on."""
@@ -202,6 +227,10 @@ class HAConnection:
         if offset > master_max:
             self.ack_beyond_max = True
             return f"ack {offset} is beyond the master's max offset {master_max}"
+        if offset > self.sent_end_offset:
+            self.ack_beyond_max = True
+            return (f"ack {offset} is beyond what this connection was sent "
+                    f"({self.sent_end_offset})")
         if offset >= self.ack_offset:
             self.ack_offset = offset
         self.last_ack_ms = _now_ms()
@@ -226,6 +255,7 @@ class HAConnection:
         self.ack_offset = offset
         self.last_ack_ms = _now_ms()
         self.transfer_from_offset = start
+        self.sent_end_offset = max(start, offset)
         self.state = ConnectionState.TRANSFERRING
         log.info("ha: slave %s reports %d, streaming from %d", self.address, offset, start)
         self._on_ack(self)
@@ -248,7 +278,8 @@ class HAConnection:
                     last_write_s = time.monotonic()
                     continue
                 if time.monotonic() - last_write_s >= heartbeat_s:
-                    self.sock.sendall(encode_header(self.transfer_from_offset, 0))
+                    header = encode_header(self.transfer_from_offset, 0)
+                    self.sock.sendall(header + self._send_tags.tag(header))
                     last_write_s = time.monotonic()
                 self._wakeup.wait(min(_WRITER_IDLE_WAIT_S, heartbeat_s))
         except OSError as error:
@@ -268,9 +299,17 @@ class HAConnection:
             if source.size_bytes == 0:
                 return False
             self.before_send(source)
-            self.sock.sendall(encode_header(start, source.size_bytes))
-            _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
-                          self._config.ha_housekeeping_interval_ms / 1000)
+            header = encode_header(start, source.size_bytes)
+            self.sent_end_offset = start + source.size_bytes
+            if self._send_tags.tag_size:
+                # A tag covers the bytes it is sent with, so they are read once, then sent.
+                body = os.pread(source.fd, source.size_bytes, source.file_position)
+                assert len(body) == source.size_bytes
+                self.sock.sendall(header + body + self._send_tags.tag(header, body))
+            else:
+                self.sock.sendall(header)
+                _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
+                              self._config.ha_housekeeping_interval_ms / 1000)
         self.transfer_from_offset = start + source.size_bytes
         self.bytes_sent_total += source.size_bytes
         self._rate.add(source.size_bytes)
@@ -293,16 +332,6 @@ def _sendfile_all(sock: socket.socket, fd: int, position: int, size_bytes: int,
 
 def _no_step(source: TransferSource) -> None:
     pass
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
 
 
 def _now_ms() -> int:

@@ -13,6 +13,7 @@ from store.status import BrokerRole
 
 class Replication:
     def __init__(self, config: HAConfig, store: MessageStore) -> None:
+        config.check_authentication()
         self.config = config
         self.store = store
         self.service: HAService | None = None

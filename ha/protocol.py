@@ -4,26 +4,25 @@ slave -> master: 8-byte big-endian max offset (report, ack and heartbeat at once
 master -> slave: 12-byte header (int64 offset, int32 size) + `size` raw commit-log bytes;
 a header with size 0 is a heartbeat.
 
-Optional handshake when a secret is configured: the master opens with `HANDSHAKE_MAGIC` and a
-16-byte nonce; the slave answers HMAC-SHA256(secret, nonce). Without a secret the stream is
-exactly the classic one. Parsers take bytes from any source and never trust a size field.
+Before the stream, the handshake of ha/auth.py names the slave and, with a secret, proves it
+both ways; then every report and frame may carry a trailing tag of `tag_size` bytes, checked
+here in order by the `check` callable the parser is given. Parsers take bytes from any source
+and never trust a size field.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import struct
+from collections.abc import Callable
 
 REPORT = struct.Struct(">q")
 HEADER = struct.Struct(">qi")
 REPORT_SIZE = REPORT.size
 HEADER_SIZE = HEADER.size
 READ_BUFFER_SIZE_BYTES = 4 * 1024 * 1024
-HANDSHAKE_MAGIC = b"TWHA"
-NONCE_SIZE = 16
-PROOF_SIZE = hashlib.sha256().digest_size
-CHALLENGE_SIZE = len(HANDSHAKE_MAGIC) + NONCE_SIZE
+
+# check(tag, frame bytes) raises ProtocolError when the tag does not authenticate the bytes.
+TagCheck = Callable[[memoryview, memoryview], None]
 
 
 class ProtocolError(ValueError):
@@ -40,29 +39,30 @@ def encode_header(offset: int, size_bytes: int) -> bytes:
     return HEADER.pack(offset, size_bytes)
 
 
-def proof(secret: bytes, nonce: bytes) -> bytes:
-    return hmac.new(secret, nonce, hashlib.sha256).digest()
-
-
-def proof_matches(secret: bytes, nonce: bytes, answer: bytes) -> bool:
-    return hmac.compare_digest(proof(secret, nonce), answer)
-
-
 class ReportParser:
-    """Master side: the slave's 8-byte reports. Only the last complete one matters (RocketMQ
-    reads them the same way); at most 7 bytes are ever kept between feeds."""
+    """Master side: the slave's 8-byte reports (each followed by its tag on an authenticated
+    link). Only the last complete one matters (RocketMQ reads them the same way), but every
+    tag is checked in order; less than one report is ever kept between feeds."""
 
-    def __init__(self) -> None:
+    def __init__(self, tag_size: int = 0, check: TagCheck | None = None) -> None:
+        assert (tag_size == 0) == (check is None)
+        self._unit = REPORT_SIZE + tag_size
+        self._check = check
         self._pending = b""
 
     def feed(self, data: bytes) -> int | None:
         """The last complete report in `_pending + data`, or None when there is none yet."""
         buffer = self._pending + data
-        complete = len(buffer) - len(buffer) % REPORT_SIZE
+        complete = len(buffer) - len(buffer) % self._unit
         self._pending = buffer[complete:]
         if complete == 0:
             return None
-        (offset,) = REPORT.unpack_from(buffer, complete - REPORT_SIZE)
+        if self._check is not None:
+            view = memoryview(buffer)
+            for start in range(0, complete, self._unit):
+                self._check(view[start + REPORT_SIZE:start + self._unit],
+                            view[start:start + REPORT_SIZE])
+        (offset,) = REPORT.unpack_from(buffer, complete - self._unit)
         if offset < 0:
             raise ProtocolError(f"negative offset {offset} in a report")
         return int(offset)
@@ -77,9 +77,13 @@ class FrameParser:
     is a ProtocolError, so a frame always fits and the buffer never grows.
     """
 
-    def __init__(self, buffer_size_bytes: int = READ_BUFFER_SIZE_BYTES) -> None:
+    def __init__(self, buffer_size_bytes: int = READ_BUFFER_SIZE_BYTES, tag_size: int = 0,
+                 check: TagCheck | None = None) -> None:
+        assert (tag_size == 0) == (check is None)
         self._size_max = buffer_size_bytes
-        self._buffer = bytearray(buffer_size_bytes + HEADER_SIZE)
+        self._tag_size = tag_size
+        self._check = check
+        self._buffer = bytearray(buffer_size_bytes + HEADER_SIZE + tag_size)
         self._view = memoryview(self._buffer)
         self._start = 0  # first byte not yet handed out as part of a frame
         self._end = 0  # one past the last byte received
@@ -106,10 +110,13 @@ class FrameParser:
                 raise ProtocolError(f"frame size {size} is outside [0, {self._size_max}]")
             if offset < 0:
                 raise ProtocolError(f"negative frame offset {offset}")
-            frame_end = position + HEADER_SIZE + size
+            body_end = position + HEADER_SIZE + size
+            frame_end = body_end + self._tag_size
             if frame_end > end:
                 break
-            frames.append((offset, self._view[position + HEADER_SIZE : frame_end]))
+            if self._check is not None:
+                self._check(self._view[body_end:frame_end], self._view[position:body_end])
+            frames.append((offset, self._view[position + HEADER_SIZE : body_end]))
             position = frame_end
         self._start = position
         return frames

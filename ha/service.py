@@ -2,9 +2,14 @@
 waits when enough distinct slaves have acknowledged an offset. Implements the store's
 `ReplicationGuard`.
 
-What it fixes from the seed's HAService (reference section 7): acks are per slave and a
-closed connection's ack stops counting; an ack beyond the master's max offset closes that
-connection; waits have real deadlines and one ack completes every wait below it.
+What it fixes from the seed's HAService (reference section 7): acks are per slave id (a
+slave that reconnects replaces its old connection and never counts twice) and a closed
+connection's ack stops counting; an ack beyond what a connection was sent closes it; waits
+have real deadlines and one ack completes every wait below it.
+
+Admission: a new connection first joins the bounded set of connections still in the
+handshake (when that set is full the oldest is dropped, so idle sockets cannot starve a real
+slave), and takes one of `ha_connections_max` slots only once the handshake succeeded.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class HAService:
         self._accept = _AcceptThread(self)
         self.rejected: deque[RejectedSlave] = deque(maxlen=_REJECTED_MAX)
         self.refused_connection_count = 0
+        self.handshake_evicted_count = 0
         self.ack_beyond_max_count = 0
         self.protocol_error_count = 0
         self._replicated = -1
@@ -61,7 +67,7 @@ class HAService:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((self.config.ha_listen_host, self.config.ha_listen_port))
-        listener.listen(self.config.ha_connections_max)
+        listener.listen(self.config.ha_connections_max + self.config.ha_handshakes_max)
         listener.settimeout(_ACCEPT_POLL_S)
         self._listener = listener
         self.store.deadlines.watch(self.waits)
@@ -100,20 +106,44 @@ class HAService:
 
     @property
     def connection_count(self) -> int:
-        return len(self._connections)
+        """Slaves holding a slot (past the handshake)."""
+        return sum(1 for c in self.connections if c.state is not ConnectionState.HANDSHAKE)
 
     def _admit(self, sock: socket.socket, address: str) -> None:
+        """Start the handshake of a new connection; it holds no slot yet."""
+        connection = HAConnection(sock, address, self.config, self.store.commit_log,
+                                  on_ack=self._on_ack, on_close=self._on_close,
+                                  on_handshake=self._on_handshake)
         with self._lock:
-            if len(self._connections) >= self.config.ha_connections_max:
-                self.refused_connection_count += 1
-                log.warning("ha: refusing %s, %d connections already", address,
-                            len(self._connections))
-                sock.close()
-                return
-            connection = HAConnection(sock, address, self.config, self.store.commit_log,
-                                      on_ack=self._on_ack, on_close=self._on_close)
+            waiting = [c for c in self._connections if c.state is ConnectionState.HANDSHAKE]
+            oldest = waiting[0] if len(waiting) >= self.config.ha_handshakes_max else None
             self._connections.append(connection)
+        if oldest is not None:
+            self.handshake_evicted_count += 1
+            oldest.close("dropped: too many connections in the handshake")
         connection.start()
+
+    def _on_handshake(self, connection: HAConnection) -> str:
+        """A slot for a slave that finished the handshake; a reason to close it otherwise.
+
+        The same slave id on an older connection is that slave's stale link (a reconnect
+        after a cut, a half-open socket): the old one is closed so the slave counts once.
+        """
+        with self._lock:
+            stale = [c for c in self._connections
+                     if c is not connection and c.slave_id == connection.slave_id]
+            slotted = [c for c in self._connections if c is not connection
+                       and c not in stale and c.state is not ConnectionState.HANDSHAKE]
+            full = len(slotted) >= self.config.ha_connections_max
+        if full:
+            self.refused_connection_count += 1
+            log.warning("ha: refusing slave %s at %s: all %d slots are taken",
+                        connection.slave_id, connection.address, len(slotted))
+            return f"no slot: {len(slotted)} slaves connected already"
+        for old in stale:
+            old.close(f"replaced by a new connection of the same slave from "
+                      f"{connection.address}")
+        return ""
 
     # -- acks and waits --------------------------------------------------------------------
 
@@ -138,11 +168,11 @@ class HAService:
 
     def replicated_offset(self) -> int:
         """The offset that `slaves_needed` distinct connected slaves have all acknowledged."""
-        acks = sorted(
-            (c.ack_offset for c in self.connections
-             if c.is_open and c.state is ConnectionState.TRANSFERRING),
-            reverse=True,
-        )
+        ack_by_slave: dict[str, int] = {}
+        for c in self.connections:
+            if c.is_open and c.state is ConnectionState.TRANSFERRING:
+                ack_by_slave[c.slave_id] = max(c.ack_offset, ack_by_slave.get(c.slave_id, -1))
+        acks = sorted(ack_by_slave.values(), reverse=True)
         needed = self.config.slaves_needed
         return acks[needed - 1] if len(acks) >= needed else -1
 

@@ -3,6 +3,9 @@ use it to kill a slave or to keep it off the master's GIL).
 
     python -m ha.standalone DATA_DIR MASTER_HOST:PORT FILE_SIZE_BYTES [--wait-for-go]
 
+The HA secret comes from TWINLOG_HA_SECRET; without it the link runs open (this is a tool for
+tests and benches, which set it to measure both).
+
 Prints READY (with --wait-for-go: then connects only once a line arrives on stdin, so a
 bench can time replication apart from process start), then the slave's max offset every
 50 ms; SIGTERM stops it cleanly.
@@ -10,6 +13,7 @@ bench can time replication apart from process start), then the slave's max offse
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -25,7 +29,10 @@ def main() -> None:
                                      mapped_file_size_bytes=file_size,
                                      message_size_max_bytes=16 * 1024))
     store.start()
+    secret = os.environ.get("TWINLOG_HA_SECRET")
     replication = Replication(HAConfig(broker_role=BrokerRole.SLAVE, ha_master_address=master,
+                                       ha_secret=secret,
+                                       ha_allow_unauthenticated=secret is None,
                                        ha_reconnect_interval_ms=100,
                                        ha_send_heartbeat_interval_ms=200,
                                        ha_housekeeping_interval_ms=2000), store)

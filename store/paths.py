@@ -53,6 +53,10 @@ class StorePaths:
         return self.root / "metadata.sqlite3"
 
     @property
+    def ha_slave_id(self) -> Path:
+        return self.root / "ha_slave_id"
+
+    @property
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 

@@ -67,7 +67,8 @@ def admin_diff(broker: BrokerDep) -> DiffView:
         return DiffView(role=role, master=MasterDiffView(
             master_max_offset=diff.master_max_offset, max_diff_bytes=diff.max_diff_bytes,
             in_sync_slave_count=diff.in_sync_slave_count, slaves_needed=diff.slaves_needed,
-            slaves=[SlaveDiff(address=s.address, state=s.state, ack_offset=s.ack_offset,
+            slaves=[SlaveDiff(address=s.address, slave_id=s.slave_id, state=s.state,
+                              ack_offset=s.ack_offset,
                               diff_bytes=s.diff_bytes, in_sync=s.in_sync)
                     for s in diff.slaves]))
     return DiffView(role=role, slave=_slave_view(broker, diff))
@@ -86,7 +87,9 @@ def admin_ha(broker: BrokerDep) -> HaView:
         assert service is not None
         host, port = service.listen_address
         return HaView(role=role, master=MasterHaView(
-            listen_address=f"{host}:{port}", connection_count=service.connection_count,
+            listen_address=f"{host}:{port}",
+            authenticated=service.config.secret_bytes is not None,
+            connection_count=service.connection_count,
             master_max_offset=diff.master_max_offset,
             in_sync_slave_count=diff.in_sync_slave_count, slaves_needed=diff.slaves_needed,
             slaves=[SlaveConnection(**asdict(slave)) for slave in diff.slaves],

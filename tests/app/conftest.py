@@ -29,6 +29,7 @@ def app_settings(data_dir: Path, **overrides: Any) -> Settings:
         "max_body_size_bytes": MAX_BODY_SIZE_BYTES,
         "max_batch_messages": MAX_BATCH_MESSAGES,
         "ha_listen_port": 0,
+        "ha_secret": "test-ha-secret",
         "http_port": 0,
         "flush_interval_ms": 20,
     }

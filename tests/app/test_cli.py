@@ -20,6 +20,19 @@ def test_serve_refuses_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no_such_setting" in capsys.readouterr().err
 
 
+def test_serve_refuses_an_open_ha_link_unless_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A master without ha_secret does not start (exit 2, naming ha_secret and the opt-out);
+    no data dir is created."""
+    monkeypatch.delenv("TWINLOG_HA_SECRET", raising=False)
+    data_dir = tmp_path / "data"
+    assert main(["serve", "--role", "SYNC_MASTER", "--data-dir", str(data_dir)]) == 2
+    error = capsys.readouterr().err
+    assert "ha_secret" in error and "ha_allow_unauthenticated" in error
+    assert not data_dir.exists()
+
+
 def test_store_info_prints_offsets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """store-info recovers a stopped data dir and prints its offsets per queue."""
     store = MessageStore(small_config(tmp_path, mapped_file_size_bytes=8 << 20))

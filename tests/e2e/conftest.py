@@ -32,6 +32,7 @@ FAST_SETTINGS: dict[str, Any] = {
     "message_size_max_bytes": 64 * 1024,
     "max_body_size_bytes": 256 * 1024,
     "log_level": "warning",
+    "ha_secret": "test-ha-secret",
 }
 
 

@@ -34,6 +34,7 @@ FAST_HA: dict[str, Any] = {
     "ha_reconnect_interval_ms": 100,
     "ha_connect_timeout_ms": 1000,
     "ha_diff_log_interval_s": 0.5,
+    "ha_secret": "test-ha-secret",
 }
 
 

@@ -10,12 +10,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ha import HAConfig, Replication
-from ha.protocol import HANDSHAKE_MAGIC, encode_report
+from ha.protocol import ProtocolError
 from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConfig
 from store.retention import RetentionService
 from tests.ha.conftest import FAST_HA, Node, same_bytes, wait_caught_up
 from tests.store.conftest import small_config, wait_dispatched, wait_until
+from tests.support.ha_peer import ScriptedSlave, scripted_master_handshake
 from tests.support.tcp_proxy import TcpProxy
 
 StartNode = Callable[..., Node]
@@ -30,6 +33,10 @@ def _produce(store: MessageStore, count: int, size: int = 3000) -> None:
 def _connect(node: Node) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", node.ha_port), timeout=5)
     return sock
+
+
+def _scripted(node: Node, secret: str | None = FAST_HA["ha_secret"]) -> ScriptedSlave:
+    return ScriptedSlave(node.ha_port, secret).handshake()
 
 
 def _closed_by_peer(sock: socket.socket, timeout_s: float = 5.0) -> bool:
@@ -52,7 +59,7 @@ def _master_still_serves(master: Node, slave: Node) -> None:
 
 def _pair(start_node: StartNode, **master_overrides: object) -> tuple[Node, Node]:
     master = start_node("master", BrokerRole.ASYNC_MASTER, **master_overrides)
-    secret = master_overrides.get("ha_secret")
+    secret = master_overrides.get("ha_secret", FAST_HA["ha_secret"])
     slave = start_node("slave", BrokerRole.SLAVE, ha_secret=secret,
                        ha_master_address=f"127.0.0.1:{master.ha_port}")
     _produce(master.store, 30)
@@ -104,11 +111,10 @@ def test_ack_beyond_master_offset_closes_and_counts(start_node: StartNode) -> No
     master, slave = _pair(start_node)
     service = master.replication.service
     assert service is not None
-    sock = _connect(master)
-    sock.sendall(encode_report(master.store.max_offset))
-    time.sleep(0.1)
-    sock.sendall(encode_report(master.store.max_offset + 10**9))
-    assert _closed_by_peer(sock)
+    fake = _scripted(master)
+    fake.report(master.store.max_offset)
+    fake.report(master.store.max_offset + 10**9)
+    assert fake.closed_by_peer()
     wait_until(lambda: service.ack_beyond_max_count == 1)
     _master_still_serves(master, slave)
 
@@ -122,7 +128,7 @@ def test_huge_size_field_sent_to_a_slave(start_node: StartNode, tmp_path: Path) 
     slave = start_node("slave", BrokerRole.SLAVE, ha_master_address=f"127.0.0.1:{port}")
     peer, _ = fake.accept()
     with peer:
-        peer.recv(8)
+        scripted_master_handshake(peer, FAST_HA["ha_secret"])
         peer.sendall(b"\x00" * 8 + (1 << 30).to_bytes(4, "big"))
         assert _closed_by_peer(peer)
     client = slave.replication.client
@@ -144,10 +150,8 @@ def test_wrong_secret_is_refused(start_node: StartNode) -> None:
     assert client is not None
     wait_until(lambda: client.reconnect_count >= 2)
     assert intruder.store.max_offset == 0
-    sock = _connect(master)
-    assert sock.recv(4) == HANDSHAKE_MAGIC
-    sock.sendall(encode_report(0) * 4)  # the classic stream without the proof
-    assert _closed_by_peer(sock)
+    with pytest.raises(ProtocolError):
+        _scripted(master, secret="wrong-secret")
     _master_still_serves(master, slave)
 
 
@@ -160,9 +164,9 @@ def test_slave_behind_retention_needs_reset(start_node: StartNode) -> None:
     RetentionService(master.store.config, master.store.commit_log, master.store.queues,
                      master.store.dispatch, used_ratio=lambda _: 1.0).delete_expired()
     assert master.store.min_offset > 100
-    sock = _connect(master)
-    sock.sendall(encode_report(100))
-    assert _closed_by_peer(sock)
+    fake = _scripted(master)
+    fake.report(100)
+    assert fake.closed_by_peer()
     service = master.replication.service
     assert service is not None
     wait_until(lambda: len(service.rejected) == 1)
@@ -173,9 +177,9 @@ def test_slave_ahead_of_master_is_named(start_node: StartNode) -> None:
     """A slave holding more than the master is named ahead_of_master and disconnected."""
     master = start_node("master", BrokerRole.ASYNC_MASTER)
     _produce(master.store, 5)
-    sock = _connect(master)
-    sock.sendall(encode_report(master.store.max_offset + 1000))
-    assert _closed_by_peer(sock)
+    fake = _scripted(master)
+    fake.report(master.store.max_offset + 1000)
+    assert fake.closed_by_peer()
     service = master.replication.service
     assert service is not None
     wait_until(lambda: len(service.rejected) == 1)
@@ -209,7 +213,8 @@ def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
             [sys.executable, "-m", "ha.standalone", str(tmp_path / "slave"),
              address, str(file_size)],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)})
+            env={**os.environ, "PYTHONPATH": str(ROOT),
+                 "TWINLOG_HA_SECRET": FAST_HA["ha_secret"]})
         assert child.stdout is not None and child.stdout.readline().strip() == "READY"
         return child
 

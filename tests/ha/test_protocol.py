@@ -11,8 +11,6 @@ from ha.protocol import (
     ReportParser,
     encode_header,
     encode_report,
-    proof,
-    proof_matches,
 )
 
 frames = st.lists(st.tuples(st.integers(0, 2**62), st.binary(max_size=300)), max_size=20)
@@ -63,11 +61,3 @@ def test_negative_report_is_refused() -> None:
     """A negative offset report is garbage: a protocol error."""
     with pytest.raises(ProtocolError):
         ReportParser().feed(b"\xff" * 8)
-
-
-def test_proof_depends_on_secret_and_nonce() -> None:
-    """The handshake proof checks out only for the same secret and nonce."""
-    answer = proof(b"secret-one", b"n" * 16)
-    assert proof_matches(b"secret-one", b"n" * 16, answer)
-    assert not proof_matches(b"secret-two", b"n" * 16, answer)
-    assert not proof_matches(b"secret-one", b"m" * 16, answer)
