@@ -8,13 +8,14 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from ha.protocol import HEADER, encode_report
+from ha.protocol import HEADER
 from store import BrokerRole, Message
 from store.commit_log import TransferSource
 from store.retention import RetentionService
 from tests.ha.conftest import Node
 from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched, wait_until
 from tests.support.fds import open_fds_of
+from tests.support.ha_peer import ScriptedSlave
 
 StartNode = Callable[..., Node]
 FDS_TO_TAKE_MAX = 256
@@ -34,7 +35,10 @@ def test_retention_under_a_sender_never_streams_another_files_bytes(
     """Retention removes the file a sender is about to sendfile from and the next open()s take
     the lowest free descriptors: the slave still receives the commit log's own bytes, then
     the sender stops cleanly (the offset is gone), and the file goes once it is released."""
-    master = start_node("master", BrokerRole.ASYNC_MASTER)
+    # An open link: the sender streams with os.sendfile from the file's descriptor (an
+    # authenticated link reads the held file with pread to tag it; the same hold covers both).
+    master = start_node("master", BrokerRole.ASYNC_MASTER, ha_secret=None,
+                        ha_allow_unauthenticated=True)
     store = master.store
     for index in range(150):
         store.put_message(Message("F", bytes([index % 251]) * 1500))
@@ -62,13 +66,13 @@ def test_retention_under_a_sender_never_streams_another_files_bytes(
 
     service = master.replication.service
     assert service is not None
-    slave = socket.create_connection(("127.0.0.1", master.ha_port), timeout=5)
+    slave = ScriptedSlave(master.ha_port, secret=None).handshake()
     try:
         wait_until(lambda: len(service.connections) == 1)
         service.connections[0].before_send = retention_then_open
-        slave.sendall(encode_report(0))  # an empty slave: stream from the master's min
-        offset, size = HEADER.unpack(_recv_exactly(slave, HEADER.size))
-        body = _recv_exactly(slave, size)
+        slave.report(0)  # an empty slave: stream from the master's min
+        offset, size = HEADER.unpack(_recv_exactly(slave.sock, HEADER.size))
+        body = _recv_exactly(slave.sock, size)
         assert foreign_fds, "the seam did not run"
         assert offset == 0 and size > 0
         assert body == expected[:size]
