@@ -61,6 +61,8 @@ PROBLEMS: dict[str, ProblemKind] = {
     "INTERNAL_ERROR": ProblemKind(500, "Internal error"),
     "SNAPSHOT_RUNNING": ProblemKind(409, "A snapshot export is already running"),
     "NOTHING_TO_SNAPSHOT": ProblemKind(409, "No new records since the last snapshot"),
+    "SNAPSHOT_RANGE_REMOVED": ProblemKind(
+        409, "Retention removed the snapshot's range during the export; retry"),
     # -- metadata (store.metadata.MetadataError.error_code) -------------------------------------
     "METADATA_ERROR": ProblemKind(400, "The metadata request was refused"),
     "INVALID_TOPIC_NAME": ProblemKind(400, "Invalid topic name"),

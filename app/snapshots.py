@@ -13,7 +13,14 @@ from dataclasses import asdict
 
 from app.broker import Broker
 from store.service import ServiceThread
-from store.snapshot import ExportRequest, Manifest, SnapshotError, export_snapshot, metadata_rows
+from store.snapshot import (
+    ExportRequest,
+    HeldLogFiles,
+    Manifest,
+    SnapshotError,
+    export_snapshot,
+    metadata_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +37,8 @@ class Snapshots:
         self.last_error: str | None = None
 
     def export(self) -> Manifest:
-        """Export from where the previous snapshot ended to the log's current end."""
+        """Export from where the previous snapshot ended to the store's confirmed offset
+        (flushed, and on a SYNC_MASTER replicated), reading the store's own files."""
         if not self._running.acquire(blocking=False):
             raise SnapshotBusy("a snapshot export is already running")
         try:
@@ -48,10 +56,11 @@ class Snapshots:
             out_root=settings.snapshot_root,
             broker_name=f"{settings.http_host}:{settings.http_port}",
             broker_role=broker.role.value,
-            range_to=broker.store.max_offset,
+            range_to=broker.store.confirmed_offset,
             include_bodies=settings.snapshot_include_bodies,
             metadata_rows=metadata_rows(broker.metadata_store),
             replication_samples=[asdict(sample) for sample in samples],
+            log_files=HeldLogFiles(broker.store.commit_log.files),
         )
         try:
             manifest = export_snapshot(request)

@@ -49,6 +49,10 @@ class ReplicationGuard(Protocol):
 
     def wait_replicated(self, end_offset: int) -> Pending: ...
 
+    def replicated_offset(self) -> int:
+        """The offset the needed number of slaves have acknowledged (-1: not enough)."""
+        ...
+
     @property
     def pending_count(self) -> int: ...
 
@@ -88,6 +92,9 @@ class MessageStore:
         self._lock_fd: int | None = None
         self._accepting_without_waits = False
         self._append_listeners: tuple[Callable[[], None], ...] = ()
+        # The highest offset seen replicated (SYNC_MASTER): acknowledged bytes stay so when a
+        # slave disconnects; after a restart nothing counts until a slave reports again.
+        self._replicated_offset_max = 0
         # Refusals by status; PUT_OK apart, as a plain int: hashing an enum is not free.
         self.put_counts: Counter[PutMessageStatus] = Counter()
         self.put_ok_count = 0
@@ -283,3 +290,18 @@ class MessageStore:
     @property
     def max_offset(self) -> int:
         return self.commit_log.max_offset
+
+    @property
+    def confirmed_offset(self) -> int:
+        """The end of what the store has made durable: flushed, and on a SYNC_MASTER also
+        acknowledged by the slaves it needs. Derived data that outlives the broker
+        (snapshots) stops here: past it, a power loss or a failover may take records back
+        and hand their offsets to new ones."""
+        confirmed = self.commit_log.flushed_offset
+        if self._is_sync_master:
+            guard = self._replication
+            if guard is not None:
+                self._replicated_offset_max = max(self._replicated_offset_max,
+                                                  guard.replicated_offset())
+            confirmed = min(confirmed, self._replicated_offset_max)
+        return confirmed

@@ -41,7 +41,7 @@ from app.snapshots import SnapshotBusy
 from ha import MasterDiff, SlaveLinkView
 from store.metadata import MetadataTable, head_revision
 from store.retention import disk_used_ratio
-from store.snapshot import SnapshotError
+from store.snapshot import SnapshotError, SnapshotRangeRemoved
 from store.snapshot.manifest import snapshot_dir_name
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[requires(Scope.ADMIN)],
@@ -187,7 +187,11 @@ def _disk_used_bytes(root: Path) -> int:
              responses=problem_responses(409))
 def admin_create_snapshot(gateway: GatewayDep) -> SnapshotManifestView:
     """Export the commit log since the previous snapshot (and the metadata and diff samples)
-    as Parquet under the snapshot dir; 409 while another export runs or when nothing is new."""
+    as Parquet under the snapshot dir, up to the confirmed offset (flushed, and on a
+    SYNC_MASTER replicated); 409 while another export runs, when nothing is new, or when
+    retention removed the range's start during the export. A file that retention removes
+    later in the export ends the snapshot there (a shorter range; the next snapshot's
+    `skipped_before_bytes` counts what retention took first)."""
     gateway.master_broker()
     snapshots = gateway.snapshots
     assert snapshots is not None
@@ -195,6 +199,8 @@ def admin_create_snapshot(gateway: GatewayDep) -> SnapshotManifestView:
         manifest = snapshots.export()
     except SnapshotBusy as error:
         raise ApiError("SNAPSHOT_RUNNING", str(error)) from error
+    except SnapshotRangeRemoved as error:
+        raise ApiError("SNAPSHOT_RANGE_REMOVED", str(error)) from error
     except SnapshotError as error:
         raise ApiError("NOTHING_TO_SNAPSHOT", str(error)) from error
     path = gateway.settings.snapshot_root / snapshot_dir_name(manifest.range_from,

@@ -7,7 +7,11 @@ Layout of one snapshot directory:
   _manifest.json                              id, range, counts, schema version
 
 By default a snapshot starts where the newest one under the root ended, so snapshots are
-incremental and never overlap. It is written to `.tmp-...` and renamed when complete.
+incremental and never overlap. It is written to `.tmp-...` and renamed when complete. A running
+broker passes the end (its confirmed offset: flushed, and on a SYNC_MASTER replicated) and its
+own files (`HeldLogFiles`); a file that retention removes before the export reaches it ends the
+snapshot there (a shorter snapshot; the next one records the bytes it skipped), or, when not
+one record was read yet, fails with SnapshotRangeRemoved.
 
 The log is read a window (16 MiB) at a time, checked and decoded in bulk (log_reader.py,
 columns.py) on the calling thread while a writer thread encodes the previous window's rows
@@ -42,7 +46,7 @@ from store.snapshot.columns import (
     decode_window,
     materialize,
 )
-from store.snapshot.log_reader import LogFile, iter_windows, list_log_files, log_range
+from store.snapshot.log_reader import LogFile, LogFileRemoved, iter_windows, log_range
 from store.snapshot.manifest import (
     MANIFEST_NAME,
     TEMP_PREFIX,
@@ -50,6 +54,7 @@ from store.snapshot.manifest import (
     find_snapshots,
     snapshot_dir_name,
 )
+from store.snapshot.sources import DirectoryLogFiles, LogFiles
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +83,11 @@ class SnapshotError(Exception):
     """The export cannot be made as asked (a bad range, nothing to export, ...)."""
 
 
+class SnapshotRangeRemoved(SnapshotError):
+    """Retention removed the start of the range during the export, before any record of it
+    was read: nothing was written, and the next export starts at the log's new start."""
+
+
 @dataclass
 class ExportRequest:
     data_dir: Path
@@ -89,11 +99,15 @@ class ExportRequest:
     include_bodies: bool = True
     metadata_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     replication_samples: Sequence[dict[str, Any]] = ()
+    # Called after each window (and at the end): also where a test runs retention mid-export.
     progress: Progress | None = None
+    # Where the log's files come from; None: the files under data_dir, by path.
+    log_files: LogFiles | None = None
 
 
 def export_snapshot(request: ExportRequest) -> Manifest:
-    files = list_log_files(request.data_dir / "commitlog")
+    source = request.log_files or DirectoryLogFiles(request.data_dir / "commitlog")
+    files = source.list()
     log_min, log_end = log_range(files)
     range_from = request.range_from
     if range_from is None:
@@ -112,9 +126,16 @@ def export_snapshot(request: ExportRequest) -> Manifest:
     temp.mkdir()
     try:
         writer = _MessageWriter(temp / "messages")
-        end = _export_messages(files, range_from, range_to, request, writer)
+        end, removed = _export_messages(files, source, range_from, range_to, request, writer)
+        if writer.count == 0 and removed is not None:
+            raise SnapshotRangeRemoved(
+                f"{removed}, during the export of [{range_from}, {range_to}) and before any "
+                "record was read; nothing was exported, the next export starts at the log's "
+                "new start")
         if writer.count == 0:
             raise SnapshotError(f"no records to export from offset {range_from}")
+        if removed is not None:
+            log.warning("snapshot: %s; the snapshot ends at %d", removed, end)
         metadata_rows = _write_metadata(temp / "metadata", request.metadata_rows)
         _write_table(temp / "replication" / "diff_samples.parquet",
                      pa.Table.from_pylist(list(request.replication_samples), SAMPLE_SCHEMA))
@@ -132,6 +153,7 @@ def export_snapshot(request: ExportRequest) -> Manifest:
             replication_samples=len(request.replication_samples),
             created_ms=int(time.time() * 1000),
             skipped_before_bytes=skipped,
+            extra={"ended_early": removed} if removed is not None else {},
         )
         _write_file(temp / MANIFEST_NAME, manifest.to_json().encode())
         _fsync_dir(temp)
@@ -148,32 +170,37 @@ def export_snapshot(request: ExportRequest) -> Manifest:
     return manifest
 
 
-def _export_messages(files: list[LogFile], range_from: int, range_to: int,
-                     request: ExportRequest, writer: _MessageWriter) -> int:
+def _export_messages(files: list[LogFile], source: LogFiles, range_from: int, range_to: int,
+                     request: ExportRequest, writer: _MessageWriter) -> tuple[int, str | None]:
     """Read and decode the range a window at a time on this thread while a writer thread
     encodes the windows before it (pyarrow's Parquet writer runs without the GIL). Returns
-    the offset after the last record exported. At most WRITES_PENDING_MAX windows wait for
+    the offset after the last record exported, and why the export ended early when
+    retention removed a file before it was read. At most WRITES_PENDING_MAX windows wait for
     the writer: memory stays bounded whatever the log's size."""
     end = range_from
+    removed: str | None = None
     with (ThreadPoolExecutor(1, thread_name_prefix="snapshot-writer") as pool,
-          closing(iter_windows(files, range_from, range_to)) as windows):
+          closing(iter_windows(files, range_from, range_to, open_file=source.open)) as windows):
         pending: deque[Future[None]] = deque()
-        for window in windows:
-            decoded = decode_window(window, request.include_bodies)
-            del window  # the decoded rows hold what they need of the mapping
-            if len(pending) >= WRITES_PENDING_MAX:
-                pending.popleft().result()
-            if decoded.count:
-                pending.append(pool.submit(writer.add, decoded))
-                end = decoded.end_offset
-            if request.progress is not None:
-                request.progress(end - range_from, range_to - range_from)
-            if not decoded.complete:
-                break  # an invalid record: nothing after it is exported
+        try:
+            for window in windows:
+                decoded = decode_window(window, request.include_bodies)
+                del window  # the decoded rows hold what they need of the mapping
+                if len(pending) >= WRITES_PENDING_MAX:
+                    pending.popleft().result()
+                if decoded.count:
+                    pending.append(pool.submit(writer.add, decoded))
+                    end = decoded.end_offset
+                if request.progress is not None:
+                    request.progress(end - range_from, range_to - range_from)
+                if not decoded.complete:
+                    break  # an invalid record: nothing after it is exported
+        except LogFileRemoved as error:
+            removed = str(error)  # the records before that file are exported
         while pending:
             pending.popleft().result()
         pool.submit(writer.close).result()
-    return end
+    return end, removed
 
 
 class _MessageWriter:

@@ -6,7 +6,9 @@ bulk path the export uses: it maps one window of a file at a time (a helper thre
 next one meanwhile), so memory stays bounded whatever the log's size; it walks the record
 sizes in a thin loop, gathers the window's fixed headers with numpy, checks the framing
 (magic, physical offset) and verifies every body's CRC. `store.snapshot.columns` then checks
-and decodes the rest of the records' contents in bulk. Both stop where the other stops.
+and decodes the rest of the records' contents in bulk. Both stop where the other stops, and
+both read only records that end at or before the range's end: the end is a durable (or
+replicated) offset, and a record that reaches past it may not survive a power loss.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,14 +68,44 @@ class LogFile:
     size_bytes: int
 
 
+# Opens a log file for reading: a descriptor valid inside the `with`, or None when the file
+# was removed (by retention) since it was listed.
+OpenLogFile = Callable[[LogFile], AbstractContextManager[int | None]]
+
+
+class LogFileRemoved(Exception):
+    """A file of the range was removed by retention before it was read: the iteration ends
+    after the records read so far."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path.name} was removed by retention before it was read")
+        self.path = path
+
+
+@contextmanager
+def open_by_path(log_file: LogFile) -> Iterator[int | None]:
+    try:
+        fd = os.open(log_file.path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def list_log_files(commit_log_dir: Path) -> list[LogFile]:
     """The commit-log files in offset order; a broken set is refused, naming the file."""
-    files = []
+    files: list[LogFile] = []
     for path in sorted(commit_log_dir.iterdir()):
         start = name_to_offset(path.name)
         if start is None:
             continue  # temp files and foreign names are not part of the log
-        files.append(LogFile(path, start, path.stat().st_size))
+        try:
+            files.append(LogFile(path, start, path.stat().st_size))
+        except FileNotFoundError:
+            files = []  # retention removes from the start: what came before goes too
     for previous, current in zip(files, files[1:], strict=False):
         if current.start_offset != previous.start_offset + previous.size_bytes:
             raise StoreCorruptError(f"{current.path}: files are not contiguous")
@@ -87,8 +120,8 @@ def log_range(files: list[LogFile]) -> tuple[int, int]:
 
 
 def iter_records(files: list[LogFile], start: int, end: int) -> Iterator[StoredMessage]:
-    """Records whose offset is in [start, end); stops at the first invalid or unwritten one
-    (the growing tail of a running log, or a torn tail)."""
+    """Records wholly inside [start, end); stops at the first invalid or unwritten one (the
+    growing tail of a running log, or a torn tail), or the first that reaches past `end`."""
     offset = start
     for log_file in files:
         file_end = log_file.start_offset + log_file.size_bytes
@@ -104,6 +137,8 @@ def iter_records(files: list[LogFile], start: int, end: int) -> Iterator[StoredM
                 total_size, magic = PREFIX.unpack_from(mapping, position)
                 if magic == BLANK_MAGIC:
                     break
+                if offset + total_size > end:
+                    return
                 try:
                     record = decode_record(memoryview(mapping)[: log_file.size_bytes], position)
                 except RecordError:
@@ -165,10 +200,12 @@ class _Mapped:
 
 
 def iter_windows(files: list[LogFile], start: int, end: int, window_bytes: int = WINDOW_BYTES,
-                 first_records: int = FIRST_WINDOW_RECORDS) -> Generator[RecordWindow]:
+                 first_records: int = FIRST_WINDOW_RECORDS,
+                 open_file: OpenLogFile = open_by_path) -> Generator[RecordWindow]:
     """The records `iter_records(files, start, end)` reads, a window at a time: at most
     `window_bytes` of log are mapped at once (or one record, when it is bigger), plus the
-    next window, mapped by a helper thread (without the GIL) while this one is used."""
+    next window, mapped by a helper thread (without the GIL) while this one is used. Raises
+    LogFileRemoved, after the windows before it, when a file is gone by the time it is read."""
     offset = start
     records_max = first_records
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-map") as mapper:
@@ -178,8 +215,9 @@ def iter_windows(files: list[LogFile], start: int, end: int, window_bytes: int =
                 continue
             if log_file.start_offset > offset or offset >= end:
                 return
-            with open(log_file.path, "rb") as handle:
-                fd = handle.fileno()
+            with open_file(log_file) as fd:
+                if fd is None:
+                    raise LogFileRemoved(log_file.path)
                 mapped: Future[_Mapped | _Next] | None = mapper.submit(
                     _map_window, fd, log_file, offset, end, window_bytes, records_max)
                 try:
@@ -213,8 +251,8 @@ def _map_window(fd: int, log_file: LogFile, offset: int, end: int, window_bytes:
     size, magic = PREFIX.unpack(os.pread(fd, PREFIX.size, position))
     if magic == BLANK_MAGIC:
         return _Next.FILE_DONE
-    if magic != MESSAGE_MAGIC or size < RECORD_OVERHEAD or position + size > log_file.size_bytes:
-        return _Next.STOP
+    if magic != MESSAGE_MAGIC or size < RECORD_OVERHEAD or position + size > limit:
+        return _Next.STOP  # invalid, or reaching past the range's end (not durable yet)
     map_start = position - position % mmap.ALLOCATIONGRANULARITY
     span = max(size, min(window_bytes, 2 * size * records_max))  # enough for a few records
     map_end = min(log_file.size_bytes, position + span)
@@ -279,16 +317,17 @@ def _leading(valid: npt.NDArray[np.bool_]) -> int:
 def _scan(mapping: mmap.mmap, position: int, limit: int, records_max: int) -> Int64s:
     """Record positions from `position` (whose record fits) while below `limit`: each next
     position is the previous one plus its TOTALSIZE; a size too small for a record or a
-    record past the mapping's end ends the walk (the next window looks at it again)."""
+    record past the mapping's end ends the walk (the next window looks at it again), and so
+    does one past `limit` (the next window stops there)."""
     starts: list[int] = []
     append = starts.append
     unpack = _SIZE.unpack_from
-    mapped = len(mapping)
+    bound = min(len(mapping), limit)
     for _ in range(records_max):
         if position >= limit:
             break
         (size,) = unpack(mapping, position)
-        if size < RECORD_OVERHEAD or position + size > mapped:
+        if size < RECORD_OVERHEAD or position + size > bound:
             break
         append(position)
         position += size

@@ -9,19 +9,27 @@ from pathlib import Path
 
 import pytest
 
+import app.snapshots
 from app.snapshots import Snapshots
-from store.snapshot import find_snapshots
+from store import Message
+from store.retention import RetentionService
+from store.snapshot import ExportRequest, Manifest, export_snapshot, find_snapshots
 from tests.app.conftest import ServeFactory
+from tests.store.conftest import wait_until
 
 pytestmark = pytest.mark.anyio
 
 
-async def _produce(served: object, count: int) -> None:
+async def _produce(served: object, count: int, *, wait_flushed: bool = True) -> None:
     client = served.client  # type: ignore[attr-defined]
     for index in range(count):
         response = await client.post("/v1/topics/Snap/messages",
                                      json={"body": f"m{index}", "keys": [f"k{index % 3}"]})
         assert response.status_code in (201, 202), response.text
+    store = served.broker.store  # type: ignore[attr-defined]
+    # Snapshots stop at the flushed offset: wait for the periodic flush to pass these.
+    if wait_flushed:
+        wait_until(lambda: store.commit_log.flushed_offset == store.max_offset)
 
 
 async def test_post_snapshot_exports_incrementally(serve: ServeFactory, tmp_path: Path) -> None:
@@ -91,3 +99,50 @@ def test_export_command_on_a_stopped_broker(tmp_path: Path) -> None:
         [sys.executable, "-m", "app.cli", "export", "--data-dir", str(tmp_path / "data"),
          "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "no records" in again.stderr
+
+
+async def test_snapshot_stops_at_the_flushed_offset(serve: ServeFactory) -> None:
+    """POST /admin/snapshots on an ASYNC_FLUSH broker exports only what is flushed: records
+    still in the page cache (a power loss could take them) wait for the next snapshot."""
+    async with serve(flush_interval_ms=600_000) as served:
+        await _produce(served, 30, wait_flushed=False)
+        flushed = served.broker.store.commit_log.flush()
+        await _produce(served, 5, wait_flushed=False)
+        assert served.broker.store.max_offset > flushed
+        answer = await served.client.post("/admin/snapshots")
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["message_count"] == 30 and answer.json()["range_to"] == flushed
+
+
+async def test_retention_mid_export_answers_a_shorter_snapshot(
+        serve: ServeFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retention removing the files ahead of a running export (run from the exporter's
+    progress hook) gives 201 with a snapshot that ends at the last file read, never a 500;
+    the next snapshot counts the bytes retention took in `skipped_before_bytes`."""
+    async with serve(mapped_file_size_bytes=64 * 1024) as served:
+        store = served.broker.store
+        for index in range(300):
+            store.put_message(Message("Ret", bytes([index % 251]) * 1500))
+        wait_until(lambda: store.dispatch.dispatched_offset == store.max_offset
+                   and store.commit_log.flushed_offset == store.max_offset)
+        first_end = store.commit_log.files.files[0].end_offset
+        retention = RetentionService(store.config, store.commit_log, store.queues,
+                                     store.dispatch, used_ratio=lambda _: 0.99)
+        removed: list[int] = []
+
+        def export_with_retention(request: ExportRequest) -> Manifest:
+            def retention_after_first_window(done_bytes: int, total_bytes: int) -> None:
+                if not removed:
+                    removed.append(retention.delete_expired())
+            request.progress = retention_after_first_window
+            return export_snapshot(request)
+
+        monkeypatch.setattr(app.snapshots, "export_snapshot", export_with_retention)
+        answer = await served.client.post("/admin/snapshots")
+        assert answer.status_code == 201, answer.text
+        assert removed and removed[0] >= 2
+        assert 0 < answer.json()["range_to"] <= first_end
+        following = await served.client.post("/admin/snapshots")
+        assert following.status_code == 201, following.text
+        assert following.json()["range_from"] == store.min_offset
+        assert following.json()["skipped_before_bytes"] > 0

@@ -114,3 +114,17 @@ def test_two_slaves_needed(start_node: StartNode) -> None:
     wait_until(lambda: service.is_slave_ok(0))
     _, done = master.store.put_message(Message("S", b"has two"))
     assert done.result(5) is PutMessageStatus.PUT_OK
+
+
+def test_confirmed_offset_follows_the_slave(start_node: StartNode) -> None:
+    """A SYNC_MASTER's confirmed offset (what snapshots stop at) is what its slave has
+    acknowledged: records stored without a slave are not confirmed until one holds them."""
+    master = start_node("master", BrokerRole.SYNC_MASTER)
+    result, done = master.store.put_message(Message("S", b"alone"))
+    assert done.result(1) is PutMessageStatus.SLAVE_NOT_AVAILABLE
+    master.store.commit_log.flush()
+    assert master.store.confirmed_offset == 0
+    slave = start_node("slave", BrokerRole.SLAVE,
+                       ha_master_address=f"127.0.0.1:{master.ha_port}")
+    wait_caught_up(master.store, slave.store)
+    wait_until(lambda: master.store.confirmed_offset == result.end_offset)
