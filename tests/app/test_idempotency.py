@@ -4,13 +4,16 @@ restart; the window stays bounded in time and in keys."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import app.broker
 from app.idempotency import IdempotencyWindow, RememberedPut, rebuild
+from app.settings import Settings
 from store import Message, MessageStore, PutMessageStatus
 from tests.app.conftest import ServeFactory, app_settings, serving
 from tests.store.conftest import small_config, wait_dispatched
@@ -18,6 +21,7 @@ from tests.store.conftest import small_config, wait_dispatched
 pytestmark = pytest.mark.anyio
 
 URL = "/v1/topics/Pay/messages"
+DEFAULT_WINDOW_S = Settings.model_fields["idempotency_window_s"].default
 
 
 def _put(offset: int) -> RememberedPut:
@@ -42,6 +46,42 @@ async def test_window_forgets_after_its_time() -> None:
     clock.now_ms += 10_001
     assert window.lookup("T", "k") is None
     assert len(window) == 0
+
+
+async def test_window_edge_is_inclusive() -> None:
+    """With the default 300 s window, a key is replayed exactly window_s after it was stored
+    and forgotten one millisecond later."""
+    clock = FakeClock()
+    window = IdempotencyWindow(DEFAULT_WINDOW_S, 100, clock_ms=clock)
+    window.remember("T", "k", _put(1), clock.now_ms)
+    clock.now_ms += int(DEFAULT_WINDOW_S * 1000)
+    assert window.lookup("T", "k") == _put(1)
+    clock.now_ms += 1
+    assert window.lookup("T", "k") is None
+
+
+async def test_replay_at_the_end_of_the_window_over_http(
+        serve: ServeFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a real broker with the default window: a retry at the last millisecond of the
+    window answers the first result and stores nothing; one millisecond later the same key
+    is a new message."""
+    clock = FakeClock()
+    monkeypatch.setattr(app.broker, "IdempotencyWindow",
+                        functools.partial(IdempotencyWindow, clock_ms=clock))
+    async with serve() as served:
+        assert served.broker.idempotency.window_ms == DEFAULT_WINDOW_S * 1000
+        headers = {"idempotency-key": "late-retry"}
+        first = await served.client.post(URL, json={"body": "x"}, headers=headers)
+        assert first.status_code == 201 and not first.json()["replayed"]
+        clock.now_ms += int(DEFAULT_WINDOW_S * 1000)
+        late = await served.client.post(URL, json={"body": "x"}, headers=headers)
+        assert late.json() == {**first.json(), "replayed": True}
+        assert served.stored_count() == 1
+        clock.now_ms += 1
+        expired = await served.client.post(URL, json={"body": "x"}, headers=headers)
+        assert expired.status_code == 201 and not expired.json()["replayed"]
+        assert expired.json()["msg_id"] != first.json()["msg_id"]
+        assert served.stored_count() == 2
 
 
 async def test_window_keeps_at_most_keys_max() -> None:

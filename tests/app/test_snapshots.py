@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from tests.app.conftest import ServeFactory
 from tests.store.conftest import wait_until
 
 pytestmark = pytest.mark.anyio
+
+STARTED_TIMEOUT_S = 10.0
 
 
 async def _produce(served: object, count: int, *, wait_flushed: bool = True) -> None:
@@ -71,7 +74,9 @@ async def test_second_export_while_one_runs_is_409(serve: ServeFactory,
 
         monkeypatch.setattr(snapshots, "_export_locked", slow)
         running = asyncio.create_task(served.client.post("/admin/snapshots"))
+        deadline = time.monotonic() + STARTED_TIMEOUT_S
         while not started.is_set():
+            assert time.monotonic() < deadline, "the export did not start"
             await asyncio.sleep(0.01)
         busy = await served.client.post("/admin/snapshots")
         release.set()

@@ -13,21 +13,30 @@ from pathlib import Path
 import pytest
 
 from ha import HAConfig, Replication
+from ha.client import HAClient
 from ha.protocol import ProtocolError
 from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConfig
 from store.retention import RetentionService
 from tests.ha.conftest import FAST_HA, Node, same_bytes, wait_caught_up
 from tests.store.conftest import small_config, wait_dispatched, wait_until
+from tests.support.child_lines import ChildLines
 from tests.support.ha_peer import ScriptedSlave, scripted_master_handshake
 from tests.support.tcp_proxy import TcpProxy
 
 StartNode = Callable[..., Node]
 ROOT = Path(__file__).resolve().parents[2]
+# More than heartbeats could carry between two cuts (12 bytes per 200 ms): records flowing.
+LIVE_BYTES_PER_CUT = 64 * 1024
+WRITES_MAX = 100_000  # the writer's bound if the test fails before stopping it
+
+
+def _produce_one(store: MessageStore, index: int, size: int = 3000) -> None:
+    store.put_message(Message("F", bytes([index % 256]) * size))
 
 
 def _produce(store: MessageStore, count: int, size: int = 3000) -> None:
     for index in range(count):
-        store.put_message(Message("F", bytes([index % 256]) * size))
+        _produce_one(store, index, size)
 
 
 def _connect(node: Node) -> socket.socket:
@@ -67,24 +76,50 @@ def _pair(start_node: StartNode, **master_overrides: object) -> tuple[Node, Node
     return master, slave
 
 
+def _wait_for_traffic(proxy: TcpProxy, size_bytes: int) -> None:
+    """Until the proxy has carried `size_bytes` more from the master than it had so far."""
+    carried = proxy.bytes_from_target
+    wait_until(lambda: proxy.bytes_from_target - carried >= size_bytes)
+
+
+def _wait_for_reconnect(client: HAClient, reconnects_before: int) -> None:
+    wait_until(lambda: client.reconnect_count > reconnects_before)
+
+
 def test_link_cut_mid_frame_resumes(start_node: StartNode) -> None:
-    """Cutting the link while frames flow: the slave reconnects and resumes at its offset."""
+    """Cutting the link three times, each time while it carries data (at least
+    LIVE_BYTES_PER_CUT transferred since the previous cut, the writer still writing): the
+    slave reconnects each time and resumes at its offset, byte-identical in the end."""
     master = start_node("master", BrokerRole.ASYNC_MASTER)
     proxy = TcpProxy(("127.0.0.1", master.ha_port))
+    stop_writing = threading.Event()
+
+    def write_until_stopped() -> None:
+        index = 0
+        while not stop_writing.is_set() and index < WRITES_MAX:
+            _produce_one(master.store, index)
+            index += 1
+
+    writer = threading.Thread(target=write_until_stopped)
     try:
         slave = start_node("slave", BrokerRole.SLAVE, ha_master_address=proxy.address)
-        writer = threading.Thread(target=_produce, args=(master.store, 600))
+        client = slave.replication.client
+        assert client is not None
         writer.start()
-        for _ in range(3):
-            wait_until(lambda: proxy.bytes_from_target > 0)
+        for cut in range(3):
+            _wait_for_traffic(proxy, LIVE_BYTES_PER_CUT)
+            assert writer.is_alive(), f"cut {cut} would hit an idle link"
+            reconnects = client.reconnect_count
             proxy.cut()
-            time.sleep(0.05)
-        writer.join()
+            _wait_for_reconnect(client, reconnects)
+        stop_writing.set()
+        writer.join(30)
+        assert not writer.is_alive()
         wait_caught_up(master.store, slave.store)
         assert same_bytes(master.store, slave.store)
-        assert slave.replication.client is not None
-        assert slave.replication.client.reconnect_count >= 1
+        assert client.reconnect_count >= 3
     finally:
+        stop_writing.set()
         proxy.close()
 
 
@@ -208,32 +243,30 @@ def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
     assert replication.service is not None
     address = f"127.0.0.1:{replication.service.listen_address[1]}"
 
-    def spawn() -> subprocess.Popen[str]:
+    def spawn() -> tuple[subprocess.Popen[str], ChildLines]:
         child = subprocess.Popen(
             [sys.executable, "-m", "ha.standalone", str(tmp_path / "slave"),
              address, str(file_size)],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT),
                  "TWINLOG_HA_SECRET": FAST_HA["ha_secret"]})
-        assert child.stdout is not None and child.stdout.readline().strip() == "READY"
-        return child
+        children.append(child)
+        lines = ChildLines(child)
+        assert lines.next() == "READY"
+        return child, lines
 
+    children: list[subprocess.Popen[str]] = []
     try:
-        child = spawn()
+        child, lines = spawn()
         writer = threading.Thread(target=_produce, args=(master, 400))
         writer.start()
-        assert child.stdout is not None
-        for line in child.stdout:
-            if int(line) > 3 * file_size:
-                break
+        lines.until(lambda line: int(line) > 3 * file_size)
         child.send_signal(signal.SIGKILL)
         child.wait(10)
-        writer.join()
-        child = spawn()
-        assert child.stdout is not None
-        for line in child.stdout:
-            if int(line) == master.max_offset:
-                break
+        writer.join(60)
+        assert not writer.is_alive()
+        child, lines = spawn()
+        lines.until(lambda line: int(line) == master.max_offset)
         child.send_signal(signal.SIGTERM)
         assert child.wait(20) == 0
         slave = MessageStore(StoreConfig(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE,
@@ -250,6 +283,10 @@ def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
         finally:
             slave.shutdown()
     finally:
+        for running in children:
+            if running.poll() is None:
+                running.kill()
+                running.wait(10)
         replication.stop()
         master.shutdown()
     assert PutMessageStatus.PUT_OK.is_stored

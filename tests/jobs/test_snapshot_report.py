@@ -19,6 +19,7 @@ from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
 from tests.store.conftest import small_config, wait_dispatched
+from tests.support.child_lines import ChildLines
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import Row, SparkSession  # noqa: E402
@@ -110,7 +111,7 @@ def _killed_export(data_dir: Path, root: Path) -> None:
                              stdout=subprocess.PIPE, text=True, cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "HALFWAY"
+        assert ChildLines(child).next() == "HALFWAY"
         child.send_signal(signal.SIGKILL)
     finally:
         child.wait(10)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from store import MessageStore
 from tests.store.conftest import small_config
+from tests.support.child_lines import ChildLines
 from tests.support.crash_writer import body_for
 
 ACKS_BEFORE_KILL = 1500
@@ -25,14 +26,12 @@ def test_sigkill_loses_no_acknowledged_message(tmp_path: Path) -> None:
     )
     acked: list[tuple[int, int, int]] = []
     try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "READY"
-        for line in child.stdout:
-            _, index, offset, size = line.split()
+        lines = ChildLines(child)
+        assert lines.next() == "READY"
+        while len(acked) < ACKS_BEFORE_KILL:
+            _, index, offset, size = lines.next().split()
             acked.append((int(index), int(offset), int(size)))
-            if len(acked) >= ACKS_BEFORE_KILL:
-                child.send_signal(signal.SIGKILL)
-                break
+        child.send_signal(signal.SIGKILL)
     finally:
         child.kill()
         child.wait(10)

@@ -21,12 +21,13 @@ from store.record import HEADER_SIZE, RecordError, StoredMessage, decode_propert
 from store.snapshot import ExportRequest, SnapshotError, columns, export_snapshot, find_snapshots
 from store.snapshot.columns import MESSAGE_SCHEMA
 from store.snapshot.gather import views
-from store.snapshot.log_reader import iter_records, list_log_files, log_range
+from store.snapshot.log_reader import HEADER_DTYPE, iter_records, list_log_files, log_range
 from store.snapshot.properties import Properties, decode_properties_bulk
 from store.status import PutMessageStatus
 from tests.store.conftest import small_config, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
+PHYSICAL_OFFSET_POSITION = HEADER_DTYPE.fields["commit_log_offset"][1]
 
 
 def _produce(store: MessageStore, count: int, start: int = 0) -> None:
@@ -211,8 +212,16 @@ def _corrupt_sizes(raw: bytearray, record: StoredMessage, position: int) -> None
     raw[position + HEADER_SIZE + len(record.body)] -= 1  # TOPICLEN: sizes no longer add up
 
 
+def _corrupt_physical_offset(raw: bytearray, record: StoredMessage, position: int) -> None:
+    # PHYSICALOFFSET says the record is elsewhere; the CRC covers the body only, so the
+    # record is otherwise valid and only the framing check can stop there.
+    field = position + PHYSICAL_OFFSET_POSITION
+    raw[field:field + 8] = (record.commit_log_offset + 1).to_bytes(8, "big")
+
+
 @pytest.mark.parametrize("corrupt", [_corrupt_body, _corrupt_properties_utf8,
-                                     _corrupt_properties_pair, _corrupt_sizes])
+                                     _corrupt_properties_pair, _corrupt_sizes,
+                                     _corrupt_physical_offset])
 @pytest.mark.parametrize("victim", [0, 3, 150])
 @pytest.mark.parametrize("tail_bytes_max", [0, columns.TAIL_BYTES_MAX])
 def test_export_stops_where_the_record_reader_stops(
@@ -220,7 +229,8 @@ def test_export_stops_where_the_record_reader_stops(
         corrupt: Callable[[bytearray, StoredMessage, int], None],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A record made invalid (body CRC, properties not UTF-8 or without separator, field
-    sizes) ends the export just before it, as it ends decode_record's iteration."""
+    sizes, a physical offset that is not its position) ends the export just before it, as it
+    ends decode_record's iteration."""
     monkeypatch.setattr(columns, "TAIL_BYTES_MAX", tail_bytes_max)
     store = open_store(data_dir=tmp_path / "data", mapped_file_size_bytes=1024 * 1024)
     _produce(store, 200)

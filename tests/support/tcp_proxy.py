@@ -91,7 +91,7 @@ class TcpProxy:
                         self.bytes_to_target += len(data)
                     else:
                         self.bytes_from_target += len(data)
-        except OSError:
+        except (OSError, ValueError):  # cut() closed the sockets (select sees fd -1)
             return
         finally:
             for sock in sockets:
