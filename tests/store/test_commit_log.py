@@ -16,7 +16,7 @@ from store import (
     StoreCorruptError,
 )
 from store.errors import OffsetNotAvailableError
-from tests.store.conftest import SMALL_FILE_BYTES, small_config
+from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
 
@@ -99,6 +99,7 @@ def test_append_raw_at_expected_offset_only(tmp_path: Path, open_store: OpenStor
         assert slave.commit_log.read_bytes(start, start + SMALL_FILE_BYTES) == (
             master.commit_log.read_bytes(start, start + SMALL_FILE_BYTES))
     slave.dispatch.dispatch_available()
+    wait_dispatched(master)  # the master's queues are built by its dispatch thread
     for queue_id in range(4):
         ours = slave.get_messages("T", queue_id, 0, 1000)
         theirs = master.get_messages("T", queue_id, 0, 1000)
