@@ -22,7 +22,11 @@ def _write(store: MessageStore, count: int) -> list[tuple[int, int]]:
         assert done.result(5) is PutMessageStatus.PUT_OK
         placed.append((result.commit_log_offset, result.wrote_bytes))
     wait_dispatched(store)
+    # The flush thread checkpoints on its own schedule, through the same temp file: checkpoint
+    # with it stopped, never beside it (two writers raced on checkpoint.tmp under load).
+    store.flush.stop()
     store.flush.checkpoint()
+    store.flush.start()
     return placed
 
 
