@@ -21,6 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ha import MasterDiff
+from store import MessageStore
 
 if TYPE_CHECKING:
     from app.broker import Broker
@@ -102,7 +103,24 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily("twinlog_dispatch_behind_bytes",
                                 "Commit-log bytes not yet in the consume queues",
                                 value=store.dispatch.behind_bytes)
+        yield from _store_health_metrics(store)
         yield from _replication_metrics(broker)
+
+
+def _store_health_metrics(store: MessageStore) -> Iterator[Metric]:
+    fault = store.health.fault
+    yield GaugeMetricFamily("twinlog_store_writable",
+                            "1 while the store takes writes; 0 once an msync/fsync failed",
+                            value=1 if fault is None else 0)
+    info = GaugeMetricFamily("twinlog_store_write_fault",
+                             "The msync/fsync failure that stopped writes (1 when present)",
+                             labels=["operation", "errno"])
+    if fault is not None:
+        info.add_metric([fault.operation, fault.errno_name], 1)
+    yield info
+    yield CounterMetricFamily("twinlog_checkpoint_write_failures",
+                              "Checkpoint writes that failed (the previous one stayed)",
+                              value=store.flush.checkpoint_failure_count)
 
 
 def _replication_metrics(broker: Broker) -> Iterator[Metric]:

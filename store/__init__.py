@@ -5,7 +5,9 @@ Knows nothing of HTTP or replication sockets; replication plugs in via `Replicat
 
 from store.completion import PutCompletion
 from store.config import ConfigError, StoreConfig
+from store.disk import Disk
 from store.errors import OffsetNotAvailableError, StoreCorruptError, StoreError, StoreStateError
+from store.health import StoreHealth, WriteFault
 from store.message_store import Lifecycle, MessageStore, ReplicationGuard
 from store.reads import GetMessagesResult, GetMessageStatus
 from store.record import Message, StoredMessage
@@ -22,6 +24,7 @@ __all__ = [
     "AppendRawStatus",
     "BrokerRole",
     "ConfigError",
+    "Disk",
     "FlushDiskType",
     "GetMessageStatus",
     "GetMessagesResult",
@@ -37,6 +40,8 @@ __all__ = [
     "StoreConfig",
     "StoreCorruptError",
     "StoreError",
+    "StoreHealth",
     "StoreStateError",
     "StoredMessage",
+    "WriteFault",
 ]

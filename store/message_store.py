@@ -25,6 +25,7 @@ from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
 from store.errors import StoreStateError
 from store.flush import FlushService
+from store.health import StoreHealth
 from store.paths import StorePaths
 from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages
 from store.record import Message
@@ -74,13 +75,16 @@ class MessageStore:
         self.paths = StorePaths(config.data_dir)
         self.state = Lifecycle.CREATED
         self._disk = disk
+        # Writable until an msync/fsync fails (store/health.py); reads go on either way.
+        self.health = StoreHealth()
+        self.health.add_listener(self._update_fast_path)
         self.queues = ConsumeQueues(config, disk)
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
         self.allocate = AllocateService(self.commit_log.files)
         self.dispatch = DispatchService(self.commit_log, self.queues)
         self._wake_dispatch = self.dispatch.wake
         self.flush = FlushService(config, self.commit_log, self.queues, self.dispatch,
-                                  self.paths.checkpoint, disk)
+                                  self.paths.checkpoint, disk, self.health)
         self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
         self.deadlines = DeadlineService()
         self.deadlines.watch(self.flush.waits)
@@ -136,7 +140,10 @@ class MessageStore:
             service.stop()
         self.flush.checkpoint()
         self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        self.paths.abort_marker.unlink(missing_ok=True)
+        if self.health.is_writable:
+            self.paths.abort_marker.unlink(missing_ok=True)
+        else:  # not everything reached the disk: the next start must run crash recovery
+            log.warning("shutdown after a write fault: the abort marker stays")
         self._close()
 
     def halt(self) -> None:
@@ -192,6 +199,7 @@ class MessageStore:
             and not self._is_slave
             and not self._sync_flush
             and (self._replication is None or not self._is_sync_master)
+            and self.health.is_writable
         )
 
     def set_queue_count(self, topic: str, queue_count: int) -> None:
@@ -223,6 +231,10 @@ class MessageStore:
         if self._is_slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     detail="this broker is a slave")
+        fault = self.health.fault
+        if fault is not None:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    detail=fault.describe())
         pending = len(self.flush.waits)
         if self._replication is not None:
             pending += self._replication.pending_count
@@ -253,6 +265,8 @@ class MessageStore:
         """The slave's write path: replicated bytes at exactly our max offset."""
         if self.state is not Lifecycle.RUNNING:
             raise StoreStateError(f"append_raw() on a store that is {self.state.value}")
+        if not self.health.is_writable:
+            return AppendRawStatus.STORE_NOT_WRITABLE
         return self.commit_log.append_raw(offset, data)
 
     def add_append_listener(self, listener: Callable[[], None]) -> None:

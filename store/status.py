@@ -53,6 +53,7 @@ class AppendRawStatus(enum.Enum):
     OFFSET_MISMATCH = "OFFSET_MISMATCH"
     SPANS_FILES = "SPANS_FILES"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    STORE_NOT_WRITABLE = "STORE_NOT_WRITABLE"  # an msync/fsync failed: see store/health.py
 
 
 @dataclass(slots=True)

@@ -27,7 +27,8 @@ async def healthz() -> Health:
             responses={503: {"model": Readiness, "description": "Not ready"}})
 async def readyz(gateway: GatewayDep) -> Response:
     """Ready once the store has recovered and the broker runs (no token needed). A slave also
-    reports its HA link; a slave whose link is down is still ready to serve reads."""
+    reports its HA link; a slave whose link is down is still ready to serve reads. A store
+    that can no longer write (an msync/fsync failed) is not ready; `detail` says why."""
     broker = gateway.broker
     if broker is None:
         readiness = Readiness(ready=False, role=gateway.settings.broker_role.value,
@@ -39,8 +40,10 @@ async def readyz(gateway: GatewayDep) -> Response:
         assert isinstance(view, SlaveLinkView)
         link = SlaveDiffView(**asdict(view), metadata_sync=broker.slave_sync.status()
                              if broker.slave_sync is not None else None)
-    readiness = Readiness(ready=broker.is_running, role=broker.role.value,
-                          state=broker.state.value, ha_link=link)
+    fault = broker.store.health.fault
+    readiness = Readiness(ready=broker.is_running and fault is None, role=broker.role.value,
+                          state=broker.state.value, ha_link=link,
+                          detail=fault.describe() if fault is not None else None)
     return JSONResponse(readiness.model_dump(mode="json"),
                         status_code=200 if readiness.ready else 503)
 
