@@ -251,6 +251,8 @@ class SlaveDiff(BaseModel):
 
 class MasterDiffView(BaseModel):
     master_max_offset: int
+    epoch: int = Field(description="this master's current epoch (one more per start as "
+                                   "master or promotion)")
     max_diff_bytes: int
     in_sync_slave_count: int
     slaves_needed: int
@@ -278,6 +280,12 @@ class SlaveDiffView(BaseModel):
     last_write_age_ms: int | None
     reconnect_count: int
     last_error: str | None
+    master_epoch: int = Field(description="the master's epoch at the last connect")
+    refusal: str | None = Field(description="why the master last refused to stream to this "
+                                            "slave: needs_reset or diverged; null when it "
+                                            "streams")
+    truncated_bytes_total: int = Field(description="bytes this slave cut back to agree with "
+                                                   "its master's epochs, since start")
     metadata_sync: MetadataSyncStatus | None
 
 
@@ -312,6 +320,7 @@ class RejectedSlaveView(BaseModel):
 
 class MasterHaView(BaseModel):
     listen_address: str
+    epoch: int
     authenticated: bool = Field(description="whether the HA link requires the shared secret")
     connection_count: int = Field(description="slaves holding a slot (past the handshake)")
     master_max_offset: int

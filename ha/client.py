@@ -28,9 +28,20 @@ from ha.auth import (
     recv_exactly,
 )
 from ha.config import HAConfig
-from ha.identity import load_or_create_slave_id
+from ha.epochs import (
+    DECISION_SIZE,
+    Agreement,
+    decode_decision,
+    encode_history,
+    encode_offset,
+    load_history,
+    read_history,
+    save_history,
+)
+from ha.identity import load_or_create_node_id
 from ha.protocol import FrameParser, ProtocolError, encode_report
 from store.message_store import MessageStore
+from store.paths import StorePaths
 from store.service import ServiceThread
 from store.status import AppendRawStatus
 
@@ -50,6 +61,9 @@ class SlaveLinkView:
     last_write_age_ms: int | None
     reconnect_count: int
     last_error: str | None
+    master_epoch: int
+    refusal: str | None
+    truncated_bytes_total: int
 
 
 class HAClient(ServiceThread):
@@ -66,7 +80,10 @@ class HAClient(ServiceThread):
         self.last_write_s: float | None = None
         self.reconnect_count = 0
         self.applied_bytes_total = 0
-        self.slave_id = load_or_create_slave_id(store.config.data_dir)
+        self.truncated_bytes_total = 0
+        self.master_epoch = 0
+        self.refusal: str | None = None  # why the master last refused to stream to us
+        self.slave_id = load_or_create_node_id(store.config.data_dir)
         self._sock: socket.socket | None = None
         self._send_tags = FrameTagger(None)
 
@@ -148,9 +165,40 @@ class HAClient(ServiceThread):
         handshake.check_master_proof(recv_exactly(sock, PROOF_SIZE, deadline_s))
         self._send_tags = handshake.slave_to_master()
         receive_tags = handshake.master_to_slave()
+        self._agree_on_epochs(sock, receive_tags, deadline_s)
         if receive_tags.tag_size == 0:
             return FrameParser()
         return FrameParser(tag_size=receive_tags.tag_size, check=receive_tags.check)
+
+    def _agree_on_epochs(self, sock: socket.socket, receive_tags: FrameTagger,
+                         deadline_s: float) -> None:
+        """Send our epoch history and max offset; cut the log back to where the master says
+        it agrees, durably, and only then keep the master's history as ours."""
+        paths = StorePaths(self.store.config.data_dir)
+        message = encode_history(load_history(paths.ha_epochs)) + encode_offset(
+            self.store.max_offset)
+        sock.sendall(message + self._send_tags.tag(message))
+
+        def read(size: int) -> bytes:
+            return recv_exactly(sock, size, deadline_s)
+
+        decision_bytes = read(DECISION_SIZE)
+        history_bytes, master_history = read_history(read)
+        receive_tags.check(read(receive_tags.tag_size), decision_bytes, history_bytes)
+        decision = decode_decision(decision_bytes)
+        if decision.agreement is not Agreement.AGREED:
+            self.refusal = decision.agreement.name.lower()
+            raise ProtocolError(
+                f"the master refuses to stream to this slave ({self.refusal}): its log agrees "
+                f"with the master's only up to {decision.agreed_offset}; reset this slave")
+        self.refusal = None
+        if decision.agreed_offset < self.store.max_offset:
+            log.warning("ha client: cutting the log back from %d to %d, where it agrees with "
+                        "the master's epochs", self.store.max_offset, decision.agreed_offset)
+            self.truncated_bytes_total += self.store.max_offset - decision.agreed_offset
+            self.store.truncate_log(decision.agreed_offset)
+        save_history(paths.ha_epochs, master_history)
+        self.master_epoch = master_history[-1].number if master_history else 0
 
     def _apply(self, frames: list[tuple[int, memoryview]]) -> bool:
         """Append every frame at its offset; return whether anything was written."""
@@ -188,4 +236,7 @@ class HAClient(ServiceThread):
             else int((now - self.last_write_s) * 1000),
             reconnect_count=self.reconnect_count,
             last_error=self.last_error,
+            master_epoch=self.master_epoch,
+            refusal=self.refusal,
+            truncated_bytes_total=self.truncated_bytes_total,
         )

@@ -12,7 +12,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ha.auth import (
@@ -25,6 +25,16 @@ from ha.auth import (
     recv_exactly,
 )
 from ha.config import HAConfig
+from ha.epochs import (
+    OFFSET_SIZE,
+    Agreement,
+    Decision,
+    Epoch,
+    decode_offset,
+    encode_decision,
+    encode_history,
+    read_history,
+)
 from ha.protocol import ProtocolError, ReportParser, encode_header
 from store.commit_log import CommitLog, TransferSource
 
@@ -39,8 +49,13 @@ class ConnectionState(enum.Enum):
     WAITING_REPORT = "waiting_report"
     TRANSFERRING = "transferring"
     NEEDS_RESET = "needs_reset"  # the slave wants an offset the master no longer holds
-    AHEAD_OF_MASTER = "ahead_of_master"  # the slave holds more than the master
+    AHEAD_OF_MASTER = "ahead_of_master"  # the slave reports more than it agreed to keep
+    DIVERGED = "diverged"  # no epoch in common: the slave's bytes are not this master's
     CLOSED = "closed"
+
+
+_REFUSED_STATES = (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER,
+                   ConnectionState.DIVERGED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +82,7 @@ class HAConnection:
         on_ack: Callable[[HAConnection], None],
         on_close: Callable[[HAConnection, str], None],
         on_handshake: Callable[[HAConnection], str],
+        agree: Callable[[Sequence[Epoch], int], tuple[Decision, Sequence[Epoch]]],
     ) -> None:
         self.sock = sock
         self.address = address
@@ -75,6 +91,8 @@ class HAConnection:
         self._on_ack = on_ack
         self._on_close = on_close
         self._on_handshake = on_handshake
+        self._agree = agree
+        self.agreed_offset = -1  # where the slave's log agrees with ours (epoch exchange)
         self.state = ConnectionState.HANDSHAKE
         self.slave_id = ""  # hex, known once the handshake is done
         self._send_tags = FrameTagger(None)
@@ -114,8 +132,7 @@ class HAConnection:
             return
         self._closed.set()
         self.close_reason = reason
-        if state is not ConnectionState.CLOSED or self.state not in (
-                ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER):
+        if state is not ConnectionState.CLOSED or self.state not in _REFUSED_STATES:
             self.state = state
         self._wakeup.set()
         try:
@@ -212,12 +229,39 @@ class HAConnection:
         self._send_tags = handshake.master_to_slave()
         receive_tags = handshake.slave_to_master()
         self.state = ConnectionState.WAITING_REPORT
-        refusal = self._on_handshake(self)
+        refusal = self._on_handshake(self) or self._agree_on_epochs(receive_tags, deadline_s)
         if refusal:
             self.close(refusal)
         if receive_tags.tag_size == 0:
             return ReportParser()
         return ReportParser(receive_tags.tag_size, receive_tags.check)
+
+    def _agree_on_epochs(self, receive_tags: FrameTagger, deadline_s: float) -> str:
+        """Take the slave's epoch history and max offset; answer where its log agrees with
+        ours (it cuts back to there before anything is streamed) and our history; return a
+        reason to close when it cannot be streamed at all."""
+        def read(size: int) -> bytes:
+            return recv_exactly(self.sock, size, deadline_s)
+
+        history_bytes, slave_history = read_history(read)
+        max_bytes = read(OFFSET_SIZE)
+        receive_tags.check(read(receive_tags.tag_size), history_bytes, max_bytes)
+        slave_max = decode_offset(max_bytes)
+        decision, master_history = self._agree(slave_history, slave_max)
+        message = encode_decision(decision) + encode_history(master_history)
+        self.sock.sendall(message + self._send_tags.tag(message))
+        self.agreed_offset = decision.agreed_offset
+        if decision.agreement is Agreement.AGREED:
+            return ""
+        self.request_offset = slave_max
+        if decision.agreement is Agreement.NEEDS_RESET:
+            self.state = ConnectionState.NEEDS_RESET
+            return (f"slave at {slave_max} agrees with the master only up to "
+                    f"{decision.agreed_offset}, which the master no longer holds; "
+                    "it needs a reset")
+        self.state = ConnectionState.DIVERGED
+        return (f"slave at {slave_max} shares no epoch with the master: its log is not this "
+                "master's history (a foreign or reset master); it needs a reset")
 
     def _on_report(self, offset: int) -> str:
         """Apply a report; return a reason to close, or "" to go on."""
@@ -241,9 +285,10 @@ class HAConnection:
         """Where the stream starts: an empty slave gets the whole retained history."""
         master_min = self._commit_log.min_offset
         self.request_offset = offset
-        if offset > master_max:
+        if offset > self.agreed_offset:
             self.state = ConnectionState.AHEAD_OF_MASTER
-            return f"slave at {offset} is ahead of the master's max offset {master_max}"
+            return (f"slave at {offset} is ahead of the offset {self.agreed_offset} where its "
+                    "log agrees with the master's (it did not cut back)")
         if offset == 0:
             start = master_min
         elif offset < master_min:
@@ -255,7 +300,7 @@ class HAConnection:
         self.ack_offset = offset
         self.last_ack_ms = _now_ms()
         self.transfer_from_offset = start
-        self.sent_end_offset = max(start, offset)
+        self.sent_end_offset = start
         self.state = ConnectionState.TRANSFERRING
         log.info("ha: slave %s reports %d, streaming from %d", self.address, offset, start)
         self._on_ack(self)

@@ -24,6 +24,7 @@ class MasterDiff:
     max_diff_bytes: int
     in_sync_slave_count: int
     slaves_needed: int
+    epoch: int = 0
     rejected: list[RejectedSlave] = field(default_factory=list)
 
 
@@ -43,6 +44,7 @@ def master_diff(service: HAService) -> MasterDiff:
         max_diff_bytes=max((s.diff_bytes for s in slaves), default=0),
         in_sync_slave_count=sum(1 for s in slaves if s.in_sync),
         slaves_needed=service.config.slaves_needed,
+        epoch=service.epochs[-1].number if service.epochs else 0,
         rejected=list(service.rejected),
     )
 

@@ -18,13 +18,25 @@ import logging
 import socket
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ha.config import HAConfig
 from ha.connection import ConnectionState, HAConnection, SlaveView
+from ha.epochs import (
+    Agreement,
+    Decision,
+    Epoch,
+    begin_epoch,
+    decide,
+    load_history,
+    save_history,
+)
+from ha.identity import load_or_create_node_id
 from store.completion import Pending
 from store.deadlines import now_ms as _now_ms
 from store.message_store import MessageStore
+from store.paths import StorePaths
 from store.service import ServiceThread
 from store.status import PutMessageStatus
 from store.waits import OffsetWaits
@@ -60,10 +72,20 @@ class HAService:
         self._replicated = -1
         self._fall_behind_bytes_max = config.ha_slave_fall_behind_bytes_max
         self._slave_timeout_ms = config.slave_timeout_ms
+        self.node_id = b""
+        self.epochs: list[Epoch] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Every start as master is a new epoch: recovery may have cleared bytes a slave holds.
+        paths = StorePaths(self.store.config.data_dir)
+        self.node_id = load_or_create_node_id(self.store.config.data_dir)
+        self.epochs = begin_epoch(load_history(paths.ha_epochs), self.store.max_offset,
+                                  self.node_id)
+        save_history(paths.ha_epochs, self.epochs)
+        log.info("ha: master epoch %d from offset %d", self.epochs[-1].number,
+                 self.epochs[-1].start_offset)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((self.config.ha_listen_host, self.config.ha_listen_port))
@@ -113,7 +135,7 @@ class HAService:
         """Start the handshake of a new connection; it holds no slot yet."""
         connection = HAConnection(sock, address, self.config, self.store.commit_log,
                                   on_ack=self._on_ack, on_close=self._on_close,
-                                  on_handshake=self._on_handshake)
+                                  on_handshake=self._on_handshake, agree=self._agree)
         with self._lock:
             waiting = [c for c in self._connections if c.state is ConnectionState.HANDSHAKE]
             oldest = waiting[0] if len(waiting) >= self.config.ha_handshakes_max else None
@@ -145,6 +167,16 @@ class HAService:
                       f"{connection.address}")
         return ""
 
+    def _agree(self, slave_history: Sequence[Epoch],
+               slave_max: int) -> tuple[Decision, Sequence[Epoch]]:
+        history = self.epochs
+        decision = decide(history, self.store.max_offset, self.store.min_offset, slave_history,
+                          slave_max)
+        if decision.agreement is Agreement.AGREED and decision.agreed_offset < slave_max:
+            log.warning("ha: slave at %d holds bytes this master does not; it cuts back to %d",
+                        slave_max, decision.agreed_offset)
+        return decision, history
+
     # -- acks and waits --------------------------------------------------------------------
 
     def _on_ack(self, connection: HAConnection) -> None:
@@ -160,7 +192,8 @@ class HAService:
             self.ack_beyond_max_count += 1
         if reason.startswith("protocol error"):
             self.protocol_error_count += 1
-        if connection.state in (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER):
+        if connection.state in (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER,
+                                ConnectionState.DIVERGED):
             self.rejected.append(RejectedSlave(connection.address, connection.state.value,
                                                reason, connection.request_offset))
             log.error("ha: slave %s rejected (%s): %s", connection.address,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import struct
 import threading
+from collections.abc import Callable
 
 from store.commit_log import CommitLog
 from store.consume_queue import ConsumeQueues, Entry
@@ -62,6 +63,17 @@ class DispatchService(ServiceThread):
         """(dispatched offset, start of the last record before it), read consistently."""
         with self._dispatch_lock:
             return self.dispatched_offset, self.last_record_offset
+
+    def rewind(self, offset: int, cut: Callable[[], int]) -> int:
+        """Run `cut` (which removes the log from `offset` on) with dispatch held still, then
+        dispatch again from `offset`. The start of the record before it is not known without
+        a scan, so the next checkpoint (until a record is dispatched) makes recovery scan."""
+        with self._dispatch_lock:
+            cleared_bytes = cut()
+            if self.dispatched_offset > offset:
+                self.dispatched_offset = offset
+                self.last_record_offset = -1
+            return cleared_bytes
 
     @property
     def behind_bytes(self) -> int:

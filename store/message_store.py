@@ -269,6 +269,27 @@ class MessageStore:
             return AppendRawStatus.STORE_NOT_WRITABLE
         return self.commit_log.append_raw(offset, data)
 
+    def truncate_log(self, offset: int) -> int:
+        """The slave's repair path: cut the log back to `offset`, where it agrees with its
+        master, and make the cut durable before returning (the caller then records the
+        master's epochs; the other order could leave old bytes under the new history).
+        Consume queues and the dispatch position follow. Returns the bytes cleared."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"truncate_log() on a store that is {self.state.value}")
+        assert self.config.broker_role is BrokerRole.SLAVE, "only a slave's log is cut back"
+        assert 0 <= offset <= self.commit_log.max_offset
+
+        def cut() -> int:
+            cleared = self.commit_log.truncate(offset)
+            self.queues.truncate_physical(offset)
+            self.commit_log.set_queue_offsets(self.queues.queue_offsets())
+            return cleared
+
+        cleared_bytes = self.dispatch.rewind(offset, cut)
+        self.commit_log.flush()  # the directory too, for the files the cut removed
+        self.queues.flush()
+        return cleared_bytes
+
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         """Called after every append (replication writers wait on it, not on a timer)."""
         self._append_listeners = (*self._append_listeners, listener)

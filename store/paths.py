@@ -53,8 +53,12 @@ class StorePaths:
         return self.root / "metadata.sqlite3"
 
     @property
-    def ha_slave_id(self) -> Path:
-        return self.root / "ha_slave_id"
+    def ha_node_id(self) -> Path:
+        return self.root / "ha_node_id"
+
+    @property
+    def ha_epochs(self) -> Path:
+        return self.root / "ha_epochs"
 
     @property
     def snapshots_dir(self) -> Path:

@@ -65,7 +65,8 @@ def admin_diff(broker: BrokerDep) -> DiffView:
     role = broker.role.value
     if isinstance(diff, MasterDiff):
         return DiffView(role=role, master=MasterDiffView(
-            master_max_offset=diff.master_max_offset, max_diff_bytes=diff.max_diff_bytes,
+            master_max_offset=diff.master_max_offset, epoch=diff.epoch,
+            max_diff_bytes=diff.max_diff_bytes,
             in_sync_slave_count=diff.in_sync_slave_count, slaves_needed=diff.slaves_needed,
             slaves=[SlaveDiff(address=s.address, slave_id=s.slave_id, state=s.state,
                               ack_offset=s.ack_offset,
@@ -87,7 +88,7 @@ def admin_ha(broker: BrokerDep) -> HaView:
         assert service is not None
         host, port = service.listen_address
         return HaView(role=role, master=MasterHaView(
-            listen_address=f"{host}:{port}",
+            listen_address=f"{host}:{port}", epoch=diff.epoch,
             authenticated=service.config.secret_bytes is not None,
             connection_count=service.connection_count,
             master_max_offset=diff.master_max_offset,

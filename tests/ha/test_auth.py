@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from ha.auth import (
     Hello,
     recv_exactly,
 )
-from ha.identity import load_or_create_slave_id
+from ha.identity import load_or_create_node_id
 from ha.protocol import FrameParser, ProtocolError, encode_header
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.config import ConfigError
@@ -95,11 +96,11 @@ def test_frame_parser_checks_each_tag() -> None:
 
 def test_slave_id_is_kept_in_the_data_dir(tmp_path: Path) -> None:
     """A slave keeps one id across restarts; a damaged id file stops start-up by name."""
-    first = load_or_create_slave_id(tmp_path)
-    assert load_or_create_slave_id(tmp_path) == first and len(first) == SLAVE_ID_SIZE
-    (tmp_path / "ha_slave_id").write_text("not hex")
-    with pytest.raises(ConfigError, match="ha_slave_id"):
-        load_or_create_slave_id(tmp_path)
+    first = load_or_create_node_id(tmp_path)
+    assert load_or_create_node_id(tmp_path) == first and len(first) == SLAVE_ID_SIZE
+    (tmp_path / "ha_node_id").write_text("not hex")
+    with pytest.raises(ConfigError, match="ha_node_id"):
+        load_or_create_node_id(tmp_path)
 
 
 def test_an_open_link_must_be_asked_for() -> None:
@@ -241,10 +242,11 @@ def test_a_reconnected_slave_counts_once(start_node: StartNode) -> None:
     service = master.replication.service
     assert service is not None
     slave_id = b"\x01" * SLAVE_ID_SIZE
-    old = ScriptedSlave(master.ha_port, SECRET, slave_id).handshake()
+    claim: dict[str, Any] = {"epochs": service.epochs, "max_offset": master.store.max_offset}
+    old = ScriptedSlave(master.ha_port, SECRET, slave_id, **claim).handshake()
     old.report(master.store.max_offset)
     wait_until(lambda: service.connection_count == 1)
-    new = ScriptedSlave(master.ha_port, SECRET, slave_id).handshake()
+    new = ScriptedSlave(master.ha_port, SECRET, slave_id, **claim).handshake()
     new.report(master.store.max_offset)
     assert old.closed_by_peer()
     wait_until(lambda: [c.state for c in service.connections]

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,8 +45,9 @@ def _connect(node: Node) -> socket.socket:
     return sock
 
 
-def _scripted(node: Node, secret: str | None = FAST_HA["ha_secret"]) -> ScriptedSlave:
-    return ScriptedSlave(node.ha_port, secret).handshake()
+def _scripted(node: Node, secret: str | None = FAST_HA["ha_secret"],
+              **options: Any) -> ScriptedSlave:
+    return ScriptedSlave(node.ha_port, secret, **options).handshake()
 
 
 def _closed_by_peer(sock: socket.socket, timeout_s: float = 5.0) -> bool:
@@ -146,7 +148,7 @@ def test_ack_beyond_master_offset_closes_and_counts(start_node: StartNode) -> No
     master, slave = _pair(start_node)
     service = master.replication.service
     assert service is not None
-    fake = _scripted(master)
+    fake = _scripted(master, epochs=service.epochs, max_offset=master.store.max_offset)
     fake.report(master.store.max_offset)
     fake.report(master.store.max_offset + 10**9)
     assert fake.closed_by_peer()
@@ -199,17 +201,19 @@ def test_slave_behind_retention_needs_reset(start_node: StartNode) -> None:
     RetentionService(master.store.config, master.store.commit_log, master.store.queues,
                      master.store.dispatch, used_ratio=lambda _: 1.0).delete_expired()
     assert master.store.min_offset > 100
-    fake = _scripted(master)
-    fake.report(100)
-    assert fake.closed_by_peer()
     service = master.replication.service
     assert service is not None
+    # It holds the master's history up to offset 100, which retention has removed since.
+    fake = _scripted(master, epochs=service.epochs, max_offset=100)
+    assert fake.decision is not None and fake.decision.agreement.name == "NEEDS_RESET"
+    assert fake.closed_by_peer()
     wait_until(lambda: len(service.rejected) == 1)
     assert service.rejected[0].state == "needs_reset"
 
 
 def test_slave_ahead_of_master_is_named(start_node: StartNode) -> None:
-    """A slave holding more than the master is named ahead_of_master and disconnected."""
+    """A slave that reports more than the offset it agreed to keep (an empty slave that
+    then claims bytes) is named ahead_of_master and disconnected."""
     master = start_node("master", BrokerRole.ASYNC_MASTER)
     _produce(master.store, 5)
     fake = _scripted(master)

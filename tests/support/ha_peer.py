@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 
 from ha.auth import (
     ANSWER_SIZE,
@@ -19,18 +20,36 @@ from ha.auth import (
     new_nonce,
     recv_exactly,
 )
+from ha.epochs import (
+    DECISION_SIZE,
+    OFFSET_SIZE,
+    Agreement,
+    Decision,
+    Epoch,
+    decode_decision,
+    decode_offset,
+    encode_decision,
+    encode_history,
+    encode_offset,
+    read_history,
+)
 from ha.protocol import FrameParser, encode_report
 
 
 class ScriptedSlave:
     def __init__(self, port: int, secret: str | None, slave_id: bytes | None = None,
-                 timeout_s: float = 5.0) -> None:
+                 timeout_s: float = 5.0, epochs: Sequence[Epoch] = (),
+                 max_offset: int = 0) -> None:
         self.slave_id = slave_id or secrets.token_bytes(SLAVE_ID_SIZE)
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
         self._timeout_s = timeout_s
         self._secret = secret.encode() if secret is not None else None
         self._send_tags = FrameTagger(None)
         self.parser = FrameParser()
+        self.epochs = list(epochs)
+        self.max_offset = max_offset
+        self.decision: Decision | None = None
+        self.master_epochs: list[Epoch] = []
 
     def handshake(self) -> ScriptedSlave:
         deadline_s = time.monotonic() + self._timeout_s
@@ -42,6 +61,16 @@ class ScriptedSlave:
         handshake.check_master_proof(recv_exactly(self.sock, PROOF_SIZE, deadline_s))
         self._send_tags = handshake.slave_to_master()
         tags = handshake.master_to_slave()
+        message = encode_history(self.epochs) + encode_offset(self.max_offset)
+        self.sock.sendall(message + self._send_tags.tag(message))
+
+        def read(size: int) -> bytes:
+            return recv_exactly(self.sock, size, deadline_s)
+
+        decision_bytes = read(DECISION_SIZE)
+        history_bytes, self.master_epochs = read_history(read)
+        tags.check(read(tags.tag_size), decision_bytes, history_bytes)
+        self.decision = decode_decision(decision_bytes)
         if tags.tag_size:
             self.parser = FrameParser(tag_size=tags.tag_size, check=tags.check)
         self.sock.settimeout(self._timeout_s)
@@ -98,4 +127,15 @@ def scripted_master_handshake(peer: socket.socket, secret: str | None,
     handshake = Handshake(key, hello.master_nonce, answer.slave_nonce, answer.slave_id)
     handshake.check_slave_proof(answer.proof)
     peer.sendall(handshake.master_proof())
-    return handshake.master_to_slave()
+    receive_tags, send_tags = handshake.slave_to_master(), handshake.master_to_slave()
+
+    def read(size: int) -> bytes:
+        return recv_exactly(peer, size, deadline_s)
+
+    history_bytes, _ = read_history(read)
+    max_bytes = read(OFFSET_SIZE)
+    receive_tags.check(read(receive_tags.tag_size), history_bytes, max_bytes)
+    message = encode_decision(Decision(Agreement.AGREED, decode_offset(max_bytes)))
+    message += encode_history([])
+    peer.sendall(message + send_tags.tag(message))
+    return send_tags
