@@ -77,6 +77,7 @@ def _serve(arguments: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.port_file import PortReportingServer
     from app.settings import SettingsError, load_settings
 
     config_file = Path(arguments.config) if arguments.config else None
@@ -96,11 +97,13 @@ def _serve(arguments: argparse.Namespace) -> int:
             f"anyone who reaches port {settings.ha_listen_port} can read the whole commit log "
             "and acknowledge SYNC_MASTER puts")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per slave sync request
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(settings), host=settings.http_host, port=settings.http_port,
+    app = create_app(settings)
+    server = PortReportingServer(uvicorn.Config(
+        app, host=settings.http_host, port=settings.http_port,
         loop=_available("uvloop", "auto"), http=_available("httptools", "auto"),
         lifespan="on", access_log=False, log_level=settings.log_level, server_header=False,
-        timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s)))
+        timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s)),
+        app, Path(arguments.port_file) if arguments.port_file else None)
     # uvicorn re-raises the stop signal after its graceful shutdown; with these handlers in
     # place that ends here, and a broker stopped cleanly by SIGTERM or Ctrl-C exits with 0.
     stop_signals: list[int] = []
@@ -170,13 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="http://host:port of the master (a slave's metadata sync)")
     serve.add_argument("--data-dir")
     serve.add_argument("--flush-disk-type", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    serve.add_argument("--port-file", help="once serving, write the bound HTTP and HA ports "
+                                           "here as JSON (for --http-port 0 --ha-port 0)")
     serve.add_argument("--set", action="append", metavar="NAME=VALUE",
                        help="any other setting, e.g. --set slave_timeout_ms=1000")
     serve.set_defaults(handler=_serve)
 
     dev = commands.add_parser(
         "dev", help="run a SYNC_MASTER and its SLAVE locally, open auth (Ctrl-C stops both)")
-    dev.add_argument("--data-root", default="data")
+    dev.add_argument("--data-root", default="data")  # ports: 0 lets the kernel pick one
     dev.add_argument("--master-http-port", type=int, default=8080)
     dev.add_argument("--slave-http-port", type=int, default=8081)
     dev.add_argument("--ha-port", type=int, default=10912)

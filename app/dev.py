@@ -1,5 +1,8 @@
 """`twinlog dev`: a SYNC_MASTER and its SLAVE as two `twinlog serve` child processes.
 
+The master starts first; the slave is pointed at the HA port the master reports having bound
+(`--port-file`), so any port given as 0 is picked by the kernel and shown in the banner.
+
 Each child is its own broker process (DESIGN: one broker = one process) in its own session, so
 a terminal's Ctrl-C reaches only this supervisor, which then stops both children with SIGTERM
 (a clean broker shutdown: no abort marker), waits a bounded time, and kills what is left.
@@ -14,12 +17,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
 import httpx
+
+from app.port_file import read_port_file
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -141,6 +146,43 @@ def _banner(layout: DevLayout) -> str:
     ])
 
 
+def _wait_ports(child: _Child, port_file: Path,
+                stop: threading.Event) -> tuple[int, int | None] | None:
+    """The ports a child bound (its --port-file), or None if it exits or never reports."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and not stop.is_set():
+        ports = read_port_file(port_file)
+        if ports is not None:
+            return ports
+        if child.process.poll() is not None:
+            print(f"twinlog dev: {child.name} exited with {child.process.returncode}",
+                  flush=True)
+            return None
+        stop.wait(_POLL_S)
+    return None
+
+
+def _start_pair(layout: DevLayout, environment: dict[str, str], children: list[_Child],
+                stop: threading.Event) -> DevLayout | None:
+    """Start the master, then the slave at the master's HA port; the layout with the ports
+    they bound (a port given as 0 is chosen by the kernel), or None if one did not start."""
+    layout.data_root.mkdir(parents=True, exist_ok=True)
+    master_ports = layout.data_root / "master.ports"
+    master_ports.unlink(missing_ok=True)
+    children.append(_Child("master", [*layout.master_arguments(), "--port-file",
+                                      str(master_ports)], environment))
+    ports = _wait_ports(children[-1], master_ports, stop)
+    if ports is None or ports[1] is None:
+        return None
+    layout = replace(layout, master_http_port=ports[0], ha_port=ports[1])
+    slave_ports = layout.data_root / "slave.ports"
+    slave_ports.unlink(missing_ok=True)
+    children.append(_Child("slave", [*layout.slave_arguments(), "--port-file",
+                                     str(slave_ports)], environment))
+    ports = _wait_ports(children[-1], slave_ports, stop)
+    return None if ports is None else replace(layout, slave_http_port=ports[0])
+
+
 def run_dev(layout: DevLayout) -> int:
     stop = threading.Event()
 
@@ -152,14 +194,15 @@ def run_dev(layout: DevLayout) -> int:
     environment = {**os.environ, "TWINLOG_AUTH_TOKENS": "{}", "PYTHONUNBUFFERED": "1",
                    "TWINLOG_HA_SECRET": secrets.token_urlsafe(24)}
     environment.pop("TWINLOG_CONFIG_FILE", None)
-    children = [_Child("master", layout.master_arguments(), environment),
-                _Child("slave", layout.slave_arguments(), environment)]
+    children: list[_Child] = []
     try:
-        if _wait_ready(children, [layout.master_url, layout.slave_url], stop):
-            if not _wait_in_sync(layout, stop) and not stop.is_set():
+        started = _start_pair(layout, environment, children, stop)
+        if started is not None and _wait_ready(children, [started.master_url,
+                                                          started.slave_url], stop):
+            if not _wait_in_sync(started, stop) and not stop.is_set():
                 print("twinlog dev: the slave is not in sync yet; puts answer 202 until it is",
                       flush=True)
-            print(_banner(layout), flush=True)
+            print(_banner(started), flush=True)
             while not stop.is_set() and all(c.process.poll() is None for c in children):
                 stop.wait(_POLL_S)
         elif not stop.is_set():

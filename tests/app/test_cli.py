@@ -10,11 +10,14 @@ import pytest
 from app.cli import main
 from store import Message, MessageStore
 from tests.store.conftest import small_config
+from tests.support.ports import refused_port
 
 
 def test_serve_refuses_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
     """A slave without its master's addresses exits 2, naming the missing setting."""
-    assert main(["serve", "--role", "SLAVE", "--ha-master-address", "127.0.0.1:1"]) == 2
+    with refused_port() as port:
+        assert main(["serve", "--role", "SLAVE", "--ha-master-address",
+                     f"127.0.0.1:{port}"]) == 2
     assert "master_http_address" in capsys.readouterr().err
     assert main(["serve", "--set", "no_such_setting=1"]) == 2
     assert "no_such_setting" in capsys.readouterr().err

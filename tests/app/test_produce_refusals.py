@@ -18,6 +18,7 @@ from tests.app.conftest import (
     problem,
     serving,
 )
+from tests.support.ports import refused_port
 
 pytestmark = pytest.mark.anyio
 
@@ -45,12 +46,13 @@ async def guarded(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
 @pytest.fixture(scope="module")
 async def slave(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
     """A slave whose master never answers (nothing here needs it to)."""
-    settings = app_settings(tmp_path_factory.mktemp("slave"), broker_role="SLAVE",
-                            ha_master_address="127.0.0.1:1",
-                            master_http_address="http://127.0.0.1:2",
-                            ha_reconnect_interval_ms=60_000, slave_sync_interval_s=3600)
-    async with serving(settings) as running:
-        yield running
+    with refused_port() as ha_port, refused_port() as http_port:
+        settings = app_settings(tmp_path_factory.mktemp("slave"), broker_role="SLAVE",
+                                ha_master_address=f"127.0.0.1:{ha_port}",
+                                master_http_address=f"http://127.0.0.1:{http_port}",
+                                ha_reconnect_interval_ms=60_000, slave_sync_interval_s=3600)
+        async with serving(settings) as running:
+            yield running
 
 
 async def _refused(served: Served, url: str, expected_status: int, expected_code: str,
@@ -209,6 +211,7 @@ async def test_produce_to_a_slave_is_503_naming_the_master(slave: Served) -> Non
     """A slave refuses produce with 503 SERVICE_NOT_AVAILABLE and the master's addresses."""
     for url, body in ((URL, {"body": "x"}), (URL + ":batch", {"messages": [{"body": "x"}]})):
         document = await _refused(slave, url, 503, "SERVICE_NOT_AVAILABLE", json=body)
-        assert document["master_http_address"] == "http://127.0.0.1:2"
-        assert document["master_ha_address"] == "127.0.0.1:1"
+        settings = slave.broker.settings
+        assert document["master_http_address"] == settings.master_http_address
+        assert document["master_ha_address"] == settings.ha_master_address
         assert document["put_status"] == "SERVICE_NOT_AVAILABLE"

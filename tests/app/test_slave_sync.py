@@ -10,8 +10,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.main import create_app
 from app.slave_sync import RETRY_FIRST_S, SlaveSync
 from store.metadata import MetadataStore, MetadataTable, sqlite_database_url
+from tests.app.conftest import app_settings
+from tests.store.conftest import wait_dispatched
+from tests.support.http_server import serving_over_tcp
+from tests.support.ports import refused_port
 
 PATHS = {"topics": MetadataTable.TOPIC_CONFIG,
          "subscription-groups": MetadataTable.SUBSCRIPTION_GROUP,
@@ -96,9 +101,50 @@ def test_failure_is_kept_and_retried_sooner(
 def test_unreachable_master(stores: tuple[MetadataStore, MetadataStore]) -> None:
     """A master that does not answer is a recorded connection error, not a crash."""
     _, slave = stores
-    sync = SlaveSync("http://127.0.0.1:9", slave, interval_s=5, timeout_s=0.5, auth_token=None)
+    with refused_port() as port:
+        sync = SlaveSync(f"http://127.0.0.1:{port}", slave, interval_s=5, timeout_s=0.5,
+                         auth_token=None)
+        try:
+            assert sync.run_once() == RETRY_FIRST_S
+            assert "ConnectError" in (sync.status().last_error or "")
+        finally:
+            sync.stop()
+
+
+def test_the_four_tables_over_real_http(tmp_path: Path) -> None:
+    """A slave's sync pulls all four tables from a real master broker over real HTTP (uvicorn
+    on loopback, no mock transport): topics, subscription groups and consumer offsets made
+    through the master's API, delay offsets set in its metadata; the slave ends with the
+    master's rows and data versions."""
+    app = create_app(app_settings(tmp_path / "master"))
+    slave = MetadataStore(sqlite_database_url(tmp_path / "slave.sqlite3"))
     try:
-        assert sync.run_once() == RETRY_FIRST_S
-        assert "ConnectError" in (sync.status().last_error or "")
+        with serving_over_tcp(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+            master = app.state.gateway.broker.metadata_store
+            assert client.post("/v1/topics", json={"name": "Orders", "write_queue_count": 2}
+                               ).status_code == 201
+            assert client.post("/v1/groups", json={"name": "Billing", "retry_times_max": 5}
+                               ).status_code == 201
+            for _ in range(7):
+                assert client.post("/v1/topics/Orders/messages",
+                                   json={"body": "x", "queue_id": 1}).status_code == 201
+            wait_dispatched(app.state.gateway.broker.store)
+            assert client.put("/v1/groups/Billing/offsets/Orders/queues/1",
+                              json={"offset": 7}).status_code == 200
+            master.set_delay_offsets(offsets={3: 11, 5: 2})
+            sync = SlaveSync(url, slave, interval_s=60, timeout_s=10, auth_token=None)
+            try:
+                assert sync.run_once() == 60, sync.status().last_error
+            finally:
+                sync.stop()
+            expected_versions = master.data_versions()
+        topics = {t.name: t.write_queue_count for t in slave.list_topics()}
+        assert topics["Orders"] == 2
+        billing = slave.get_group(name="Billing")
+        assert billing.retry_times_max == 5
+        assert slave.get_consumer_offset(group_name="Billing", topic="Orders", queue_id=1) == 7
+        assert {(d.delay_level, d.queue_offset) for d in slave.list_delay_offsets()} == {
+            (3, 11), (5, 2)}
+        assert slave.data_versions() == expected_versions
     finally:
-        sync.stop()
+        slave.stop()

@@ -1,10 +1,11 @@
-"""Real `twinlog serve` processes on free loopback ports, always stopped at the end."""
+"""Real `twinlog serve` processes on loopback, always stopped at the end. Each binds port 0
+for HTTP and HA and reports the ports it got (`--port-file`): no port is ever guessed free
+and handed on, so another process cannot take it first."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from app.port_file import read_port_file
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
@@ -36,12 +39,6 @@ FAST_SETTINGS: dict[str, Any] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0,
              what: str = "condition") -> None:
     """Poll `condition` until it holds; fail at the deadline."""
@@ -56,41 +53,69 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0,
 class BrokerProcess:
     name: str
     role: str
-    http_port: int
-    ha_port: int
     data_dir: Path
     arguments: list[str]
     environment: dict[str, str]
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    http_port: int = 0  # known once started (from the port file)
+    ha_port: int | None = None
     client: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
-        self.client = httpx.Client(base_url=self.url, timeout=10.0)
+        self.client = httpx.Client(timeout=10.0)
+
+    @property
+    def port_file(self) -> Path:
+        return self.log_path.with_suffix(".ports")
 
     @property
     def url(self) -> str:
+        assert self.http_port, f"{self.name} is not started"
         return f"http://127.0.0.1:{self.http_port}"
 
     @property
     def ha_address(self) -> str:
+        assert self.ha_port is not None, f"{self.name} has no HA listener"
         return f"127.0.0.1:{self.ha_port}"
 
     def start(self) -> BrokerProcess:
+        """Start on fresh ports (a restart may get other ports than the last run)."""
         assert self.process is None or self.process.poll() is not None
+        self.port_file.unlink(missing_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", *self.arguments], cwd=ROOT,
+                [sys.executable, "-m", "app.cli", "serve", *self.arguments, "--http-port", "0",
+                 "--ha-port", "0", "--port-file", str(self.port_file)], cwd=ROOT,
                 env=self.environment, stdout=log, stderr=subprocess.STDOUT)
+        self._wait_ports()
+        self.client.close()
+        self.client = httpx.Client(base_url=self.url, timeout=10.0)
         self.wait_ready()
         return self
 
+    def _wait_ports(self) -> None:
+        ports: tuple[int, int | None] | None = None
+
+        def reported() -> bool:
+            nonlocal ports
+            self._check_alive()
+            ports = read_port_file(self.port_file)
+            return ports is not None
+
+        wait_for(reported, READY_TIMEOUT_S, f"{self.name} ports")
+        assert ports is not None
+        self.http_port, self.ha_port = ports
+
+    def _check_alive(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"{self.name} exited with {self.process.returncode}:\n"
+                                 f"{self.log()}")
+
     def wait_ready(self) -> None:
         def ready() -> bool:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise AssertionError(f"{self.name} exited with {self.process.returncode}:\n"
-                                     f"{self.log()}")
+            self._check_alive()
             try:
                 return self.client.get("/readyz").status_code == 200
             except httpx.HTTPError:
@@ -126,18 +151,13 @@ class BrokerProcess:
 Launcher = Callable[..., BrokerProcess]
 
 
-@pytest.fixture(scope="module")
-def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
-    """Start brokers for a module; every one still running is stopped at the end."""
+def _launching(root: Path) -> Iterator[Launcher]:
     started: list[BrokerProcess] = []
-    root = tmp_path_factory.mktemp("e2e")
 
     def start(name: str, role: str, *, master: BrokerProcess | None = None,
               environment: dict[str, str] | None = None, **settings: Any) -> BrokerProcess:
-        http_port, ha_port = free_port(), free_port()
         data_dir = root / name
-        arguments = ["--role", role, "--http-port", str(http_port), "--ha-port", str(ha_port),
-                     "--data-dir", str(data_dir)]
+        arguments = ["--role", role, "--data-dir", str(data_dir)]
         if master is not None:
             arguments += ["--ha-master-address", master.ha_address,
                           "--master-http-address", master.url]
@@ -146,15 +166,29 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
         env = {key: value for key, value in os.environ.items()
                if not key.startswith("TWINLOG_")}
         env.update(environment or {})
-        broker = BrokerProcess(name, role, http_port, ha_port, data_dir, arguments, env,
-                               root / f"{name}.log")
+        broker = BrokerProcess(name, role, data_dir, arguments, env, root / f"{name}.log")
         started.append(broker)
         return broker.start()
 
-    yield start
-    for broker in reversed(started):
-        broker.stop()
-        broker.client.close()
+    try:
+        yield start
+    finally:
+        for broker in reversed(started):
+            broker.stop()
+            broker.client.close()
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
+    """Start brokers shared by a module's tests (which must not depend on each other's
+    order: each uses its own topics); every one still running is stopped at the end."""
+    yield from _launching(tmp_path_factory.mktemp("e2e"))
+
+
+@pytest.fixture
+def launch_own(tmp_path: Path) -> Iterator[Launcher]:
+    """Start brokers for one test only (one that stops, pauses or restarts them)."""
+    yield from _launching(tmp_path)
 
 
 def master_diff(master: BrokerProcess) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,13 +11,22 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import ROOT, free_port, wait_for
+from tests.e2e.conftest import ROOT, wait_for
+
+
+def _banner_ports(banner: str) -> tuple[int, int, int]:
+    """(master HTTP, master HA, slave HTTP) ports as the banner names them."""
+    master = re.search(r"master \(SYNC_MASTER\) http://127\.0\.0\.1:(\d+)\s+HA 127\.0\.0\.1:(\d+)",
+                       banner)
+    slave = re.search(r"slave  \(SLAVE\)\s+http://127\.0\.0\.1:(\d+)", banner)
+    assert master is not None and slave is not None, banner
+    return int(master[1]), int(master[2]), int(slave[1])
 
 
 def test_dev_runs_a_pair_and_ctrl_c_stops_both(tmp_path: Path) -> None:
     """The banner names both URLs and says auth is open; a message produced on the master is
-    read on the slave; SIGINT stops both brokers with exit 0 and no abort marker."""
-    ports = [free_port() for _ in range(3)]
+    read on the slave; SIGINT stops both brokers with exit 0 and no abort marker. Every port
+    is given as 0: the brokers bind what the kernel picks and the banner names it."""
     log_path = tmp_path / "dev.log"
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith("TWINLOG_")}
@@ -24,15 +34,17 @@ def test_dev_runs_a_pair_and_ctrl_c_stops_both(tmp_path: Path) -> None:
     with log_path.open("wb") as log:
         dev = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "dev", "--data-root", str(tmp_path / "data"),
-             "--master-http-port", str(ports[0]), "--slave-http-port", str(ports[1]),
-             "--ha-port", str(ports[2])],
+             "--master-http-port", "0", "--slave-http-port", "0", "--ha-port", "0"],
             cwd=ROOT, env={**environment, "PYTHONPATH": str(ROOT)}, stdout=log,
             stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: "Ctrl-C stops both" in log_path.read_text(errors="replace"),
                  timeout_s=60, what="dev banner")
         banner = log_path.read_text()
-        assert f"http://127.0.0.1:{ports[0]}" in banner and "auth is OPEN" in banner
+        assert "auth is OPEN" in banner
+        master_port, ha_port, slave_port = _banner_ports(banner)
+        assert 0 not in (master_port, ha_port, slave_port)
+        ports = [master_port, slave_port]
         with httpx.Client(timeout=5) as client:
             stored = client.post(f"http://127.0.0.1:{ports[0]}/v1/topics/Dev/messages",
                                  json={"body": "hi", "queue_id": 0})

@@ -1,6 +1,7 @@
 """A SYNC_MASTER and its SLAVE as real processes: produce over HTTP, read from the slave, the
-diff, metadata sync, and the 201/202/503 answers (the pair is shared; the test that stops the
-slave runs last)."""
+diff, metadata sync, and the 201/202/503 answers. Tests that only produce and read share one
+pair, each on its own topics (any order works); tests that pause or stop the slave have their
+own pair."""
 
 from __future__ import annotations
 
@@ -15,15 +16,28 @@ import pytest
 
 from tests.e2e.conftest import BrokerProcess, Launcher, caught_up, master_diff, wait_for
 
-TOPIC_URL = "/v1/topics/E2E/messages"
+Pair = tuple[BrokerProcess, BrokerProcess]
 
 
-@pytest.fixture(scope="module")
-def pair(launch: Launcher) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+def _topic_url(topic: str) -> str:
+    return f"/v1/topics/{topic}/messages"
+
+
+def _start_pair(launch: Launcher) -> Pair:
     master = launch("master", "SYNC_MASTER")
     slave = launch("slave", "SLAVE", master=master)
     wait_for(lambda: caught_up(master), what="slave connected")
-    yield master, slave
+    return master, slave
+
+
+@pytest.fixture(scope="module")
+def pair(launch: Launcher) -> Iterator[Pair]:
+    yield _start_pair(launch)
+
+
+@pytest.fixture
+def own_pair(launch_own: Launcher) -> Pair:
+    return _start_pair(launch_own)
 
 
 def _read_all(broker: BrokerProcess, topic: str, queue_id: int) -> list[dict[str, Any]]:
@@ -37,44 +51,45 @@ def _read_all(broker: BrokerProcess, topic: str, queue_id: int) -> list[dict[str
 
 
 def test_curl_and_json_produce_read_back_from_the_slave(
-        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+        pair: Pair) -> None:
     """A curl --data-binary body and a JSON message are stored (201 on SYNC_MASTER with the
     slave in sync) and read back, identical, from the slave."""
     master, slave = pair
+    url = _topic_url("E2ECurl")
     curl = shutil.which("curl")
     raw = b"raw \x00\xff bytes from curl"
     if curl is not None:
         answer = subprocess.run(
             [curl, "-s", "-o", "-", "-w", "\n%{http_code}", "-H",
              "Content-Type: application/octet-stream", "-H", "X-Twinlog-Tags: curl",
-             "--data-binary", "@-", f"{master.url}{TOPIC_URL}?queue_id=0"],
+             "--data-binary", "@-", f"{master.url}{url}?queue_id=0"],
             input=raw, capture_output=True, check=True).stdout.decode()
         body, _, code = answer.rpartition("\n")
     else:  # the same request without curl
-        response = master.client.post(f"{TOPIC_URL}?queue_id=0", content=raw, headers={
+        response = master.client.post(f"{url}?queue_id=0", content=raw, headers={
             "content-type": "application/octet-stream", "x-twinlog-tags": "curl"})
         body, code = response.text, str(response.status_code)
     assert code == "201", body
-    response = master.client.post(TOPIC_URL, json={"body": "json body", "queue_id": 1,
+    response = master.client.post(url, json={"body": "json body", "queue_id": 1,
                                                    "keys": ["k1"]})
     assert response.status_code == 201 and response.json()["status"] == "PUT_OK"
-    wait_for(lambda: len(_read_all(slave, "E2E", 0)) == len(_read_all(slave, "E2E", 1)) == 1,
-             what="messages on the slave")
-    (from_curl,) = _read_all(slave, "E2E", 0)
+    wait_for(lambda: len(_read_all(slave, "E2ECurl", 0)) == len(
+        _read_all(slave, "E2ECurl", 1)) == 1, what="messages on the slave")
+    (from_curl,) = _read_all(slave, "E2ECurl", 0)
     assert from_curl["body_encoding"] == "base64"  # not UTF-8
     assert base64.b64decode(from_curl["body"]) == raw and from_curl["tags"] == "curl"
-    (from_json,) = _read_all(slave, "E2E", 1)
+    (from_json,) = _read_all(slave, "E2ECurl", 1)
     assert (from_json["body"], from_json["keys"]) == ("json body", ["k1"])
-    assert _read_all(master, "E2E", 1) == [from_json]
+    assert _read_all(master, "E2ECurl", 1) == [from_json]
 
 
-def test_diff_goes_to_zero(pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+def test_diff_goes_to_zero(pair: Pair) -> None:
     """After a burst, the master's /admin/diff reaches 0 bytes for the slave, and the slave's
     own view agrees (connected, nothing left to receive)."""
     master, slave = pair
     batch = {"messages": [{"body": "x" * 500} for _ in range(50)]}
     for _ in range(4):
-        assert master.client.post(TOPIC_URL + ":batch", json=batch).status_code == 201
+        assert master.client.post(_topic_url("E2EDiff") + ":batch", json=batch).status_code == 201
     wait_for(lambda: caught_up(master), what="diff 0")
     diff = master_diff(master)
     assert diff["slaves"][0]["in_sync"] and diff["in_sync_slave_count"] == 1
@@ -87,10 +102,10 @@ def test_diff_goes_to_zero(pair: tuple[BrokerProcess, BrokerProcess]) -> None:
         "master_max_offset"]
 
 
-def test_produce_to_the_slave_names_the_master(pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+def test_produce_to_the_slave_names_the_master(pair: Pair) -> None:
     """The slave answers a produce with 503 and the master's HTTP and HA addresses."""
     master, slave = pair
-    response = slave.client.post(TOPIC_URL, json={"body": "x"})
+    response = slave.client.post(_topic_url("E2ESlave"), json={"body": "x"})
     assert response.status_code == 503
     assert response.headers["content-type"] == "application/problem+json"
     document = response.json()
@@ -99,10 +114,12 @@ def test_produce_to_the_slave_names_the_master(pair: tuple[BrokerProcess, Broker
     assert document["master_ha_address"] == master.ha_address
 
 
-def test_metadata_reaches_the_slave(pair: tuple[BrokerProcess, BrokerProcess]) -> None:
-    """A topic and a consumer offset created on the master appear on the slave through the
-    metadata sync, whose status /admin/diff shows."""
+def test_metadata_reaches_the_slave(pair: Pair) -> None:
+    """A topic, a subscription group and a consumer offset created on the master appear on
+    the slave through the metadata sync, whose status /admin/diff shows."""
     master, slave = pair
+    created = master.client.post("/v1/groups", json={"name": "Auditors", "retry_times_max": 3})
+    assert created.status_code == 201, created.text
     assert master.client.post("/v1/topics", json={"name": "Synced",
                                                   "write_queue_count": 2}).status_code == 201
     assert master.client.post("/v1/topics/Synced/messages",
@@ -118,37 +135,41 @@ def test_metadata_reaches_the_slave(pair: tuple[BrokerProcess, BrokerProcess]) -
         return [o["offset"] for o in offsets] == [1]
 
     wait_for(synced, what="topic and offset on the slave")
+    wait_for(lambda: "Auditors" in {g["name"] for g in slave.get_json("/v1/groups")["groups"]},
+             what="group on the slave")
+    group = slave.get_json("/v1/groups/Auditors")
+    assert group["retry_times_max"] == 3
     sync = slave.get_json("/admin/diff")["slave"]["metadata_sync"]
     assert sync["last_error"] is None and sync["sync_count"] >= 1
     lag = slave.get_json("/v1/groups/Readers/lag")
     assert lag["total_lag"] == 0
 
 
-def test_paused_slave_makes_puts_time_out(pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+def test_paused_slave_makes_puts_time_out(own_pair: Pair) -> None:
     """A connected slave that stops acknowledging (SIGSTOP) makes a SYNC_MASTER put answer 202
     FLUSH_SLAVE_TIMEOUT after slave_timeout_ms; once resumed, it catches up."""
-    master, slave = pair
+    master, slave = own_pair
     assert slave.process is not None
     slave.process.send_signal(signal.SIGSTOP)
     try:
-        response = master.client.post(TOPIC_URL, json={"body": "while paused"})
+        response = master.client.post(_topic_url("E2EPaused"), json={"body": "while paused"})
         assert response.status_code == 202, response.text
         assert response.json()["status"] == "FLUSH_SLAVE_TIMEOUT"
     finally:
         slave.process.send_signal(signal.SIGCONT)
     wait_for(lambda: caught_up(master), what="caught up after the pause")
-    assert master.client.post(TOPIC_URL, json={"body": "resumed"}).status_code == 201
+    assert master.client.post(_topic_url("E2EPaused"), json={"body": "resumed"}).status_code == 201
 
 
 def test_stopped_slave_makes_puts_slave_not_available(
-        pair: tuple[BrokerProcess, BrokerProcess]) -> None:
+        own_pair: Pair) -> None:
     """With the slave stopped (cleanly: no abort marker), a SYNC_MASTER put is stored but
     answers 202 SLAVE_NOT_AVAILABLE, and the master keeps serving reads."""
-    master, slave = pair
+    master, slave = own_pair
     assert slave.stop() == 0
     assert not (slave.data_dir / "abort").exists()
     wait_for(lambda: master_diff(master)["slaves"] == [], what="master sees no slave")
-    response = master.client.post(TOPIC_URL, json={"body": "alone", "queue_id": 2})
+    response = master.client.post(_topic_url("E2EStopped"), json={"body": "alone", "queue_id": 2})
     assert response.status_code == 202
     assert response.json()["status"] == "SLAVE_NOT_AVAILABLE"
-    assert [m["body"] for m in _read_all(master, "E2E", 2)][-1] == "alone"
+    assert [m["body"] for m in _read_all(master, "E2EStopped", 2)][-1] == "alone"

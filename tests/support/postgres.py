@@ -1,9 +1,11 @@
 """A throwaway PostgreSQL server for tests: one cluster per session, one database per test.
 
 The server binaries come from the OS (scripts/install_postgres.sh); when they or the psycopg
-driver are missing, tests that need the server skip with the reason. The cluster lives in a
-temporary directory, listens on 127.0.0.1 on a free port, trusts local connections and runs
-with fsync off: it holds nothing worth keeping, and tests stay fast.
+driver are missing, tests that need the server skip with the reason (or fail, when
+TWINLOG_REQUIRE_POSTGRES=1 says the run needs them, as in CI). The cluster lives in a
+temporary directory, listens only on a Unix socket in that directory (no TCP port to find
+free, so none another process could take first), trusts local connections and runs with fsync
+off: it holds nothing worth keeping, and tests stay fast.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import importlib.util
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -29,22 +30,29 @@ SERVER_USER = (
 )
 DATABASE_USER = "twinlog"
 START_TIMEOUT_S = 30
+REQUIRE_POSTGRES_ENV = "TWINLOG_REQUIRE_POSTGRES"
+
+
+# Names the socket file (.s.PGSQL.<port>) in the cluster's own directory: not a TCP port.
+SOCKET_PORT = 5432
 
 
 @dataclass(frozen=True)
 class PostgresServer:
-    port: int
+    socket_directory: Path
     bin_directory: Path
 
     def url(self, database: str) -> str:
-        return f"postgresql+psycopg://{DATABASE_USER}@127.0.0.1:{self.port}/{database}"
+        return (f"postgresql+psycopg://{DATABASE_USER}@/{database}"
+                f"?host={self.socket_directory}&port={SOCKET_PORT}")
 
     def create_database(self) -> str:
         """A new empty database; returns its SQLAlchemy URL."""
         import psycopg
 
         name = f"test_{uuid.uuid4().hex[:12]}"
-        admin_url = f"postgresql://{DATABASE_USER}@127.0.0.1:{self.port}/postgres"
+        admin_url = (f"postgresql://{DATABASE_USER}@/postgres?host={self.socket_directory}"
+                     f"&port={SOCKET_PORT}")
         with psycopg.connect(admin_url, autocommit=True) as connection:
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
@@ -78,13 +86,6 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        port: int = listener.getsockname()[1]
-        return port
-
-
 def _as_server_user(command: list[str]) -> list[str]:
     if os.geteuid() == 0:
         return ["runuser", "-u", SERVER_USER, "--", *command]
@@ -112,7 +113,6 @@ def running_postgres_server() -> Iterator[PostgresServer]:
     if os.geteuid() == 0:
         shutil.chown(root, user=SERVER_USER)
     data_directory = root / "data"
-    port = _free_port()
     try:
         _run(
             [
@@ -125,7 +125,7 @@ def running_postgres_server() -> Iterator[PostgresServer]:
             ]
         )  # fmt: skip
         options = (
-            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root}"
+            f"-c listen_addresses='' -c port={SOCKET_PORT} -c unix_socket_directories={root}"
             " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
         _run(
@@ -139,7 +139,7 @@ def running_postgres_server() -> Iterator[PostgresServer]:
             ]
         )  # fmt: skip
         try:
-            yield PostgresServer(port=port, bin_directory=bin_directory)
+            yield PostgresServer(socket_directory=root, bin_directory=bin_directory)
         finally:
             _run(
                 [
@@ -154,12 +154,21 @@ def running_postgres_server() -> Iterator[PostgresServer]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def skip_unless_required(reason: str) -> None:
+    """Skip with `reason`; but fail when the run requires PostgreSQL (CI sets
+    REQUIRE_POSTGRES_ENV=1), so that a broken install cannot pass as a green run."""
+    if os.environ.get(REQUIRE_POSTGRES_ENV) == "1":
+        pytest.fail(f"{REQUIRE_POSTGRES_ENV}=1 but no PostgreSQL server: {reason}",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL cluster for the whole session; skips when none can be started."""
     reason = unavailable_reason()
     if reason is not None:
-        pytest.skip(reason)
+        skip_unless_required(reason)
     with running_postgres_server() as server:
         yield server
 

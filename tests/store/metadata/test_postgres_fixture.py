@@ -1,4 +1,5 @@
-"""The PostgreSQL test fixture says why it skips when a server cannot be started."""
+"""The PostgreSQL test fixture says why it skips when a server cannot be started, and fails
+instead when the run requires PostgreSQL."""
 
 from __future__ import annotations
 
@@ -37,3 +38,17 @@ def test_newest_server_version_is_chosen(monkeypatch: pytest.MonkeyPatch) -> Non
         lambda pattern: ["/usr/lib/postgresql/9/bin/initdb", "/usr/lib/postgresql/15/bin/initdb"],
     )
     assert str(postgres.find_postgres_bin_directory()) == "/usr/lib/postgresql/15/bin"
+
+
+def test_missing_server_skips_when_not_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without TWINLOG_REQUIRE_POSTGRES a missing server is a skip with its reason."""
+    monkeypatch.delenv(postgres.REQUIRE_POSTGRES_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no initdb"):
+        postgres.skip_unless_required("no initdb")
+
+
+def test_missing_server_fails_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With TWINLOG_REQUIRE_POSTGRES=1 (CI) a missing server fails the test, naming why."""
+    monkeypatch.setenv(postgres.REQUIRE_POSTGRES_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="no initdb"):
+        postgres.skip_unless_required("no initdb")
