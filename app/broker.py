@@ -8,6 +8,7 @@ removes the abort marker.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
@@ -39,6 +40,11 @@ class BrokerStateError(RuntimeError):
     """start/stop used out of order: a bug in the caller."""
 
 
+class RoleChangeRefused(Exception):
+    """A promotion or demotion that would be unsafe or makes no sense now; the message says
+    why (an expected answer, not a bug)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PutRates:
     messages_per_s: float
@@ -50,6 +56,10 @@ class Broker:
         self.settings = settings
         self.role = settings.broker_role
         self.is_slave = settings.broker_role is BrokerRole.SLAVE
+        # Where writes go while this broker is a slave; a demotion points them elsewhere.
+        self.master_http_address = settings.master_http_address
+        self.master_ha_address = settings.ha_master_address
+        self._role_lock = threading.Lock()
         self.store = MessageStore(settings.to_store_config())
         self.metadata: MetadataStore | None = None
         self.replication: Replication | None = None
@@ -86,12 +96,7 @@ class Broker:
             self.replication.start()
             if self.is_slave:
                 assert settings.master_http_address is not None
-                self.slave_sync = SlaveSync(
-                    settings.master_http_address, self.metadata,
-                    interval_s=settings.slave_sync_interval_s,
-                    timeout_s=settings.slave_sync_timeout_s,
-                    auth_token=settings.master_auth_token)
-                self.slave_sync.start()
+                self._start_slave_sync(settings.master_http_address)
             else:
                 rebuild(self.idempotency, self.store)
         except BaseException:
@@ -136,6 +141,74 @@ class Broker:
                 errors.append(error)
         if errors:
             raise errors[0]
+
+    def _start_slave_sync(self, master_http_address: str) -> None:
+        settings = self.settings
+        self.slave_sync = SlaveSync(
+            master_http_address, self.metadata_store,
+            interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
+            auth_token=settings.master_auth_token)
+        self.slave_sync.start()
+
+    # -- failover by hand --------------------------------------------------------------------
+
+    def promote(self, role: BrokerRole, *, force: bool) -> int:
+        """Turn this slave into a master of `role`, in a new epoch; return that epoch.
+
+        Refused while the master is still heard from (two masters would each take writes)
+        unless `force`: the operator then takes the risk that the old master goes on
+        acknowledging writes this broker will never have.
+        """
+        if role is BrokerRole.SLAVE:
+            raise RoleChangeRefused("promote to SYNC_MASTER or ASYNC_MASTER, not SLAVE")
+        with self._role_lock:
+            if not self.is_running or not self.is_slave:
+                raise RoleChangeRefused(f"this broker is {self.role.value}, not a running "
+                                        "slave")
+            assert self.replication is not None and self.replication.client is not None
+            link = self.replication.client.view()
+            heard_ms = link.last_read_age_ms
+            if not force and link.connected:
+                raise RoleChangeRefused(
+                    f"the master at {link.master_address} is still connected (heard "
+                    f"{heard_ms} ms ago); stop it first, or promote with force")
+            if self.slave_sync is not None:
+                self.slave_sync.stop()
+                self.slave_sync = None
+            self.replication.stop()
+            self.store.change_role(role)
+            config = dataclasses.replace(self.settings.to_ha_config(), broker_role=role,
+                                         ha_master_address=None)
+            self.replication = Replication(config, self.store)
+            self.replication.start()
+            self.role, self.is_slave = role, False
+            rebuild(self.idempotency, self.store)
+            assert self.replication.service is not None
+            epoch = self.replication.service.epochs[-1]
+            log.warning("PROMOTED to %s: epoch %d from offset %d (forced: %s)", role.value,
+                        epoch.number, epoch.start_offset, force)
+            return epoch.number
+
+    def demote(self, master_ha_address: str, master_http_address: str) -> None:
+        """Turn this master into a slave of another broker: pending replication waits fail,
+        and the new master's epochs decide what of this log is kept."""
+        with self._role_lock:
+            if not self.is_running or self.is_slave:
+                raise RoleChangeRefused(f"this broker is {self.role.value}, not a running "
+                                        "master")
+            config = dataclasses.replace(self.settings.to_ha_config(),
+                                         broker_role=BrokerRole.SLAVE,
+                                         ha_master_address=master_ha_address)
+            assert self.replication is not None
+            self.replication.stop()
+            self.store.change_role(BrokerRole.SLAVE)
+            self.role, self.is_slave = BrokerRole.SLAVE, True
+            self.master_ha_address = master_ha_address
+            self.master_http_address = master_http_address
+            self.replication = Replication(config, self.store)
+            self.replication.start()
+            self._start_slave_sync(master_http_address)
+            log.warning("DEMOTED to SLAVE of %s (%s)", master_ha_address, master_http_address)
 
     @property
     def is_running(self) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from app.cli_ha import add_commands as add_ha_commands
 from app.cli_snapshots import add_commands as add_snapshot_commands
 from store import BrokerRole, MessageStore, StoreConfig, StoreError
 from store.config import ConfigError
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     spec.add_argument("--check", action="store_true", help="exit 1 if the file differs")
     spec.set_defaults(handler=_openapi)
     add_snapshot_commands(commands)
+    add_ha_commands(commands)
     return parser
 
 

@@ -60,6 +60,7 @@ PROBLEMS: dict[str, ProblemKind] = {
     "NOT_READY": ProblemKind(503, "The broker is not ready"),
     "INTERNAL_ERROR": ProblemKind(500, "Internal error"),
     "SNAPSHOT_RUNNING": ProblemKind(409, "A snapshot export is already running"),
+    "ROLE_CHANGE_REFUSED": ProblemKind(409, "The role change was refused"),
     "NOTHING_TO_SNAPSHOT": ProblemKind(409, "No new records since the last snapshot"),
     "SNAPSHOT_RANGE_REMOVED": ProblemKind(
         409, "Retention removed the snapshot's range during the export; retry"),

@@ -41,12 +41,12 @@ class Gateway:
         return broker
 
     def not_a_master(self, *, for_put: bool = False) -> ApiError:
-        settings = self.settings
-        detail = ("this broker is a slave; send writes to "
-                  f"{settings.master_http_address or 'the master'}")
-        error = ApiError("NOT_A_MASTER", detail,
-                         master_http_address=settings.master_http_address,
-                         master_ha_address=settings.ha_master_address)
+        broker = self.broker
+        http_address = broker.master_http_address if broker else self.settings.master_http_address
+        ha_address = broker.master_ha_address if broker else self.settings.ha_master_address
+        detail = f"this broker is a slave; send writes to {http_address or 'the master'}"
+        error = ApiError("NOT_A_MASTER", detail, master_http_address=http_address,
+                         master_ha_address=ha_address)
         if for_put:
             error = from_put_status(PutMessageStatus.SERVICE_NOT_AVAILABLE, detail,
                                     **error.extra)

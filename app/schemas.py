@@ -336,6 +336,34 @@ class HaView(BaseModel):
     slave: SlaveDiffView | None = None
 
 
+class PromoteRequest(BaseModel):
+    """Make this slave a master, in a new epoch. Refused (409) while its master is still
+    connected unless `force`: a forced promotion can lose what the old master acknowledged
+    and this slave never received."""
+
+    model_config = _STRICT
+    role: Literal["SYNC_MASTER", "ASYNC_MASTER"] = "SYNC_MASTER"
+    force: bool = False
+
+
+class DemoteRequest(BaseModel):
+    """Make this master a slave of another broker; what this log holds beyond the point
+    where it agrees with the new master's epochs is cut back."""
+
+    model_config = _STRICT
+    master_ha_address: Annotated[str, StringConstraints(
+        pattern=r"^[A-Za-z0-9.\-]+:[0-9]{1,5}$", max_length=255)] = Field(
+        examples=["127.0.0.1:10912"])
+    master_http_address: Annotated[str, StringConstraints(
+        pattern=r"^https?://[^\s/]+$", max_length=255)] = Field(
+        examples=["http://127.0.0.1:8080"])
+
+
+class RoleChangeView(BaseModel):
+    role: str
+    epoch: int | None = Field(None, description="the new epoch, after a promotion")
+
+
 class DataVersionView(BaseModel):
     counter: int
     timestamp_ms: int

@@ -7,6 +7,7 @@ here knows HTTP or sockets: replication plugs in through `ReplicationGuard`.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import fcntl
 import logging
@@ -201,6 +202,16 @@ class MessageStore:
             and (self._replication is None or not self._is_sync_master)
             and self.health.is_writable
         )
+
+    def change_role(self, role: BrokerRole) -> None:
+        """Promotion or demotion: the write path follows `role` from the next put on. The
+        caller swaps replication around this call (stopped before, started after)."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"change_role() on a store that is {self.state.value}")
+        self.config = dataclasses.replace(self.config, broker_role=role)
+        self._is_slave = role is BrokerRole.SLAVE
+        self._is_sync_master = role is BrokerRole.SYNC_MASTER
+        self._update_fast_path()
 
     def set_queue_count(self, topic: str, queue_count: int) -> None:
         self.commit_log.set_queue_count(topic, queue_count)

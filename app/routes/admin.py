@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fastapi import APIRouter
 
-from app.broker import Broker
+from app.broker import Broker, RoleChangeRefused
 from app.deps import BrokerDep, GatewayDep, requires
 from app.errors import ApiError
 from app.openapi import problem_responses
@@ -24,11 +24,14 @@ from app.schemas import (
     BrokerView,
     CommitLogFile,
     DataVersionView,
+    DemoteRequest,
     DiffView,
     HaView,
     MasterDiffView,
     MasterHaView,
+    PromoteRequest,
     RejectedSlaveView,
+    RoleChangeView,
     SlaveConnection,
     SlaveDiff,
     SlaveDiffView,
@@ -39,6 +42,7 @@ from app.schemas import (
 from app.settings import Scope
 from app.snapshots import SnapshotBusy
 from ha import MasterDiff, SlaveLinkView
+from store import BrokerRole
 from store.metadata import MetadataTable, head_revision
 from store.retention import disk_used_ratio
 from store.snapshot import SnapshotError, SnapshotRangeRemoved
@@ -96,6 +100,32 @@ def admin_ha(broker: BrokerDep) -> HaView:
             slaves=[SlaveConnection(**asdict(slave)) for slave in diff.slaves],
             rejected=[RejectedSlaveView(**asdict(rejected)) for rejected in diff.rejected]))
     return HaView(role=role, slave=_slave_view(broker, diff))
+
+
+@router.post("/ha/promote", operation_id="admin-ha-promote",
+             responses=problem_responses(409))
+def admin_ha_promote(request: PromoteRequest, gateway: GatewayDep) -> RoleChangeView:
+    """Failover by hand: this slave becomes a master in a new epoch. 409 while its master is
+    still connected (unless `force`) or when this broker is not a slave."""
+    broker = gateway.running_broker()
+    try:
+        epoch = broker.promote(BrokerRole(request.role), force=request.force)
+    except RoleChangeRefused as error:
+        raise ApiError("ROLE_CHANGE_REFUSED", str(error)) from error
+    return RoleChangeView(role=broker.role.value, epoch=epoch)
+
+
+@router.post("/ha/demote", operation_id="admin-ha-demote",
+             responses=problem_responses(409))
+def admin_ha_demote(request: DemoteRequest, gateway: GatewayDep) -> RoleChangeView:
+    """This master becomes a slave of the given master (an old master rejoining after a
+    failover); it cuts back whatever its log holds that the new master's does not."""
+    broker = gateway.running_broker()
+    try:
+        broker.demote(request.master_ha_address, request.master_http_address)
+    except RoleChangeRefused as error:
+        raise ApiError("ROLE_CHANGE_REFUSED", str(error)) from error
+    return RoleChangeView(role=broker.role.value, epoch=None)
 
 
 @router.get("/broker", operation_id="admin-broker")

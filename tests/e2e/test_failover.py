@@ -1,0 +1,118 @@
+"""Failover by hand with real `twinlog serve` processes: kill -9 the SYNC_MASTER under load,
+promote its slave, bring the old master back as the new master's slave."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.cli import main
+from tests.e2e.conftest import BrokerProcess, Launcher, caught_up, master_diff, wait_for
+
+TOPIC = "Failover"
+PRODUCERS = 16
+QUEUES = 4
+
+
+def _produce_until(broker: BrokerProcess, stop: threading.Event, acked: set[str],
+                   index: int) -> None:
+    """One producer: numbered bodies until `stop` or the broker dies; 201s are recorded."""
+    with httpx.Client(base_url=broker.url, timeout=5.0) as client:
+        sequence = 0
+        while not stop.is_set():
+            body = f"p{index:02d}-{sequence:06d}"
+            sequence += 1
+            try:
+                response = client.post(f"/v1/topics/{TOPIC}/messages", json={"body": body})
+            except httpx.HTTPError:
+                return  # the master was killed
+            if response.status_code == 201:
+                acked.add(body)
+
+
+def _read_all(broker: BrokerProcess) -> list[list[dict[str, Any]]]:
+    queues = []
+    for queue_id in range(QUEUES):
+        messages: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = broker.get_json(f"/v1/topics/{TOPIC}/queues/{queue_id}/messages",
+                                   offset=offset, max_messages=500, body_encoding="utf8")
+            messages += page["messages"]
+            if page["next_offset"] >= page["max_offset"]:
+                break
+            offset = page["next_offset"]
+        queues.append(messages)
+    return queues
+
+
+def _log_bytes(data_dir: Path, end_offset: int) -> bytes:
+    files = sorted((path for path in (data_dir / "commitlog").iterdir() if path.name.isdigit()),
+                   key=lambda path: int(path.name))
+    return b"".join(path.read_bytes() for path in files)[:end_offset]
+
+
+@pytest.mark.parametrize("rejoin", ["restart-as-slave", "demote"])
+def test_kill_promote_rejoin_loses_no_put_ok(launch: Launcher, rejoin: str) -> None:
+    """Every message answered 201 by the killed SYNC_MASTER is on the promoted slave; the old
+    master, restarted as its slave (or restarted as a master by mistake and then demoted),
+    ends with a byte-equal log and the same queues."""
+    master = launch(f"fo-master-{rejoin}", "SYNC_MASTER")
+    slave = launch(f"fo-slave-{rejoin}", "SLAVE", master=master)
+    wait_for(lambda: caught_up(master), what="slave connected")
+    stop = threading.Event()
+    acked: set[str] = set()
+    producers = [threading.Thread(target=_produce_until, args=(master, stop, acked, i))
+                 for i in range(PRODUCERS)]
+    for producer in producers:
+        producer.start()
+    wait_for(lambda: len(acked) >= 400, 60, "400 PUT_OK answers")
+    assert master.process is not None
+    master.process.kill()  # SIGKILL under load
+    master.process.wait(10)
+    stop.set()
+    for producer in producers:
+        producer.join(10)
+
+    def promote() -> bool:
+        response = slave.client.post("/admin/ha/promote", json={"role": "SYNC_MASTER"})
+        assert response.status_code in (200, 409), response.text
+        return response.status_code == 200
+
+    wait_for(promote, 15, "promotion (the dead master's link must drop first)")
+    stored = {m["body"] for queue in _read_all(slave) for m in queue}
+    assert acked <= stored, f"{len(acked - stored)} PUT_OK messages missing"
+    assert slave.get_json("/admin/ha")["master"]["epoch"] >= 2
+    assert slave.client.post(f"/v1/topics/{TOPIC}/messages",
+                             json={"body": "after"}).status_code == 202  # no slave yet
+
+    if rejoin == "restart-as-slave":
+        rejoined = launch(f"fo-master-{rejoin}", "SLAVE", master=slave)  # the old data dir
+    else:
+        rejoined = launch(f"fo-master-{rejoin}", "SYNC_MASTER")  # a new epoch of its own
+        assert main(["ha", "demote", "--url", rejoined.url, "--master-ha-address",
+                     slave.ha_address, "--master-http-address", slave.url]) == 0
+    assert slave.client.post(f"/v1/topics/{TOPIC}/messages",
+                             json={"body": "with the old master back"}).status_code in (201, 202)
+    wait_for(lambda: caught_up(slave), 30, "old master caught up")
+    end = master_diff(slave)["master_max_offset"]
+    assert _read_all(rejoined) == _read_all(slave)
+    assert rejoined.stop() == 0 and slave.stop() == 0
+    assert _log_bytes(rejoined.data_dir, end) == _log_bytes(slave.data_dir, end)
+
+
+def test_promotion_is_refused_while_the_master_is_connected(launch: Launcher) -> None:
+    """Two masters would both take writes: promotion answers 409 while the link is up, and
+    the slave stays a slave."""
+    master = launch("guard-master", "SYNC_MASTER")
+    slave = launch("guard-slave", "SLAVE", master=master)
+    wait_for(lambda: caught_up(master), what="slave connected")
+    response = slave.client.post("/admin/ha/promote", json={})
+    assert response.status_code == 409
+    assert response.json()["error_code"] == "ROLE_CHANGE_REFUSED"
+    assert main(["ha", "promote", "--url", slave.url]) == 1  # the CLI says the same
+    assert slave.get_json("/admin/diff")["role"] == "SLAVE"
