@@ -86,7 +86,9 @@ def test_kill_promote_rejoin_loses_no_put_ok(launch: Launcher, rejoin: str) -> N
     wait_for(promote, 15, "promotion (the dead master's link must drop first)")
     stored = {m["body"] for queue in _read_all(slave) for m in queue}
     assert acked <= stored, f"{len(acked - stored)} PUT_OK messages missing"
-    assert slave.get_json("/admin/ha")["master"]["epoch"] >= 2
+    promoted = slave.get_json("/admin/ha")["master"]
+    assert promoted["epoch"] >= 2
+    slave.ha_port = int(promoted["listen_address"].rpartition(":")[2])  # bound at promotion
     assert slave.client.post(f"/v1/topics/{TOPIC}/messages",
                              json={"body": "after"}).status_code == 202  # no slave yet
 
