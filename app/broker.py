@@ -21,7 +21,7 @@ from app.settings import Settings
 from app.slave_sync import SlaveSync
 from ha import Replication
 from store import BrokerRole, Lifecycle, MessageStore
-from store.metadata import MetadataStore
+from store.metadata import MetadataStore, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,8 @@ class Broker:
                 auto_create_topics=settings.auto_create_topics,
                 default_queue_count=settings.default_queue_count,
                 consumer_offset_persist_interval_ms=settings.consumer_offset_persist_interval_ms,
+                topics_max=settings.topics_max,
+                queues_per_topic_max=settings.queues_per_topic_max,
             )
             for topic in self.metadata.list_topics():
                 self.store.set_queue_count(topic.name, topic.write_queue_count)
@@ -230,6 +232,13 @@ class Broker:
         self.store.set_queue_count(topic, config.write_queue_count)
         self._writable_queue_counts[topic] = config.write_queue_count
         return config.write_queue_count
+
+    def topic_created(self, config: TopicConfig) -> None:
+        """A topic just created: the store routes to its queues, and a writable one needs no
+        metadata look-up on its first produce."""
+        self.topic_changed(config.name, config.write_queue_count)
+        if config.writable:
+            self._writable_queue_counts[config.name] = config.write_queue_count
 
     def topic_changed(self, topic: str, write_queue_count: int | None = None) -> None:
         """After a topic is created or changed: the store routes to its new queue count."""

@@ -78,6 +78,10 @@ PROBLEMS: dict[str, ProblemKind] = {
     "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),
     "TOPIC_ALREADY_EXISTS": ProblemKind(409, "The topic already exists"),
     "TOPIC_NOT_WRITABLE": ProblemKind(403, "The topic does not accept writes"),
+    # A bound of the broker was reached: the body's `setting` names the setting to raise.
+    "TOPICS_MAX_REACHED": ProblemKind(409, "The broker holds topics_max topics already"),
+    "QUEUES_PER_TOPIC_MAX_EXCEEDED": ProblemKind(
+        400, "More queues than queues_per_topic_max allows"),
     "GROUP_NOT_FOUND": ProblemKind(404, "No such subscription group"),
     "GROUP_ALREADY_EXISTS": ProblemKind(409, "The subscription group already exists"),
     "INVALID_EXPORT": ProblemKind(400, "Invalid metadata export"),
@@ -109,7 +113,7 @@ class ApiError(Exception):
 
 def from_metadata_error(error: MetadataError) -> ApiError:
     code = error.error_code if error.error_code in PROBLEMS else "METADATA_ERROR"
-    return ApiError(code, str(error))
+    return ApiError(code, str(error), setting=error.setting)
 
 
 def from_put_status(status: PutMessageStatus, detail: str, **extra: Any) -> ApiError:

@@ -103,6 +103,16 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily("twinlog_dispatch_behind_bytes",
                                 "Commit-log bytes not yet in the consume queues",
                                 value=store.dispatch.behind_bytes)
+        failures = store.dispatch.failures
+        yield GaugeMetricFamily("twinlog_dispatch_failed_queues",
+                                "Consume queues set aside after an I/O error (rebuilt at start)",
+                                value=failures.failed_queue_count)
+        yield CounterMetricFamily("twinlog_dispatch_errors",
+                                  "Consume-queue writes that failed every attempt",
+                                  value=failures.error_count)
+        yield GaugeMetricFamily("twinlog_consume_queue_open_files",
+                                "Consume-queue files mapped now",
+                                value=store.queues.open_files.open_file_count)
         yield from _store_health_metrics(store)
         yield from _replication_metrics(broker)
 

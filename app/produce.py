@@ -206,7 +206,8 @@ async def check_queue(broker: Broker, message: Message) -> None:
         try:
             queue_count = await asyncio.to_thread(broker.ensure_writable_topic, topic)
         except MetadataError as error:
-            raise ApiError(error.error_code, str(error), put_status=_ILLEGAL) from None
+            raise ApiError(error.error_code, str(error), put_status=_ILLEGAL,
+                           setting=error.setting) from None
     queue_id = message.queue_id
     if queue_id is not None and queue_id >= queue_count:
         raise ApiError("INVALID_QUEUE_ID", f"queue_id {queue_id} is not a write queue of topic "

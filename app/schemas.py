@@ -146,6 +146,17 @@ class TopicCreate(BaseModel):
     permission: int = Field(6, ge=0, le=6, description="RocketMQ bits: 4 read, 2 write.")
 
 
+# One transaction creates a batch: bounded like every batch.
+TOPICS_PER_BATCH_MAX = 1000
+
+
+class TopicCreateBatch(BaseModel):
+    model_config = _STRICT
+
+    topics: list[TopicCreate] = Field(min_length=1, max_length=TOPICS_PER_BATCH_MAX,
+                                      description="Created all together, or none of them.")
+
+
 class Topic(BaseModel):
     name: str
     read_queue_count: int
@@ -388,11 +399,24 @@ class CommitLogFile(BaseModel):
     size_bytes: int
 
 
+class DispatchFailureView(BaseModel):
+    """A consume queue dispatch could not write; the next start rebuilds it."""
+
+    topic: str
+    queue_id: int
+    error: str
+    failed_at_ms: int
+
+
 class StoreView(BaseModel):
     min_offset: int
     max_offset: int
     flushed_offset: int
     dispatch_behind_bytes: int
+    dispatch_failed_queues: list[DispatchFailureView] = Field(
+        description="Queues set aside after an I/O error; the others are dispatched as usual")
+    consume_queue_open_files: int = Field(
+        description="Consume-queue files mapped now (bounded by consume_queue_open_files_max)")
     commit_log_files: list[CommitLogFile]
     consume_queue_count: int
     topic_count: int
@@ -443,6 +467,8 @@ class Problem(BaseModel):
     errors: list[ValidationProblem] | None = None
     master_http_address: str | None = None
     master_ha_address: str | None = None
+    setting: str | None = Field(None, description="The broker setting whose bound was reached "
+                                                  "(TOPICS_MAX_REACHED, ...)")
 
 
 class SnapshotManifestView(BaseModel):

@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     max_pending_puts: int = 10_000
     file_reserved_hours: float = 72.0
     disk_max_used_ratio: float = 0.75
+    consume_queue_open_files_max: int = Field(
+        1024, ge=1, le=1_000_000,
+        description="consume-queue files mapped at once (2 descriptors each); the least "
+                    "recently used idle queues are closed past it")
     # -- replication ---------------------------------------------------------------------------
     ha_listen_host: str = "127.0.0.1"
     ha_listen_port: Port = 10912
@@ -108,6 +112,10 @@ class Settings(BaseSettings):
     auto_create_topics: bool = True
     auto_create_groups: bool = True
     default_queue_count: int = Field(4, ge=1, le=1024)
+    # Every topic costs a metadata row, directories and, per queue, consume-queue files and
+    # memory: both counts are bounded, and past them creation answers 409/400 naming them.
+    topics_max: int = Field(10_000, ge=1, le=10_000_000)
+    queues_per_topic_max: int = Field(128, ge=1, le=1024)
     consumer_offset_persist_interval_ms: int = Field(5000, gt=0)
     # -- snapshots -----------------------------------------------------------------------------
     snapshot_dir: Path | None = Field(None, description="default: <data_dir>/snapshots")
@@ -153,6 +161,9 @@ class Settings(BaseSettings):
         if (self.http_port == self.ha_listen_port and self.http_port != 0
                 and self.http_host == self.ha_listen_host):
             raise ValueError(f"ha_listen_port: must differ from http_port ({self.http_port})")
+        if self.default_queue_count > self.queues_per_topic_max:
+            raise ValueError(f"default_queue_count: must be <= queues_per_topic_max "
+                             f"({self.queues_per_topic_max}) (got {self.default_queue_count})")
         for scopes in self.auth_tokens.values():
             if not scopes:
                 raise ValueError("auth_tokens: every token needs at least one scope")
@@ -192,6 +203,7 @@ class Settings(BaseSettings):
                 default_queue_count=self.default_queue_count,
                 file_reserved_hours=self.file_reserved_hours,
                 disk_max_used_ratio=self.disk_max_used_ratio,
+                consume_queue_open_files_max=self.consume_queue_open_files_max,
                 store_host=self.store_host,
             )
         except ConfigError as error:

@@ -27,6 +27,8 @@ class StoreConfig:
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     mapped_file_size_bytes: int = GIB
     consume_queue_entries_per_file: int = 300_000
+    # Consume-queue files mapped at once (2 descriptors each); idle queues are closed past it.
+    consume_queue_open_files_max: int = 1024
     message_size_max_bytes: int = 4 * MIB
     flush_interval_ms: int = 500
     flush_consume_queue_interval_ms: int = 1000
@@ -55,6 +57,7 @@ class StoreConfig:
                 f"message_size_max_bytes={self.message_size_max_bytes}) plus the end marker",
             ),
             (self.consume_queue_entries_per_file >= 1, "consume_queue_entries_per_file", ">= 1"),
+            (self.consume_queue_open_files_max >= 1, "consume_queue_open_files_max", ">= 1"),
             (self.message_size_max_bytes >= 0, "message_size_max_bytes", "must be >= 0"),
             (self.flush_interval_ms > 0, "flush_interval_ms", "must be > 0"),
             (self.flush_consume_queue_interval_ms > 0, "flush_consume_queue_interval_ms", "> 0"),

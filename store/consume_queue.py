@@ -10,12 +10,16 @@ import logging
 import shutil
 import struct
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from store.config import CONSUME_QUEUE_ENTRY_SIZE_BYTES, StoreConfig
 from store.disk import REAL_DISK, Disk
 from store.errors import StoreCorruptError
+from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
+from store.open_files import OpenFiles
 from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)
@@ -30,92 +34,146 @@ Entry = tuple[int, int, int, int]
 
 
 class ConsumeQueue:
+    """One queue's files, mapped only while the queue is in use.
+
+    Every use of the files runs under the queue's lock through `_opened()`, which maps them
+    when they are closed and reports the use to `OpenFiles`; `OpenFiles` closes idle queues
+    past its bound. The offsets (`min_queue_offset`, `max_queue_offset`) and the file count
+    are kept here, so that listing queues, the checkpoint and reads of an empty range never
+    open a file.
+    """
+
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size_bytes: int,
-                 disk: Disk = REAL_DISK) -> None:
+                 open_files: OpenFiles, disk: Disk = REAL_DISK) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self._files = MappedFileQueue(directory, file_size_bytes, disk)
+        self._directory = directory
+        self._file_size_bytes = file_size_bytes
+        self._open_files = open_files
+        self._disk = disk
+        self._files: MappedFileQueue | None = None
+        self._lock = threading.RLock()
+        self._min_offset_bytes = 0
+        self._max_offset_bytes = 0
+        self._file_count = 0
+        self._end_found = False  # whether load() found where the written entries end
+
+    @contextmanager
+    def _opened(self) -> Iterator[MappedFileQueue]:
+        with self._lock:
+            files = self._files if self._files is not None else self._open()
+            try:
+                yield files
+            finally:
+                self._min_offset_bytes = files.min_offset
+                self._max_offset_bytes = files.max_offset
+                self._file_count = len(files.files)
+                # Under the lock: a queue with open files is always listed as open, which
+                # is what lets ConsumeQueues.flush visit only the open ones.
+                self._open_files.used(self, self._file_count)
+
+    def _open(self) -> MappedFileQueue:
+        files = MappedFileQueue(self._directory, self._file_size_bytes, self._disk,
+                                random_access=True)
+        if self._directory.is_dir():
+            try:
+                files.load()
+            except BaseException:
+                files.close()
+                raise
+        last = files.last_file()
+        if last is not None:
+            if self._end_found:  # reopened: the end is known
+                end_position = self._max_offset_bytes - last.start_offset
+            else:
+                end_position = _written_end(last)
+                self._end_found = True
+            last.write_position = end_position
+            last.flushed_position = end_position
+        self._files = files
+        return files
+
+    def close_if_idle(self) -> bool:
+        """Unmap the files unless another thread uses them; the files closed with unflushed
+        entries go to OpenFiles, which syncs them before the next checkpoint."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            files = self._files
+            if files is None:
+                return True
+            unflushed = [mapped.path for mapped in files.files
+                         if mapped.write_position > mapped.flushed_position]
+            files.close()
+            self._files = None
+            self._open_files.closed(self, unflushed)
+            return True
+        finally:
+            self._lock.release()
 
     def load(self) -> None:
-        """Map the files and find where the last file's written entries end.
-
-        Entries are written in order, so the written ones form a prefix: binary search for the
-        first all-zero entry (a gap filler is (-1, 0, 0), never all zeros).
-        """
-        self._files.load()
-        last = self._files.last_file()
-        if last is None:
-            return
-        low, high = 0, last.size_bytes // ENTRY_SIZE
-        while low < high:
-            middle = (low + high) // 2
-            if last.view(middle * ENTRY_SIZE, ENTRY_SIZE) == _ZERO_ENTRY:
-                high = middle
-            else:
-                low = middle + 1
-        last.write_position = low * ENTRY_SIZE
-        last.flushed_position = last.write_position
+        """Find where the written entries end (then the files may be closed again)."""
+        with self._opened():
+            pass
 
     @property
     def min_queue_offset(self) -> int:
-        return self._files.min_offset // ENTRY_SIZE
+        return self._min_offset_bytes // ENTRY_SIZE
 
     @property
     def max_queue_offset(self) -> int:
         """The next queue offset to be written (one past the last entry)."""
-        return self._files.max_offset // ENTRY_SIZE
+        return self._max_offset_bytes // ENTRY_SIZE
 
     def put(self, queue_offset: int, commit_log_offset: int, size: int, tags_code: int) -> bool:
         """Write the entry for `queue_offset`; an entry already there is left as it is."""
-        expected = self.max_queue_offset
+        with self._opened() as files:
+            return self._put(files, (queue_offset, commit_log_offset, size, tags_code))
+
+    def _put(self, files: MappedFileQueue, entry: Entry) -> bool:
+        queue_offset = entry[0]
+        expected = files.max_offset // ENTRY_SIZE
         if queue_offset < expected:
             return False  # redispatch after recovery: the entry was flushed before the crash
         if queue_offset > expected:
-            if expected != 0 or self._files.last_file() is not None:
+            if expected != 0 or files.last_file() is not None:
                 log.error(
                     "consume queue %s/%d: entry %d arrives while %d is expected; filling the gap",
                     self.topic, self.queue_id, queue_offset, expected,
                 )
-            self._fill_gap(expected, queue_offset)
+            self._fill_gap(files, expected, queue_offset)
+        mapped = _file_for(files, queue_offset)
         byte_offset = queue_offset * ENTRY_SIZE
-        mapped = self._files.writable_file(
-            start_if_empty=byte_offset - byte_offset % self._files.file_size_bytes
-        )
         if mapped.write_offset < byte_offset:
             mapped.write_position = byte_offset - mapped.start_offset
-        mapped.append(ENTRY.pack(commit_log_offset, size, tags_code))
+        mapped.append(ENTRY.pack(entry[1], entry[2], entry[3]))
         return True
 
     def put_many(self, entries: list[Entry]) -> None:
         """Entries in queue-offset order: runs of consecutive ones are written at once."""
-        index = 0
-        while index < len(entries):
-            queue_offset = entries[index][0]
-            expected = self.max_queue_offset
-            if queue_offset != expected:
-                self.put(*entries[index])  # a present entry or a gap: the careful path
-                index += 1
-                continue
-            byte_offset = queue_offset * ENTRY_SIZE
-            mapped = self._files.writable_file(
-                start_if_empty=byte_offset - byte_offset % self._files.file_size_bytes
-            )
-            run = entries[index : index + mapped.remaining_bytes // ENTRY_SIZE]
-            if run[-1][0] != queue_offset + len(run) - 1:
-                self.put(*entries[index])  # not consecutive: one at a time
-                index += 1
-                continue
-            pack = ENTRY.pack
-            mapped.append(b"".join([pack(entry[1], entry[2], entry[3]) for entry in run]))
-            index += len(run)
+        with self._opened() as files:
+            index = 0
+            while index < len(entries):
+                queue_offset = entries[index][0]
+                if queue_offset != files.max_offset // ENTRY_SIZE:
+                    self._put(files, entries[index])  # a present entry or a gap: careful path
+                    index += 1
+                    continue
+                mapped = _file_for(files, queue_offset)
+                run = entries[index : index + mapped.remaining_bytes // ENTRY_SIZE]
+                if run[-1][0] != queue_offset + len(run) - 1:
+                    self._put(files, entries[index])  # not consecutive: one at a time
+                    index += 1
+                    continue
+                pack = ENTRY.pack
+                mapped.append(b"".join([pack(entry[1], entry[2], entry[3]) for entry in run]))
+                index += len(run)
 
-    def _fill_gap(self, start: int, end: int) -> None:
+    def _fill_gap(self, files: MappedFileQueue, start: int, end: int) -> None:
         """Invalid entries (size 0) stand for records this queue will never have."""
         for queue_offset in range(start, end):
+            mapped = _file_for(files, queue_offset)
             byte_offset = queue_offset * ENTRY_SIZE
-            mapped = self._files.writable_file(
-                start_if_empty=byte_offset - byte_offset % self._files.file_size_bytes
-            )
             if mapped.write_offset < byte_offset:
                 mapped.write_position = byte_offset - mapped.start_offset
             mapped.append(ENTRY.pack(-1, 0, 0))
@@ -124,57 +182,93 @@ class ConsumeQueue:
         """(commit-log offset, size, tags code) of an entry, or None when not held/invalid."""
         if not self.min_queue_offset <= queue_offset < self.max_queue_offset:
             return None
-        mapped = self._files.hold_file(queue_offset * ENTRY_SIZE)
-        if mapped is None:  # removed by retention meanwhile
-            return None
-        try:
-            position = queue_offset * ENTRY_SIZE - mapped.start_offset
-            entry = ENTRY.unpack_from(mapped.buffer, position)
-        finally:
-            mapped.release()
+        with self._opened() as files:
+            if queue_offset * ENTRY_SIZE >= files.max_offset:
+                return None
+            mapped = files.hold_file(queue_offset * ENTRY_SIZE)
+            if mapped is None:  # removed by retention meanwhile
+                return None
+            try:
+                position = queue_offset * ENTRY_SIZE - mapped.start_offset
+                entry: tuple[int, int, int] = ENTRY.unpack_from(mapped.buffer, position)
+            finally:
+                mapped.release()
         if entry[0] < 0 or entry[1] <= 0:
             return None
         return entry
 
     def truncate_physical(self, commit_log_end: int) -> None:
         """Drop entries whose record reaches past `commit_log_end` (after a torn tail)."""
-        low, high = self.min_queue_offset, self.max_queue_offset
-        while low < high:  # first entry whose record end is past the commit-log end
-            middle = (low + high) // 2
-            entry = self._raw_entry(middle)
-            if entry[0] >= 0 and entry[0] + entry[1] > commit_log_end:
-                high = middle
-            else:
-                low = middle + 1
-        if low < self.max_queue_offset:
-            log.warning("consume queue %s/%d: truncating at entry %d", self.topic, self.queue_id,
-                        low)
-            self._files.truncate(low * ENTRY_SIZE)
-
-    def _raw_entry(self, queue_offset: int) -> tuple[int, int, int]:
-        mapped = self._files.find_file(queue_offset * ENTRY_SIZE)
-        assert mapped is not None
-        return ENTRY.unpack_from(
-            mapped.view(queue_offset * ENTRY_SIZE - mapped.start_offset, ENTRY_SIZE)
-        )
+        with self._opened() as files:
+            low, high = files.min_offset // ENTRY_SIZE, files.max_offset // ENTRY_SIZE
+            end = high
+            while low < high:  # first entry whose record end is past the commit-log end
+                middle = (low + high) // 2
+                entry = _raw_entry(files, middle)
+                if entry[0] >= 0 and entry[0] + entry[1] > commit_log_end:
+                    high = middle
+                else:
+                    low = middle + 1
+            if low < end:
+                log.warning("consume queue %s/%d: truncating at entry %d", self.topic,
+                            self.queue_id, low)
+                files.truncate(low * ENTRY_SIZE)
 
     def delete_files_below(self, commit_log_min_offset: int) -> int:
         """Remove whole files whose every entry points below the commit log's min offset."""
-        files = self._files.files
-        removable = 0
-        for mapped in files[:-1]:
-            last = ENTRY.unpack_from(mapped.view(mapped.size_bytes - ENTRY_SIZE, ENTRY_SIZE))
-            if last[0] + last[1] <= commit_log_min_offset:
-                removable += 1
-            else:
-                break
-        return len(self._files.delete_first(removable))
+        if self._file_count <= 1:
+            return 0  # the last file always stays: nothing to open the queue for
+        with self._opened() as files:
+            removable = 0
+            for mapped in files.files[:-1]:
+                last = ENTRY.unpack_from(mapped.view(mapped.size_bytes - ENTRY_SIZE, ENTRY_SIZE))
+                if last[0] + last[1] <= commit_log_min_offset:
+                    removable += 1
+                else:
+                    break
+            return len(files.delete_first(removable))
 
     def flush(self) -> None:
-        self._files.flush()
+        """msync the entries written since the last flush, when the files are open (closed
+        ones are synced by OpenFiles.sync_closed)."""
+        with self._lock:
+            if self._files is not None:
+                self._files.flush()
 
     def close(self) -> None:
-        self._files.close()
+        with self._lock:
+            if self._files is not None:
+                self._files.close()
+                self._files = None
+                self._open_files.closed(self, [])
+
+
+def _file_for(files: MappedFileQueue, queue_offset: int) -> MappedFile:
+    """The file to write entry `queue_offset` into (the last one, or a new one)."""
+    byte_offset = queue_offset * ENTRY_SIZE
+    return files.writable_file(start_if_empty=byte_offset - byte_offset % files.file_size_bytes)
+
+
+def _raw_entry(files: MappedFileQueue, queue_offset: int) -> tuple[int, int, int]:
+    mapped = files.find_file(queue_offset * ENTRY_SIZE)
+    assert mapped is not None
+    entry: tuple[int, int, int] = ENTRY.unpack_from(
+        mapped.view(queue_offset * ENTRY_SIZE - mapped.start_offset, ENTRY_SIZE)
+    )
+    return entry
+
+
+def _written_end(last: MappedFile) -> int:
+    """Entries are written in order, so the written ones form a prefix: binary search for the
+    first all-zero entry (a gap filler is (-1, 0, 0), never all zeros)."""
+    low, high = 0, last.size_bytes // ENTRY_SIZE
+    while low < high:
+        middle = (low + high) // 2
+        if last.view(middle * ENTRY_SIZE, ENTRY_SIZE) == _ZERO_ENTRY:
+            high = middle
+        else:
+            low = middle + 1
+    return low * ENTRY_SIZE
 
 
 class ConsumeQueues:
@@ -186,6 +280,7 @@ class ConsumeQueues:
         self._disk = disk
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
+        self.open_files = OpenFiles(self._root, config.consume_queue_open_files_max)
 
     def load(self) -> int:
         """Load every queue; a queue whose files are broken is removed to be rebuilt by
@@ -222,7 +317,7 @@ class ConsumeQueues:
                 if queue is None:
                     directory = self._root / topic / str(queue_id)
                     queue = ConsumeQueue(directory, topic, queue_id, self._file_size_bytes,
-                                         self._disk)
+                                         self.open_files, self._disk)
                     self._queues[(topic, queue_id)] = queue
         return queue
 
@@ -243,8 +338,18 @@ class ConsumeQueues:
         return {(q.topic, q.queue_id): q.max_queue_offset for q in self.all()}
 
     def flush(self) -> None:
-        for queue in self.all():
+        """Make every entry written so far durable: the open queues' files by msync, then
+        the files closed since the last flush. A queue is listed open for as long as its
+        files are, and reports its unflushed files before it leaves the list, both under
+        its lock: no entry written before this call escapes both steps."""
+        for queue in self.open_files.open_queues():
             queue.flush()
+        self.open_files.sync_closed()
+
+    def close_idle(self) -> None:
+        """Unmap every queue not in use now (shutdown frees descriptors before the
+        checkpoint, so a shortage elsewhere cannot stop it being written)."""
+        self.open_files.close_all()
 
     def truncate_physical(self, commit_log_end: int) -> None:
         for queue in self.all():
@@ -253,3 +358,4 @@ class ConsumeQueues:
     def close(self) -> None:
         for queue in self.all():
             queue.close()
+        self.open_files.close()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from store.commit_log import CommitLog
 from store.consume_queue import ConsumeQueues, Entry
+from store.dispatch_failures import WRITE_ATTEMPTS_MAX, DispatchFailures
 from store.mapped_file import MappedFile
 from store.record import (
     BLANK_MAGIC,
@@ -51,6 +52,7 @@ class DispatchService(ServiceThread):
         self.last_record_offset = -1
         self._topic_names: dict[bytes, str] = {}
         self._dispatch_lock = threading.Lock()
+        self.failures = DispatchFailures()
 
     def stop(self, *, drain: bool = True) -> None:
         super().stop()
@@ -60,9 +62,13 @@ class DispatchService(ServiceThread):
 
     @property
     def position(self) -> tuple[int, int]:
-        """(dispatched offset, start of the last record before it), read consistently."""
+        """(dispatched offset, start of the last record before it), read consistently: where
+        recovery may restart dispatch. Held back while a queue is failed, so that the next
+        start rebuilds it."""
         with self._dispatch_lock:
-            return self.dispatched_offset, self.last_record_offset
+            current = self.dispatched_offset, self.last_record_offset
+        held = self.failures.held_position
+        return held if held is not None and held[0] < current[0] else current
 
     def rewind(self, offset: int, cut: Callable[[], int]) -> int:
         """Run `cut` (which removes the log from `offset` on) with dispatch held still, then
@@ -111,6 +117,7 @@ class DispatchService(ServiceThread):
             mapped.release()
 
     def _dispatch_file(self, mapped: MappedFile, offset: int, max_offset: int) -> int:
+        batch_start = offset, self.last_record_offset
         base = mapped.start_offset
         limit = min(mapped.write_position, max_offset - base)
         position = offset - base
@@ -130,7 +137,7 @@ class DispatchService(ServiceThread):
                 count += 1
                 break
             if magic != MESSAGE_MAGIC or total_size < RECORD_OVERHEAD:
-                self._write(pending)
+                self._write(pending, batch_start)
                 self.dispatched_offset = base + position
                 raise RecordError(f"bad record at offset {base + position}")
             if position + total_size > limit:
@@ -148,20 +155,40 @@ class DispatchService(ServiceThread):
             last_record = position
             position += total_size
             count += 1
-        self._write(pending)
+        self._write(pending, batch_start)
         if last_record >= 0:
             self.last_record_offset = base + last_record
         self.dispatched_offset = base + position
         return count
 
-    def _write(self, pending: dict[tuple[bytes, int], list[Entry]]) -> None:
+    def _write(self, pending: dict[tuple[bytes, int], list[Entry]],
+               batch_start: tuple[int, int]) -> None:
+        """Write each queue's entries; a queue that fails is set aside (DispatchFailures),
+        the others are written all the same."""
         for (raw_topic, queue_id), entries in pending.items():
             topic = self._topic_names.get(raw_topic)
             if topic is None:
                 topic = raw_topic.decode("utf-8")
                 if len(self._topic_names) < _TOPIC_NAMES_MAX:
                     self._topic_names[raw_topic] = topic
-            self._queues.get_or_create(topic, queue_id).put_many(entries)
+            if self.failures.is_failed(topic, queue_id):
+                continue  # rebuilt from the held position at the next start
+            try:
+                self._put_with_attempts(topic, queue_id, entries)
+            except OSError as error:
+                self.failures.record(topic, queue_id, error, batch_start)
+
+    def _put_with_attempts(self, topic: str, queue_id: int, entries: list[Entry]) -> None:
+        for attempt in range(1, WRITE_ATTEMPTS_MAX + 1):
+            try:
+                self._queues.get_or_create(topic, queue_id).put_many(entries)
+                return
+            except OSError as error:
+                if attempt == WRITE_ATTEMPTS_MAX:
+                    raise
+                log.warning("dispatch: writing consume queue %s/%d failed (%s); closing idle "
+                            "queues and trying again", topic, queue_id, error)
+                self._queues.close_idle()  # frees descriptors when they ran out
 
 
 def _tags_code_of(properties: bytes) -> int:

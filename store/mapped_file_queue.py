@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -26,10 +27,15 @@ class MappedFileQueue:
     """Files named by 20-digit start offset; offset `o` lives in the file starting at
     `o - o % file_size_bytes`. The last file is the only one written."""
 
-    def __init__(self, directory: Path, file_size_bytes: int, disk: Disk = REAL_DISK) -> None:
+    def __init__(self, directory: Path, file_size_bytes: int, disk: Disk = REAL_DISK, *,
+                 random_access: bool = False) -> None:
         self.directory = directory
         self.file_size_bytes = file_size_bytes
         self._disk = disk
+        # Consume queues are read and written a few entries at a time: without MADV_RANDOM
+        # the first write into a new sparse file reads ahead megabytes of holes (about 15 ms
+        # per 6 MB file on ext4, against 0.4 ms with it).
+        self._random_access = random_access
         self._files: list[MappedFile] = []
         self._starts: list[int] = []
         # Guards the file list (roll, retention, truncate) against readers looking up files.
@@ -87,6 +93,7 @@ class MappedFileQueue:
             previous_start = start
         for start, path in entries:
             mapped = MappedFile(path, start, self.file_size_bytes, create=False)
+            self._advise(mapped)
             mapped.write_position = self.file_size_bytes
             mapped.flushed_position = self.file_size_bytes
             self._files.append(mapped)
@@ -94,6 +101,10 @@ class MappedFileQueue:
         # What was on disk at start counts as durable (recovery decides what of it is valid).
         self._flushed_offset = self.max_offset
         self._names_durable_end = self.max_offset
+
+    def _advise(self, mapped: MappedFile) -> None:
+        if self._random_access and hasattr(mmap, "MADV_RANDOM"):
+            mapped.buffer.madvise(mmap.MADV_RANDOM)
 
     # -- lookups -------------------------------------------------------------------------
 
@@ -161,6 +172,7 @@ class MappedFileQueue:
             except BaseException:
                 allocated.destroy()
                 raise
+            self._advise(mapped)
             with self._files_lock:
                 self._files.append(mapped)
                 self._starts.append(start)

@@ -59,6 +59,16 @@ class ReplicationGuard(Protocol):
     def pending_count(self) -> int: ...
 
 
+def _stop_logging_errors(service: ServiceThread) -> None:
+    """Stop a service; its failure (dispatch's final drain, say) is logged, never allowed to
+    skip the shutdown steps after it."""
+    try:
+        service.stop()
+    except Exception:
+        log.exception("shutdown: stopping %s failed; flushing and checkpointing anyway",
+                      service.name)
+
+
 class Lifecycle(enum.Enum):
     CREATED = "CREATED"
     RUNNING = "RUNNING"
@@ -137,15 +147,21 @@ class MessageStore:
             raise StoreStateError(f"shutdown() on a store that is {self.state.value}")
         self.state = Lifecycle.STOPPED
         self._update_fast_path()
-        for service in reversed(self._services):
-            service.stop()
-        self.flush.checkpoint()
-        self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        if self.health.is_writable:
-            self.paths.abort_marker.unlink(missing_ok=True)
-        else:  # not everything reached the disk: the next start must run crash recovery
-            log.warning("shutdown after a write fault: the abort marker stays")
-        self._close()
+        try:
+            for service in reversed(self._services):
+                _stop_logging_errors(service)
+            # Idle consume-queue files go first: the checkpoint needs descriptors of its own.
+            self.queues.close_idle()
+            # Whatever failed above, the log is flushed and the checkpoint written (it never
+            # passes a queue dispatch could not write: DispatchService.position).
+            checkpoint = self.flush.checkpoint()
+            if checkpoint is not None and self.health.is_writable:
+                self.paths.abort_marker.unlink(missing_ok=True)
+            else:  # not everything reached the disk: the next start must run crash recovery
+                log.warning("shutdown after a write fault: the abort marker stays")
+        finally:
+            self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            self._close()
 
     def halt(self) -> None:
         """Stop as a crash would: no flush, no checkpoint, the abort marker stays (tests)."""

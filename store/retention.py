@@ -58,8 +58,8 @@ class RetentionService(ServiceThread):
         files = self._commit_log.files.files
         count = 0
         for mapped in files[:-1]:  # never the file being written
-            if mapped.end_offset > self._dispatch.dispatched_offset:
-                break  # its records have no consume-queue entries yet
+            if mapped.end_offset > self._dispatch.position[0]:
+                break  # its records have no consume-queue entries yet (or a failed queue's)
             too_old = now_s - mapped.path.stat().st_mtime > reserved_s
             too_full = self._used_ratio(self._config.data_dir) > self._config.disk_max_used_ratio
             if not (too_old or too_full):

@@ -26,6 +26,7 @@ from app.schemas import (
     DataVersionView,
     DemoteRequest,
     DiffView,
+    DispatchFailureView,
     HaView,
     MasterDiffView,
     MasterHaView,
@@ -160,6 +161,9 @@ def admin_store(broker: BrokerDep) -> StoreView:
         min_offset=store.min_offset, max_offset=store.max_offset,
         flushed_offset=store.commit_log.flushed_offset,
         dispatch_behind_bytes=store.dispatch.behind_bytes,
+        dispatch_failed_queues=[DispatchFailureView.model_validate(failure, from_attributes=True)
+                                for failure in store.dispatch.failures.failed_queues()],
+        consume_queue_open_files=store.queues.open_files.open_file_count,
         commit_log_files=[CommitLogFile(name=mapped.path.name, start_offset=mapped.start_offset,
                                         write_offset=mapped.write_offset,
                                         size_bytes=mapped.size_bytes) for mapped in files],

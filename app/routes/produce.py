@@ -271,7 +271,7 @@ async def _produce_batch(scope: Scope, receive: Receive,
 
 _RAW_BODY = {"type": "string", "format": "binary",
              "description": "The message body as is; attributes in X-Twinlog-* headers."}
-_PRODUCE_ERRORS = problem_responses(400, 401, 403, 404, 413, 415, 429, 500, 503, 507)
+_PRODUCE_ERRORS = problem_responses(400, 401, 403, 404, 409, 413, 415, 429, 500, 503, 507)
 _PUT_202 = {"model": PutResult,
             "description": "Stored on the master, but a guarantee was not met "
                            "(FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)."}

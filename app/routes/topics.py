@@ -8,9 +8,16 @@ from app.broker import Broker
 from app.deps import BrokerDep, MasterBrokerDep, TopicPath, requires
 from app.errors import ApiError
 from app.openapi import problem_responses
-from app.schemas import QueueOffsets, Topic, TopicCreate, TopicDetail, TopicList
+from app.schemas import (
+    QueueOffsets,
+    Topic,
+    TopicCreate,
+    TopicCreateBatch,
+    TopicDetail,
+    TopicList,
+)
 from app.settings import Scope
-from store.metadata import TopicConfig
+from store.metadata import NewTopic, TopicConfig
 
 router = APIRouter(tags=["topics"])
 
@@ -38,8 +45,24 @@ def create_topic(topic: TopicCreate, broker: MasterBrokerDep) -> Topic:
     config = broker.metadata_store.create_topic(
         name=topic.name, read_queue_count=topic.read_queue_count,
         write_queue_count=topic.write_queue_count, permission=topic.permission)
-    broker.topic_changed(config.name, config.write_queue_count)
+    broker.topic_created(config)
     return topic_view(config)
+
+
+@router.post("/v1/topics:batch", operation_id="create-topics",
+             status_code=status.HTTP_201_CREATED, dependencies=[requires(Scope.ADMIN)],
+             responses=problem_responses(400, 401, 403, 409, 503))
+def create_topics(batch: TopicCreateBatch, broker: MasterBrokerDep) -> TopicList:
+    """Create many topics in one transaction: all of them, or none (409 when one exists or
+    when they would pass topics_max)."""
+    default = broker.metadata_store.default_queue_count
+    configs = broker.metadata_store.create_topics([
+        NewTopic(topic.name, topic.read_queue_count or default,
+                 topic.write_queue_count or default, topic.permission)
+        for topic in batch.topics])
+    for config in configs:
+        broker.topic_created(config)
+    return TopicList(topics=[topic_view(config) for config in configs])
 
 
 @router.get("/v1/topics/{topic}", operation_id="describe-topic",

@@ -13,6 +13,8 @@ class MetadataError(Exception):
     """A metadata request was refused; the database and the in-memory state are unchanged."""
 
     error_code: ClassVar[str] = "METADATA_ERROR"
+    # The broker setting that bounds what was refused, for errors that are a limit being hit.
+    setting: ClassVar[str | None] = None
 
 
 class InvalidTopicName(MetadataError):
@@ -29,6 +31,13 @@ class InvalidQueueCount(MetadataError):
 
 class InvalidQueueId(MetadataError):
     error_code = "INVALID_QUEUE_ID"
+
+
+class QueuesPerTopicMaxExceeded(InvalidQueueCount):
+    """More queues than the broker's `queues_per_topic_max` setting allows."""
+
+    error_code = "QUEUES_PER_TOPIC_MAX_EXCEEDED"
+    setting = "queues_per_topic_max"
 
 
 class InvalidPermission(MetadataError):
@@ -59,6 +68,13 @@ class TopicNotFound(MetadataError):
 
 class TopicAlreadyExists(MetadataError):
     error_code = "TOPIC_ALREADY_EXISTS"
+
+
+class TopicsMaxReached(MetadataError):
+    """The broker holds `topics_max` topics already: a new one is refused, nothing is written."""
+
+    error_code = "TOPICS_MAX_REACHED"
+    setting = "topics_max"
 
 
 class TopicNotWritable(MetadataError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -30,7 +30,13 @@ from store.metadata.models import (
 from store.metadata.offset_table import CommitOutcome, ConsumerOffsetTable
 from store.metadata.offsets import OffsetKey, check_offset_key, check_offset_target
 from store.metadata.periodic import PeriodicThread
-from store.metadata.rules import DEFAULT_QUEUE_COUNT, check_queue_count, check_queue_offset
+from store.metadata.rules import (
+    DEFAULT_QUEUE_COUNT,
+    QUEUE_COUNT_MAX,
+    check_queue_count,
+    check_queue_count_cap,
+    check_queue_offset,
+)
 from store.metadata.sync import TableExport
 from store.metadata.versions import MetadataTable, get_data_version, get_data_versions
 
@@ -55,9 +61,19 @@ class MetadataStore:
         default_queue_count: int = DEFAULT_QUEUE_COUNT,
         consumer_offset_persist_interval_ms: int = DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS,
         clock_ms: ClockMs = wall_clock_ms,
+        topics_max: int | None = None,
+        queues_per_topic_max: int = QUEUE_COUNT_MAX,
     ) -> None:
-        """Open the database and upgrade it to the newest schema (Alembic, never create_all)."""
-        check_queue_count("default_queue_count", default_queue_count)
+        """Open the database and upgrade it to the newest schema (Alembic, never create_all).
+
+        `topics_max` (None: no cap) and `queues_per_topic_max` bound what create and
+        auto-create may add; topics imported from a master (slave sync) are not capped, a
+        slave mirrors whatever its master holds.
+        """
+        check_queue_count("queues_per_topic_max", queues_per_topic_max)
+        check_queue_count_cap("default_queue_count", default_queue_count, queues_per_topic_max)
+        if topics_max is not None and topics_max < 1:
+            raise ValueError(f"topics_max must be positive, got {topics_max}")
         if consumer_offset_persist_interval_ms <= 0:
             raise ValueError(
                 "consumer_offset_persist_interval_ms must be positive,"
@@ -65,6 +81,8 @@ class MetadataStore:
             )
         self._auto_create_topics = auto_create_topics
         self._default_queue_count = default_queue_count
+        self._topics_max = topics_max
+        self._queues_per_topic_max = queues_per_topic_max
         self._clock_ms = clock_ms
         self._engine = create_metadata_engine(database_url)
         try:
@@ -137,7 +155,8 @@ class MetadataStore:
     def ensure_writable_topic(self, *, name: str) -> TopicConfig:
         """For each produce: the topic's config, auto-created if allowed, refused unless writable.
 
-        Raises InvalidTopicName, TopicNotFound (auto-creation off) or TopicNotWritable.
+        Raises InvalidTopicName, TopicNotFound (auto-creation off), TopicsMaxReached or
+        TopicNotWritable.
         """
         self._check_open()
         topic = self._topic_cache.get(name)
@@ -149,11 +168,16 @@ class MetadataStore:
                     auto_create_topics=self._auto_create_topics,
                     now_ms=self._clock_ms(),
                     default_queue_count=self._default_queue_count,
+                    topics_max=self._topics_max,
                 )
                 # Filled under the write lock, so no writer can change the topic in between.
                 self._topic_cache[name] = topic
         topics.check_writable(topic)
         return topic.model_copy()
+
+    @property
+    def default_queue_count(self) -> int:
+        return self._default_queue_count
 
     def create_topic(
         self,
@@ -164,21 +188,33 @@ class MetadataStore:
         permission: int = READ_WRITE,
     ) -> TopicConfig:
         """Create a topic; queue counts default to default_queue_count."""
+        return self.create_topics([topics.NewTopic(
+            name,
+            self._default_queue_count if read_queue_count is None else read_queue_count,
+            self._default_queue_count if write_queue_count is None else write_queue_count,
+            permission,
+        )])[0]
+
+    def create_topics(self, new_topics: Sequence[topics.NewTopic]) -> list[TopicConfig]:
+        """Create every topic or none, in one transaction (bounded by topics_max together)."""
         self._check_open()
-        if read_queue_count is None:
-            read_queue_count = self._default_queue_count
-        if write_queue_count is None:
-            write_queue_count = self._default_queue_count
+        for topic in new_topics:
+            self._check_queue_counts(topic.read_queue_count, topic.write_queue_count)
         with self._write_lock:
-            self._topic_cache.pop(name, None)
-            return topics.create_topic(
-                engine=self._engine,
-                name=name,
-                now_ms=self._clock_ms(),
-                read_queue_count=read_queue_count,
-                write_queue_count=write_queue_count,
-                permission=permission,
-            )
+            created = topics.create_topics(engine=self._engine, topics=new_topics,
+                                           now_ms=self._clock_ms(), topics_max=self._topics_max)
+            # Under the write lock, as ensure_writable_topic fills it: the first produce to
+            # a topic just created needs no query.
+            for config in created:
+                self._topic_cache[config.name] = config
+            return [config.model_copy() for config in created]
+
+    def _check_queue_counts(self, read_queue_count: int | None,
+                            write_queue_count: int | None) -> None:
+        for field, count in (("read_queue_count", read_queue_count),
+                             ("write_queue_count", write_queue_count)):
+            if count is not None:
+                check_queue_count_cap(field, count, self._queues_per_topic_max)
 
     def update_topic(
         self,
@@ -189,6 +225,7 @@ class MetadataStore:
         permission: int | None = None,
     ) -> TopicConfig:
         self._check_open()
+        self._check_queue_counts(read_queue_count, write_queue_count)
         with self._write_lock:
             self._topic_cache.pop(name, None)
             return topics.update_topic(

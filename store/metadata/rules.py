@@ -13,6 +13,7 @@ from store.metadata.errors import (
     InvalidQueueId,
     InvalidRetryTimes,
     InvalidTopicName,
+    QueuesPerTopicMaxExceeded,
 )
 from store.metadata.models import READ_WRITE
 from store.topic import topic_problem
@@ -67,6 +68,16 @@ def check_queue_count(field: str, count: int, *, minimum: int = 1) -> None:
     if not minimum <= count <= QUEUE_COUNT_MAX:
         raise InvalidQueueCount(
             f"{field} must be between {minimum} and {QUEUE_COUNT_MAX}, got {count}"
+        )
+
+
+def check_queue_count_cap(field: str, count: int, queues_per_topic_max: int) -> None:
+    """The broker's own cap on queues per topic, below the hard QUEUE_COUNT_MAX."""
+    check_queue_count(field, count)
+    if count > queues_per_topic_max:
+        raise QueuesPerTopicMaxExceeded(
+            f"{field} {count} is above this broker's queues_per_topic_max"
+            f" ({queues_per_topic_max})"
         )
 
 

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, delete
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, delete, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from store.metadata.database import execute_delete, transaction
-from store.metadata.errors import TopicAlreadyExists, TopicNotFound, TopicNotWritable
+from store.metadata.errors import (
+    TopicAlreadyExists,
+    TopicNotFound,
+    TopicNotWritable,
+    TopicsMaxReached,
+)
 from store.metadata.models import READ_WRITE, ConsumerOffsetRow, TopicConfig, TopicConfigRow
 from store.metadata.rules import (
     DEFAULT_QUEUE_COUNT,
@@ -18,6 +27,14 @@ from store.metadata.rules import (
 from store.metadata.versions import MetadataTable, bump_data_version
 
 
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    read_queue_count: int = DEFAULT_QUEUE_COUNT
+    write_queue_count: int = DEFAULT_QUEUE_COUNT
+    permission: int = READ_WRITE
+
+
 def create_topic(
     *,
     engine: Engine,
@@ -26,31 +43,77 @@ def create_topic(
     read_queue_count: int = DEFAULT_QUEUE_COUNT,
     write_queue_count: int = DEFAULT_QUEUE_COUNT,
     permission: int = READ_WRITE,
+    topics_max: int | None = None,
 ) -> TopicConfig:
-    """Create a topic; TopicAlreadyExists when it exists."""
-    check_topic_name(name)
-    check_queue_count("read_queue_count", read_queue_count)
-    check_queue_count("write_queue_count", write_queue_count)
-    check_permission(permission)
-    row = TopicConfigRow(
-        name=name,
-        read_queue_count=read_queue_count,
-        write_queue_count=write_queue_count,
-        permission=int(permission),
-        created_at_ms=now_ms,
-        updated_at_ms=now_ms,
-    )
+    """Create a topic; TopicAlreadyExists when it exists, TopicsMaxReached when `topics_max`
+    topics exist already (counted in the same transaction as the insert)."""
+    topic = NewTopic(name, read_queue_count, write_queue_count, permission)
+    return create_topics(engine=engine, topics=[topic], now_ms=now_ms, topics_max=topics_max)[0]
+
+
+def create_topics(
+    *,
+    engine: Engine,
+    topics: Sequence[NewTopic],
+    now_ms: int,
+    topics_max: int | None = None,
+) -> list[TopicConfig]:
+    """Create every topic in one transaction, or none: TopicAlreadyExists when one exists
+    (or is named twice), TopicsMaxReached when they would take the count past `topics_max`."""
+    rows = [_new_row(topic, now_ms) for topic in topics]
+    names = [row.name for row in rows]
     try:
         with transaction(engine) as session:
-            if session.get(TopicConfigRow, name) is not None:
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
-            session.add(row)
+            _check_absent(session, names)
+            _check_topics_max(session, names, topics_max)
+            session.add_all(rows)
             session.flush()
             bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=now_ms)
     except IntegrityError as error:
-        # Another connection created it between our check and our insert.
-        raise TopicAlreadyExists(f"topic {name!r} already exists") from error
-    return _public(row)
+        # Another connection created one between our check and our insert.
+        raise TopicAlreadyExists(f"topic {names[0]!r} already exists" if len(names) == 1
+                                 else "one of the topics already exists") from error
+    return [_public(row) for row in rows]
+
+
+def _new_row(topic: NewTopic, now_ms: int) -> TopicConfigRow:
+    check_topic_name(topic.name)
+    check_queue_count("read_queue_count", topic.read_queue_count)
+    check_queue_count("write_queue_count", topic.write_queue_count)
+    check_permission(topic.permission)
+    return TopicConfigRow(
+        name=topic.name,
+        read_queue_count=topic.read_queue_count,
+        write_queue_count=topic.write_queue_count,
+        permission=int(topic.permission),
+        created_at_ms=now_ms,
+        updated_at_ms=now_ms,
+    )
+
+
+def _check_absent(session: Session, names: list[str]) -> None:
+    if len(names) == 1:
+        existing = [names[0]] if session.get(TopicConfigRow, names[0]) is not None else []
+    else:
+        twice = [name for name, count in Counter(names).items() if count > 1]
+        if twice:
+            raise TopicAlreadyExists(f"topic {twice[0]!r} is named twice")
+        existing = list(session.exec(select(TopicConfigRow.name).where(
+            col(TopicConfigRow.name).in_(names))).all())
+    if existing:
+        raise TopicAlreadyExists(f"topic {existing[0]!r} already exists")
+
+
+def _check_topics_max(session: Session, names: list[str], topics_max: int | None) -> None:
+    if topics_max is None:
+        return
+    count = session.exec(select(func.count()).select_from(TopicConfigRow)).one()
+    if count + len(names) > topics_max:
+        what = f"topic {names[0]!r}" if len(names) == 1 else f"{len(names)} topics"
+        raise TopicsMaxReached(
+            f"{what} not created: the broker holds {count} topics and its topics_max"
+            f" setting is {topics_max}"
+        )
 
 
 def find_topic(*, engine: Engine, name: str) -> TopicConfig | None:
@@ -129,10 +192,12 @@ def ensure_writable_topic(
     auto_create_topics: bool,
     now_ms: int,
     default_queue_count: int = DEFAULT_QUEUE_COUNT,
+    topics_max: int | None = None,
 ) -> TopicConfig:
     """The config of a topic a producer may write to, creating it on first produce if allowed.
 
-    Raises InvalidTopicName, TopicNotFound (absent and auto-creation off) or TopicNotWritable.
+    Raises InvalidTopicName, TopicNotFound (absent and auto-creation off), TopicsMaxReached
+    or TopicNotWritable.
     """
     topic = find_or_create_topic(
         engine=engine,
@@ -140,6 +205,7 @@ def ensure_writable_topic(
         auto_create_topics=auto_create_topics,
         now_ms=now_ms,
         default_queue_count=default_queue_count,
+        topics_max=topics_max,
     )
     check_writable(topic)
     return topic
@@ -152,8 +218,10 @@ def find_or_create_topic(
     auto_create_topics: bool,
     now_ms: int,
     default_queue_count: int = DEFAULT_QUEUE_COUNT,
+    topics_max: int | None = None,
 ) -> TopicConfig:
-    """A topic's config; an absent topic is created (read + write) when auto-creation is on."""
+    """A topic's config; an absent topic is created (read + write) when auto-creation is on
+    and fewer than `topics_max` topics exist."""
     topic = find_topic(engine=engine, name=name)
     if topic is not None:
         return topic
@@ -166,6 +234,7 @@ def find_or_create_topic(
             now_ms=now_ms,
             read_queue_count=default_queue_count,
             write_queue_count=default_queue_count,
+            topics_max=topics_max,
         )
     except TopicAlreadyExists:
         # A concurrent produce created it first; use theirs.
