@@ -10,7 +10,7 @@ import logging
 import shutil
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,9 +28,13 @@ ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = CONSUME_QUEUE_ENTRY_SIZE_BYTES
 assert ENTRY.size == ENTRY_SIZE
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
+_GAP_ENTRY = (-1, 0, 0)  # stands for a record the queue will never have (see _fill_gap)
 
 # (queue offset, commit-log offset, size, tags code), as dispatch collects them.
 Entry = tuple[int, int, int, int]
+# Whether (topic, queue id, queue offset, (commit-log offset, size, tags code)) is the entry
+# of the record it points at (recovery checks entries against the commit log).
+EntryCheck = Callable[[str, int, int, tuple[int, int, int]], bool]
 
 
 class ConsumeQueue:
@@ -176,7 +180,7 @@ class ConsumeQueue:
             byte_offset = queue_offset * ENTRY_SIZE
             if mapped.write_offset < byte_offset:
                 mapped.write_position = byte_offset - mapped.start_offset
-            mapped.append(ENTRY.pack(-1, 0, 0))
+            mapped.append(ENTRY.pack(*_GAP_ENTRY))
 
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:
         """(commit-log offset, size, tags code) of an entry, or None when not held/invalid."""
@@ -213,6 +217,33 @@ class ConsumeQueue:
                 log.warning("consume queue %s/%d: truncating at entry %d", self.topic,
                             self.queue_id, low)
                 files.truncate(low * ENTRY_SIZE)
+
+    def truncate_at_first_bad(self, redispatch_start: int, matches: EntryCheck) -> int | None:
+        """Truncate at the first hole (an all-zero entry) or entry that `matches` rejects,
+        among the entries redispatch from `redispatch_start` will write again; return the
+        queue offset truncated at, or None when every entry is sound.
+
+        Entries are checked from the end back to the first sound one pointing below
+        `redispatch_start`: that one and all before it were flushed before the checkpoint
+        that named the start, so a power loss cannot have left a hole there."""
+        with self._opened() as files:
+            first_bad: int | None = None
+            queue_offset = files.max_offset // ENTRY_SIZE - 1
+            while queue_offset >= files.min_offset // ENTRY_SIZE:
+                entry = _raw_entry(files, queue_offset)
+                if entry != _GAP_ENTRY:
+                    if entry[1] <= 0 or not matches(self.topic, self.queue_id, queue_offset,
+                                                    entry):
+                        first_bad = queue_offset
+                    elif entry[0] < redispatch_start:
+                        break
+                queue_offset -= 1
+            if first_bad is not None:
+                log.warning("consume queue %s/%d: entry %d is a hole or does not match the "
+                            "commit log; truncating there for redispatch", self.topic,
+                            self.queue_id, first_bad)
+                files.truncate(first_bad * ENTRY_SIZE)
+            return first_bad
 
     def delete_files_below(self, commit_log_min_offset: int) -> int:
         """Remove whole files whose every entry points below the commit log's min offset."""
@@ -259,8 +290,10 @@ def _raw_entry(files: MappedFileQueue, queue_offset: int) -> tuple[int, int, int
 
 
 def _written_end(last: MappedFile) -> int:
-    """Entries are written in order, so the written ones form a prefix: binary search for the
-    first all-zero entry (a gap filler is (-1, 0, 0), never all zeros)."""
+    """Where the last file's written entries end: one past the last entry that is not all
+    zeros. A binary search for the first zero entry finds it when the written entries form a
+    prefix; after a power loss a hole (unwritten pages) may sit below written entries, so the
+    data the file system holds past that point is searched as well."""
     low, high = 0, last.size_bytes // ENTRY_SIZE
     while low < high:
         middle = (low + high) // 2
@@ -268,7 +301,16 @@ def _written_end(last: MappedFile) -> int:
             high = middle
         else:
             low = middle + 1
-    return low * ENTRY_SIZE
+    end = low * ENTRY_SIZE
+    for start, stop in reversed(last.data_regions(end, last.size_bytes)):
+        written = len(last.read(start, stop - start).rstrip(b"\x00"))
+        if written:
+            return max(end, _round_up(start + written, ENTRY_SIZE))
+    return end
+
+
+def _round_up(value: int, unit: int) -> int:
+    return (value + unit - 1) // unit * unit
 
 
 class ConsumeQueues:
@@ -354,6 +396,12 @@ class ConsumeQueues:
     def truncate_physical(self, commit_log_end: int) -> None:
         for queue in self.all():
             queue.truncate_physical(commit_log_end)
+
+    def truncate_at_holes(self, redispatch_start: int, matches: EntryCheck) -> int:
+        """Truncate every queue at its first hole or mismatch above `redispatch_start`;
+        return how many queues were cut."""
+        return sum(queue.truncate_at_first_bad(redispatch_start, matches) is not None
+                   for queue in self.all())
 
     def close(self) -> None:
         for queue in self.all():

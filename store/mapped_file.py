@@ -147,6 +147,11 @@ class MappedFile(ReferenceCounted):
         self._map.flush()
         return cleared_bytes
 
+    def data_regions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """[start, end) cut down to the parts the file system holds data for (all of it
+        where SEEK_DATA is not supported)."""
+        return self._data_regions(start, end)
+
     def _data_regions(self, start: int, end: int) -> list[tuple[int, int]]:
         """[start, end) cut down to the parts the file system holds data for."""
         regions: list[tuple[int, int]] = []

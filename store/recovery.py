@@ -6,7 +6,9 @@
    checkpoint is missing, damaged or out of range;
 3. scan records from there, checking size, magic, position and body CRC;
 4. truncate the commit log after the last valid record (the torn or corrupt tail);
-5. truncate consume-queue entries that point past it;
+5. truncate consume-queue entries that point past it, and cut each queue at its first hole
+   (zeroed entry) or entry not matching the commit log among those redispatch writes again
+   (after a power loss, pages of a queue file may be missing below its last written entry);
 6. redispatch every record from the scan start (entries already present are kept).
 """
 
@@ -20,11 +22,19 @@ from dataclasses import dataclass
 
 from store.checkpoint import Checkpoint, read_checkpoint
 from store.commit_log import CommitLog
-from store.consume_queue import ConsumeQueues
+from store.consume_queue import ConsumeQueues, EntryCheck
 from store.dispatch import DispatchService
+from store.errors import OffsetNotAvailableError
 from store.mapped_file import MappedFile
 from store.paths import StorePaths
-from store.record import BLANK_MAGIC, HEADER, HEADER_SIZE, MESSAGE_MAGIC, RECORD_OVERHEAD
+from store.record import (
+    BLANK_MAGIC,
+    HEADER,
+    HEADER_SIZE,
+    MESSAGE_MAGIC,
+    RECORD_OVERHEAD,
+    RecordError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +82,12 @@ def recover(
     if cleared_bytes:
         log.warning("recovery: cleared a torn or corrupt tail after offset %d (%d bytes)",
                     end, cleared_bytes)
-    # Pass 5: consume queues must not point past the log.
+    # Pass 5: consume queues must not point past the log, nor have holes redispatch skips.
     queues.truncate_physical(end)
+    cut_queues = queues.truncate_at_holes(start, _entry_matcher(commit_log))
+    if cut_queues:
+        log.warning("recovery: %d consume queues had holes or stale entries; rebuilt from "
+                    "offset %d", cut_queues, start)
     # Pass 6: redispatch.
     dispatch.dispatched_offset = start
     while dispatch.dispatch_available():
@@ -117,6 +131,21 @@ def _checkpoint_holds(checkpoint: Checkpoint, commit_log: CommitLog,
     if not holds:
         log.warning("recovery: the record before the checkpoint is damaged; scanning all")
     return holds
+
+
+def _entry_matcher(commit_log: CommitLog) -> EntryCheck:
+    def matches(topic: str, queue_id: int, queue_offset: int,
+                entry: tuple[int, int, int]) -> bool:
+        if entry[0] < commit_log.min_offset:
+            return True  # its record went with retention: nothing to check it against
+        try:
+            record = commit_log.read_record(entry[0])
+        except (OffsetNotAvailableError, RecordError):
+            return False
+        return (record.total_size == entry[1] and record.queue_offset == queue_offset
+                and record.queue_id == queue_id and record.topic == topic)
+
+    return matches
 
 
 def _files_end(commit_log: CommitLog) -> int:
