@@ -60,6 +60,9 @@ class ConsumeQueue:
         self._min_offset_bytes = 0
         self._max_offset_bytes = 0
         self._file_count = 0
+        # The last entry, so that recovery passes over a queue with nothing to check without
+        # opening it (a start with many topics would otherwise map every queue three times).
+        self._last_entry: tuple[int, int, int] | None = None
         self._end_found = False  # whether load() found where the written entries end
 
     @contextmanager
@@ -72,6 +75,8 @@ class ConsumeQueue:
                 self._min_offset_bytes = files.min_offset
                 self._max_offset_bytes = files.max_offset
                 self._file_count = len(files.files)
+                self._last_entry = (_raw_entry(files, self.max_queue_offset - 1)
+                                    if self._max_offset_bytes > self._min_offset_bytes else None)
                 # Under the lock: a queue with open files is always listed as open, which
                 # is what lets ConsumeQueues.flush visit only the open ones.
                 self._open_files.used(self, self._file_count)
@@ -203,6 +208,10 @@ class ConsumeQueue:
 
     def truncate_physical(self, commit_log_end: int) -> None:
         """Drop entries whose record reaches past `commit_log_end` (after a torn tail)."""
+        last = self._last_entry
+        if self._end_found and (last is None
+                                or last[0] >= 0 and last[0] + last[1] <= commit_log_end):
+            return  # entries point at increasing offsets: the last one decides
         with self._opened() as files:
             low, high = files.min_offset // ENTRY_SIZE, files.max_offset // ENTRY_SIZE
             end = high
@@ -226,6 +235,9 @@ class ConsumeQueue:
         Entries are checked from the end back to the first sound one pointing below
         `redispatch_start`: that one and all before it were flushed before the checkpoint
         that named the start, so a power loss cannot have left a hole there."""
+        last = self._last_entry
+        if self._end_found and (last is None or 0 <= last[0] < redispatch_start):
+            return None  # no entry redispatch writes again
         with self._opened() as files:
             first_bad: int | None = None
             queue_offset = files.max_offset // ENTRY_SIZE - 1
