@@ -19,7 +19,8 @@ SPEC_FILE = ROOT / "openapi" / "openapi.json"
 
 OPERATION_IDS = {
     "produce-message", "produce-batch", "consume-messages", "list-topics", "create-topic",
-    "describe-topic", "list-groups", "create-group", "describe-group", "list-consumer-offsets",
+    "create-topics", "describe-topic", "list-groups", "create-group", "describe-group",
+    "list-consumer-offsets",
     "commit-consumer-offset", "get-consumer-lag", "admin-diff", "admin-ha", "admin-broker",
     "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",
     "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "admin-create-snapshot",
