@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     max_pending_puts: int = 10_000
     file_reserved_hours: float = 72.0
     disk_max_used_ratio: float = 0.75
+    consume_queue_entries_per_file: int = Field(
+        300_000, ge=1, le=50_000_000,
+        description="20-byte entries per consume-queue file; each file is allocated whole, so "
+                    "this times the queue count is the disk the queues reserve")
     consume_queue_open_files_max: int = Field(
         1024, ge=1, le=1_000_000,
         description="consume-queue files mapped at once (2 descriptors each); the least "
@@ -203,6 +207,7 @@ class Settings(BaseSettings):
                 default_queue_count=self.default_queue_count,
                 file_reserved_hours=self.file_reserved_hours,
                 disk_max_used_ratio=self.disk_max_used_ratio,
+                consume_queue_entries_per_file=self.consume_queue_entries_per_file,
                 consume_queue_open_files_max=self.consume_queue_open_files_max,
                 store_host=self.store_host,
             )

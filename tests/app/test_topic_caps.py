@@ -21,6 +21,8 @@ OPEN_FILES_MAX = 64
 # directory, the event loop and the threads' own. Fixed, whatever the topic count.
 OTHER_DESCRIPTORS_MAX = 64
 CONCURRENT_REQUESTS = 32
+# Consume-queue files are allocated whole: 10,000 of the default 6 MB would reserve 60 GB.
+ENTRIES_PER_FILE = 1024
 
 
 def _queue_directory_exists(served: Served, topic: str) -> bool:
@@ -107,6 +109,7 @@ async def test_ten_thousand_topics_keep_open_files_bounded(serve: ServeFactory) 
     process's open descriptors under a fixed bound (printed), and the 10,001st topic beyond
     topics_max answers 409, created or auto-created."""
     async with serve(topics_max=TOPIC_COUNT, consume_queue_open_files_max=OPEN_FILES_MAX,
+                     consume_queue_entries_per_file=ENTRIES_PER_FILE,
                      database_url="sqlite://") as served:
         started = time.monotonic()
         await _create_topics(served, TOPIC_COUNT)

@@ -47,7 +47,8 @@ def test_open_files_stay_bounded_with_many_queues(open_store: OpenStore) -> None
     print(f"descriptors: {before} before, {during} with 300 queues written "
           f"(bound {OPEN_FILES_MAX} files)")
     assert store.queues.open_files.open_file_count <= OPEN_FILES_MAX
-    assert during - before <= 2 * OPEN_FILES_MAX + 4
+    # Beyond the queues: the commit log's next file (allocated ahead), the syncfs directory.
+    assert during - before <= 2 * OPEN_FILES_MAX + 8
     assert store.queues.open_files.closed_count > 0
     for index in range(0, 300, 7):
         assert _bodies(store, f"Many{index}") == [f"body-{index}".encode(),
