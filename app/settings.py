@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         description="20-byte entries per consume-queue file; each file is allocated whole, so "
                     "this times the queue count is the disk the queues reserve")
     consume_queue_open_files_max: int = Field(
-        1024, ge=1, le=1_000_000,
+        256, ge=1, le=1_000_000,
         description="consume-queue files mapped at once (2 descriptors each); the least "
                     "recently used idle queues are closed past it")
     # -- replication ---------------------------------------------------------------------------

@@ -28,7 +28,8 @@ class StoreConfig:
     mapped_file_size_bytes: int = GIB
     consume_queue_entries_per_file: int = 300_000
     # Consume-queue files mapped at once (2 descriptors each); idle queues are closed past it.
-    consume_queue_open_files_max: int = 1024
+    # 512 descriptors: well inside the usual soft limit of 1024, with room for connections.
+    consume_queue_open_files_max: int = 256
     message_size_max_bytes: int = 4 * MIB
     flush_interval_ms: int = 500
     flush_consume_queue_interval_ms: int = 1000
