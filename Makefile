@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint types unit bench clean
+.PHONY: setup run test lint types unit bench mutate clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,5 +36,10 @@ bench: setup
 	$(BIN)/python bench/http_produce.py
 	$(BIN)/python bench/snapshot.py
 
+# Mutation testing of the promise-bearing modules, one mutant at a time (not part of `make test`).
+# `make mutate MODULE=store/record.py` mutates one module; see docs/mutation.md.
+mutate: setup
+	$(BIN)/python scripts/mutate.py $(MODULE)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .mutmut-cache

@@ -19,7 +19,6 @@ MESSAGE_MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH = 8
 PROPERTIES_SIZE_MAX = 32767
-MESSAGE_SIZE_MAX_DEFAULT = 4 * 1024 * 1024
 
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
@@ -36,7 +35,6 @@ PREFIX = struct.Struct(">iI")  # TOTALSIZE, MAGIC: enough to tell a record from 
 BLANK = PREFIX
 _TOPIC_LENGTH = struct.Struct(">B")
 _PROPERTIES_LENGTH = struct.Struct(">H")
-_BODY_LENGTH = struct.Struct(">i")
 # Sizes that do not depend on the message: header, topic length byte, properties length.
 RECORD_OVERHEAD = HEADER_SIZE + 1 + 2
 SYSFLAG_BORNHOST_V6 = 0x10
@@ -113,8 +111,6 @@ def body_crc(body: bytes | memoryview) -> int:
 
 def encode_properties(properties: dict[str, str]) -> bytes:
     """`k\\x01v\\x02` pairs; a key or value holding a separator cannot be encoded."""
-    if not properties:
-        return b""
     parts = []
     for name, value in properties.items():
         if _has_separator(name) or _has_separator(value) or not name:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import zlib
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
@@ -8,9 +10,12 @@ from store.record import (
     HEADER_SIZE,
     MESSAGE_MAGIC,
     PROPERTIES_SIZE_MAX,
+    RECORD_OVERHEAD,
     Message,
     RecordError,
+    decode_properties,
     decode_record,
+    encode_blank,
     encode_message,
     stamp_offsets,
     tags_code,
@@ -128,3 +133,176 @@ def test_tags_code_is_java_string_hash() -> None:
     assert tags_code("") == 0
     assert tags_code("a much longer tag that overflows") == -2142409375
     assert tags_code("标签") == 857175
+
+
+# -- RocketMQ's V1 layout, written out field by field without the module's struct formats ------
+
+V1_MAGIC = bytes.fromhex("DAA320A7")
+LOOPBACK_HOST = bytes.fromhex("7F000001 00000000")
+
+
+def v1_record(
+    body: bytes,
+    topic: bytes,
+    properties: bytes,
+    *,
+    queue_id: int = 0,
+    sys_flag: int = 0,
+    body_size: int | None = None,
+    crc: int | None = None,
+) -> bytes:
+    """A V1 record as RocketMQ's CommitLog writes it, every field at its documented width."""
+    born_ms, store_ms = 1_600_000_000_001, 1_700_000_000_123
+    total_size = 88 + len(body) + 1 + len(topic) + 2 + len(properties)
+    fields = [
+        total_size.to_bytes(4, "big"),
+        V1_MAGIC,
+        (zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc).to_bytes(4, "big"),
+        queue_id.to_bytes(4, "big"),
+        (7).to_bytes(4, "big"),  # FLAG
+        (0).to_bytes(8, "big"),  # QUEUEOFFSET, stamped under the lock
+        (0).to_bytes(8, "big"),  # PHYSICALOFFSET, stamped under the lock
+        sys_flag.to_bytes(4, "big"),
+        born_ms.to_bytes(8, "big"),
+        LOOPBACK_HOST,
+        store_ms.to_bytes(8, "big"),
+        HOST,
+        (2).to_bytes(4, "big"),  # RECONSUMETIMES
+        (0).to_bytes(8, "big"),  # PREPARED_TRANSACTION_OFFSET
+        (len(body) if body_size is None else body_size).to_bytes(4, "big", signed=True),
+        body,
+        len(topic).to_bytes(1, "big"),
+        topic,
+        len(properties).to_bytes(2, "big"),
+        properties,
+    ]
+    return b"".join(fields)
+
+
+def test_encoded_bytes_are_rocketmq_v1_field_by_field() -> None:
+    """An encoded record equals RocketMQ's V1 bytes: magic 0xDAA320A7, zero offsets, sys flag
+    and prepared offset, loopback born host by default, properties as k\x01v\x02."""
+    message = Message("TopicA", b"hello", {"TAGS": "t", "KEYS": "k"}, flag=7,
+                      born_timestamp_ms=1_600_000_000_001, reconsume_times=2)
+    encoded = encode_message(message, 3, 1_700_000_000_123, HOST, MAX)
+    expected = v1_record(b"hello", b"TopicA", b"TAGS\x01t\x02KEYS\x01k\x02", queue_id=3)
+    assert encoded == expected
+    assert int.from_bytes(expected[8:12], "big") == 907060870  # CRC32 of b"hello", 31 bits
+
+
+def test_message_defaults_are_rocketmqs() -> None:
+    """A bare message has no properties, tags or keys, no queue chosen, flag, born time and
+    reconsume count 0, and the loopback born host."""
+    message = Message("T", b"x")
+    assert (message.properties, message.tags, message.keys, message.queue_id) == (
+        {}, None, None, None)
+    assert (message.flag, message.born_timestamp_ms, message.reconsume_times) == (0, 0, 0)
+    assert message.born_host == LOOPBACK_HOST
+    with_both = Message("T", b"x", {"TAGS": "a", "KEYS": "k1 k2"})
+    assert (with_both.tags, with_both.keys) == ("a", "k1 k2")
+
+
+def test_stamped_offsets_land_at_bytes_20_to_36() -> None:
+    """stamp_offsets writes the queue offset at byte 20 and the physical offset at byte 28,
+    relative to the record's position in the buffer."""
+    record = _encode(Message("T", b"x"))
+    buffer = bytearray(b"\xee" * 10 + record)
+    stamp_offsets(buffer, 10, 5, 1000)
+    assert buffer[:10] == b"\xee" * 10
+    assert buffer[30:38] == (5).to_bytes(8, "big")
+    assert buffer[38:46] == (1000).to_bytes(8, "big")
+    assert buffer[10:30] + buffer[46:] == record[:20] + record[36:]
+
+
+def test_msg_id_is_store_host_then_physical_offset_in_hex() -> None:
+    """msg_id is RocketMQ's: the 8 store-host bytes and the 8-byte physical offset, upper hex."""
+    record = bytearray(_encode(Message("T", b"x")))
+    stamp_offsets(record, 0, 0, 1000)
+    assert decode_record(record).msg_id == "0A00000100002A9F" + "00000000000003E8"
+
+
+def test_end_of_file_blank_is_size_and_blank_magic() -> None:
+    """The end-of-file marker is the remaining size and 0xCBD43194; 8 bytes is the smallest."""
+    assert encode_blank(8) == bytes.fromhex("00000008 CBD43194")
+    assert encode_blank(4096) == bytes.fromhex("00001000 CBD43194")
+    with pytest.raises(AssertionError):
+        encode_blank(7)
+
+
+def test_properties_limit_is_32767_bytes_inclusive() -> None:
+    """Encoded properties of exactly 32767 bytes are stored; 32768 bytes are refused."""
+    fits = {"k": "v" * (32767 - len("k\x01\x02"))}
+    assert decode_record(_encode(Message("T", b"x", fits))).properties == fits
+    refused = encode_message(Message("T", b"x", {"k": "v" * (32768 - len("k\x01\x02"))}),
+                             0, 0, HOST, MAX)
+    assert isinstance(refused, tuple)
+    assert refused[0] is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+
+
+@pytest.mark.parametrize("properties", [{"": "v"}, {"k": "a\x02b"}, {"k\x02": "v"}])
+def test_property_that_cannot_be_encoded_is_refused(properties: dict[str, str]) -> None:
+    """An empty property name or a separator inside a name or value is MESSAGE_ILLEGAL."""
+    refused = encode_message(Message("T", b"x", properties), 0, 0, HOST, MAX)
+    assert isinstance(refused, tuple)
+    assert refused[0] is PutMessageStatus.MESSAGE_ILLEGAL
+
+
+def test_record_at_a_position_decodes_and_a_cut_one_is_refused() -> None:
+    """decode_record reads a record at any position of a buffer; the record after it, cut
+    anywhere, raises RecordError (never a struct or index error)."""
+    first = _encode(Message("First", b"one"))
+    second = bytearray(_encode(Message("Second", b"two", {"TAGS": "tag", "KEYS": "key"})))
+    stamp_offsets(second, 0, 1, len(first))
+    decoded = decode_record(first + second, len(first))
+    assert (decoded.topic, decoded.body, decoded.commit_log_offset) == ("Second", b"two",
+                                                                       len(first))
+    assert decoded.properties == {"TAGS": "tag", "KEYS": "key"}
+    for cut in range(len(second)):
+        with pytest.raises(RecordError):
+            decode_record(first + second[:cut], len(first))
+
+
+def test_smallest_v1_record_decodes() -> None:
+    """A 91-byte record (empty body, topic and properties) is whole: the fixed overhead is the
+    88-byte header, the topic length byte and the properties length."""
+    assert RECORD_OVERHEAD == 91
+    decoded = decode_record(v1_record(b"", b"", b""))
+    assert (decoded.total_size, decoded.body, decoded.topic, decoded.properties) == (
+        91, b"", "", {})
+    assert decode_record(v1_record(b"body", b"", b"")).body == b"body"
+
+
+@pytest.mark.parametrize("extra_bytes", [1, 3, 50])
+def test_body_length_past_the_record_is_refused_even_with_a_matching_crc(
+    extra_bytes: int,
+) -> None:
+    """A body length that runs past the record raises RecordError, even when the CRC field
+    matches the bytes the reader would take as the body."""
+    honest = v1_record(b"body", b"", b"")
+    claimed = 4 + extra_bytes
+    crc = zlib.crc32(honest[88 : 88 + claimed]) & 0x7FFFFFFF
+    with pytest.raises(RecordError):
+        decode_record(v1_record(b"body", b"", b"", body_size=claimed, crc=crc))
+
+
+@pytest.mark.parametrize("sys_flag", [0x10, 0x20, 0x30])
+def test_ipv6_host_flags_are_refused(sys_flag: int) -> None:
+    """A record whose sys flag says IPv6 born or store host (0x10, 0x20) is not decoded."""
+    assert decode_record(v1_record(b"x", b"T", b"", sys_flag=0x01)).sys_flag == 0x01
+    with pytest.raises(RecordError):
+        decode_record(v1_record(b"x", b"T", b"", sys_flag=sys_flag))
+
+
+def test_foreign_topic_and_property_bytes() -> None:
+    """A topic that is not UTF-8 decodes with replacement characters; properties that are not
+    UTF-8 raise RecordError."""
+    assert decode_record(v1_record(b"x", b"T\xff", b"")).topic == "T\ufffd"
+    with pytest.raises(RecordError):
+        decode_record(v1_record(b"x", b"T", b"k\x01\xff\x02"))
+
+
+def test_empty_property_pairs_are_skipped() -> None:
+    """Two separators in a row are an empty pair: skipped, and later pairs still read."""
+    assert decode_properties(b"a\x01b\x02\x02c\x01d\x02") == {"a": "b", "c": "d"}
+    with pytest.raises(RecordError):
+        decode_properties(b"no-separator\x02")

@@ -1,0 +1,213 @@
+"""Mutation testing of the modules whose answers are promises (`make mutate`).
+
+Each module is mutated with mutmut 2 against the tests that cover it, not the whole suite, so a
+run fits a 2-core machine: one mutant at a time, pytest with `-x` and no cache. mutmut 2 is used
+rather than 3 because 3 mutates only inside functions, and some promises here are module-level
+tables (app/errors.py maps each put status to its HTTP status). mutmut 2 edits the file in place
+(keeping a `.bak`) and restores it; it never copies the tree.
+
+    python scripts/mutate.py                     # every module, one after another
+    python scripts/mutate.py store/record.py     # one module
+    python scripts/mutate.py --tests store/record.py   # the test command of one mutant
+
+Per module it prints the diff of each survivor, marked equivalent when docs/mutation.md lists
+it (with the reason no test can kill it), then a table: mutants generated, killed, survived, of
+which equivalent, the kill rate among killable mutants (killed / (generated - equivalent)) and
+the run time. It exits 1 when a module's kill rate is under 90%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".mutmut-cache"
+EQUIVALENTS = ROOT / "docs" / "mutation.md"
+EQUIVALENT_ITEM = re.compile(r"^- `(?P<source>.+?)` → `(?P<mutant>.+?)`: ")
+DELETED = "(deleted)"
+
+# Each promise-bearing module and the test files that pin its answers.
+MODULE_TESTS: dict[str, list[str]] = {
+    "store/record.py": ["tests/store/test_record.py"],
+    "store/completion.py": ["tests/store/test_completion.py"],
+    "store/recovery.py": ["tests/store/test_recovery.py"],
+    "store/flush.py": ["tests/store/test_put_api.py"],
+    "ha/connection.py": ["tests/ha/test_replication.py", "tests/ha/test_faults.py"],
+    "ha/service.py": ["tests/ha/test_sync_master.py", "tests/ha/test_replication.py"],
+    "app/errors.py": ["tests/app/test_errors.py"],
+    "app/idempotency.py": ["tests/app/test_idempotency.py"],
+}
+
+# mutmut 2 statuses: a mutant is killed when its tests fail (slowly: "suspicious") or hang.
+KILLED_STATUSES = ("ok_killed", "ok_suspicious", "bad_timeout")
+SURVIVED_STATUS = "bad_survived"
+KILL_RATE_MIN = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    mutant_id: str
+    source: str
+    mutant: str
+    diff: str
+
+    @classmethod
+    def from_diff(cls, mutant_id: str, diff: str) -> Survivor:
+        lines = diff.splitlines()
+        removed = [line[1:].strip() for line in lines if line.startswith("-")
+                   and not line.startswith("---") and line[1:].strip()]
+        added = [line[1:].strip() for line in lines if line.startswith("+")
+                 and not line.startswith("+++") and line[1:].strip()]
+        return cls(mutant_id, " / ".join(removed), " / ".join(added) or DELETED, diff)
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleResult:
+    module: str
+    generated: int
+    killed: int
+    survived: int
+    equivalent: int
+    run_time_s: float
+
+    @property
+    def kill_rate(self) -> float:
+        """Killed among the mutants that can be killed (the equivalent ones cannot)."""
+        killable = self.generated - self.equivalent
+        return self.killed / killable if killable else 1.0
+
+
+def run_tests(module: str) -> int:
+    """The test command of one mutant: 0 when the tests pass, 1 on any failure.
+
+    mutmut 2 counts only exit status 1 as a kill; a mutant that breaks collection or the import
+    (pytest exit 2, 3 or 4) is just as detected, so every non-zero status becomes 1.
+    """
+    import pytest
+
+    arguments = ["-x", "-q", "-p", "no:cacheprovider", "--no-header", *MODULE_TESTS[module]]
+    return 0 if pytest.main(arguments) == 0 else 1
+
+
+def mutate(module: str) -> ModuleResult:
+    """Mutate one module from a fresh cache and count what its tests did to the mutants."""
+    CACHE.unlink(missing_ok=True)
+    runner = f"{sys.executable} {Path(__file__).resolve()} --tests {module}"
+    command = [
+        sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", module,
+        "--runner", runner, "--tests-dir", "tests", "--no-progress", "--simple-output",
+    ]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
+    # mutmut's exit status says whether mutants survived; the counts below say it better.
+    subprocess.run(command, cwd=ROOT, env=environment, check=False)
+    run_time_s = time.monotonic() - started
+    counts = _status_counts(module)
+    if counts.get("untested", 0):
+        raise SystemExit(f"{module}: mutmut left {counts['untested']} mutants untested")
+    listed = equivalent_mutants(module)
+    equivalent = 0
+    print(f"\n== {module}: surviving mutants")
+    for survivor in survivors():
+        known = (survivor.source, survivor.mutant) in listed
+        equivalent += known
+        print(f"-- mutant {survivor.mutant_id}: "
+              f"{'equivalent (docs/mutation.md)' if known else 'NOT EXPLAINED'}")
+        print(survivor.diff)
+    return ModuleResult(
+        module=module,
+        generated=sum(counts.values()),
+        killed=sum(counts.get(status, 0) for status in KILLED_STATUSES),
+        survived=counts.get(SURVIVED_STATUS, 0),
+        equivalent=equivalent,
+        run_time_s=run_time_s,
+    )
+
+
+def _status_counts(module: str) -> dict[str, int]:
+    query = (
+        "SELECT mutant.status, COUNT(*) FROM mutant JOIN line ON mutant.line = line.id "
+        "JOIN sourcefile ON line.sourcefile = sourcefile.id WHERE sourcefile.filename = ? "
+        "GROUP BY mutant.status"
+    )
+    with sqlite3.connect(CACHE) as connection:
+        return dict(connection.execute(query, (module,)).fetchall())
+
+
+def survivors() -> list[Survivor]:
+    """Every surviving mutant of the fresh cache, with its diff (mutmut's own `show`)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "mutmut", "result-ids", "survived"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    found = []
+    for mutant_id in listed.stdout.split():
+        shown = subprocess.run(
+            [sys.executable, "-m", "mutmut", "show", mutant_id],
+            cwd=ROOT, capture_output=True, text=True, check=False,
+        )
+        found.append(Survivor.from_diff(mutant_id, shown.stdout))
+    return found
+
+
+def equivalent_mutants(module: str) -> set[tuple[str, str]]:
+    """(source line, mutated line) pairs that docs/mutation.md lists as equivalent for `module`.
+
+    The list is a `## module` section of items "- `source line` → `mutated line`: reason";
+    a mutant that deletes its line is written `(deleted)`.
+    """
+    pairs: set[tuple[str, str]] = set()
+    section = ""
+    for line in EQUIVALENTS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip().strip("`")
+            continue
+        match = EQUIVALENT_ITEM.match(line)
+        if match and section == module:
+            pairs.add((match["source"], match["mutant"]))
+    return pairs
+
+
+def print_table(results: list[ModuleResult]) -> None:
+    print("| module | mutants | killed | survived | of which equivalent | kill rate | run time |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for result in results:
+        print(
+            f"| `{result.module}` | {result.generated} | {result.killed} | {result.survived} "
+            f"| {result.equivalent} | {result.kill_rate:.1%} | {result.run_time_s:.0f} s |"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="modules to mutate (default: all)")
+    parser.add_argument("--tests", metavar="MODULE", help="run the tests of MODULE and exit")
+    arguments = parser.parse_args()
+    if arguments.tests:
+        return run_tests(arguments.tests)
+    modules = arguments.modules or list(MODULE_TESTS)
+    unknown = [module for module in modules if module not in MODULE_TESTS]
+    if unknown:
+        parser.error(f"not a mutated module: {', '.join(unknown)}; one of {list(MODULE_TESTS)}")
+    results = []
+    for module in modules:
+        results.append(mutate(module))
+    CACHE.unlink(missing_ok=True)
+    print()
+    print_table(results)
+    below = [result.module for result in results if result.kill_rate < KILL_RATE_MIN]
+    if below:
+        print(f"kill rate under {KILL_RATE_MIN:.0%}: {', '.join(below)}", file=sys.stderr)
+    return 1 if below else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
