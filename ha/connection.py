@@ -386,13 +386,14 @@ def _now_ms() -> int:
 class _RateMeter:
     """Bytes per second over the last completed one-second window."""
 
-    def __init__(self) -> None:
-        self._window_start_s = time.monotonic()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # a seam: tests step a fake clock across window edges
+        self._window_start_s = clock()
         self._window_bytes = 0
         self._last_rate = 0.0
 
     def add(self, size_bytes: int) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if now - self._window_start_s >= 1.0:
             self._last_rate = self._window_bytes / (now - self._window_start_s)
             self._window_start_s = now
@@ -400,6 +401,6 @@ class _RateMeter:
         self._window_bytes += size_bytes
 
     def per_second(self) -> float:
-        if time.monotonic() - self._window_start_s >= 2.0:
+        if self._clock() - self._window_start_s >= 2.0:
             return 0.0
         return self._last_rate

@@ -120,6 +120,25 @@ def test_await_is_woken_once_for_many_completions_from_another_thread() -> None:
     assert wake_count == 1
 
 
+def test_loop_is_woken_again_for_completions_after_a_drain() -> None:
+    """After the loop took one batch of results, a completion decided later on another thread
+    wakes it again: every awaiting put gets its answer."""
+    first, second = Pending(), Pending()
+
+    async def main() -> list[PutMessageStatus]:
+        answers = []
+        for pending, status in ((first, OK), (second, SLAVE)):
+            task = asyncio.ensure_future(_await(PutCompletion(pending=pending)))
+            await asyncio.sleep(0)
+            decider = threading.Thread(target=pending.set, args=(status,))
+            decider.start()
+            answers.append(await asyncio.wait_for(task, 10))
+            decider.join(10)
+        return answers
+
+    assert asyncio.run(main()) == [OK, SLAVE]
+
+
 def _count_threadsafe_wakes(loop: asyncio.AbstractEventLoop) -> list[int]:
     """Count the loop's call_soon_threadsafe calls (the cross-thread wake-ups)."""
     count = [0]

@@ -1,0 +1,304 @@
+"""One slave's connection on the master, driven directly: a real store, a real socket pair on
+127.0.0.1 and a scripted slave, so each answer of the connection is seen on its own."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ha import ConnectionState, HAConfig
+from ha.connection import HAConnection, _RateMeter
+from ha.protocol import ProtocolError
+from store import BrokerRole, Message, MessageStore
+from store.commit_log import TransferSource
+from store.retention import RetentionService
+from tests.store.conftest import small_config, wait_dispatched, wait_until
+from tests.support.ha_peer import ScriptedSlave
+
+SECRET = "connection-test-secret"
+CONFIG: dict[str, Any] = {
+    "broker_role": BrokerRole.ASYNC_MASTER,
+    "ha_secret": SECRET,
+    "ha_send_heartbeat_interval_ms": 100,
+    "ha_housekeeping_interval_ms": 5000,
+    "ha_transfer_batch_size_bytes": 4096,
+}
+
+
+@dataclass
+class Link:
+    connection: HAConnection
+    slave: ScriptedSlave
+    acks: list[int] = field(default_factory=list)  # the ack offset at each on_ack
+    closes: list[str] = field(default_factory=list)  # the reason of each on_close
+
+
+OpenLink = Callable[..., Link]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    store = MessageStore(small_config(tmp_path / "master"))
+    store.start()
+    yield store
+    store.shutdown()
+
+
+@pytest.fixture
+def open_link(store: MessageStore) -> Iterator[OpenLink]:
+    """Connect a scripted slave to an HAConnection on an accepted socket; all closed at the end."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    links: list[Link] = []
+
+    def open_link(refusal: str = "", slave_secret: str | None = SECRET,
+                  handshake: bool = True, **overrides: Any) -> Link:
+        slave = ScriptedSlave(listener.getsockname()[1], slave_secret)
+        sock, _ = listener.accept()
+        link = Link(connection=None, slave=slave)  # type: ignore[arg-type]
+        link.connection = HAConnection(
+            sock, "slave-1", HAConfig(**{**CONFIG, **overrides}), store.commit_log,
+            on_ack=lambda connection: link.acks.append(connection.ack_offset),
+            on_close=lambda _, reason: link.closes.append(reason),
+            on_handshake=lambda _: refusal,
+        )
+        links.append(link)
+        link.connection.start()
+        if handshake:
+            slave.handshake()
+        return link
+
+    yield open_link
+    for link in links:
+        link.connection.close("test over")
+        link.connection.join()
+        link.slave.close()
+    listener.close()
+
+
+def _produce(store: MessageStore, count: int, size: int = 500) -> None:
+    for index in range(count):
+        store.put_message(Message("A", bytes([index % 256]) * size))
+
+
+def _closed(link: Link) -> None:
+    wait_until(lambda: not link.connection.is_open and len(link.closes) == 1)
+
+
+def test_empty_slave_gets_the_whole_log(store: MessageStore, open_link: OpenLink) -> None:
+    """A slave reporting 0 is streamed every byte from the master's min offset, in batches,
+    and its report counts as its first ack."""
+    _produce(store, 40)
+    end = store.max_offset
+    link = open_link()
+    connection = link.connection
+    assert connection.state is ConnectionState.WAITING_REPORT
+    assert connection.slave_id == link.slave.slave_id.hex()
+    link.slave.report(0)
+    assert link.slave.receive_until(end) == store.commit_log.read_bytes(0, end)
+    assert connection.state is ConnectionState.TRANSFERRING
+    assert (connection.request_offset, connection.ack_offset, link.acks) == (0, 0, [0])
+    wait_until(lambda: connection.transfer_from_offset == end)
+    assert connection.sent_end_offset == end and connection.bytes_sent_total == end
+
+
+def test_slave_with_data_is_streamed_from_its_offset(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """A slave reporting an offset inside the log gets the bytes from there on, nothing before."""
+    _produce(store, 10)
+    middle = store.max_offset
+    _produce(store, 10)
+    link = open_link()
+    link.slave.report(middle)
+    assert link.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
+        middle, store.max_offset)
+    assert link.connection.ack_offset == middle and link.connection.bytes_sent_total == (
+        store.max_offset - middle)
+
+
+def test_acks_only_move_forward_and_each_is_passed_on(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """Each report after the first is an ack handed to the service; an older ack does not move
+    the connection's ack offset back."""
+    _produce(store, 10)
+    end = store.max_offset
+    link = open_link()
+    link.slave.report(0)
+    link.slave.receive_until(end)
+    link.slave.report(end)
+    wait_until(lambda: link.acks == [0, end])
+    link.slave.report(100)
+    wait_until(lambda: len(link.acks) == 3)
+    assert link.acks == [0, end, end] and link.connection.ack_offset == end
+    assert link.connection.last_ack_ms is not None and link.connection.is_open
+
+
+def test_ack_beyond_the_masters_max_closes(store: MessageStore, open_link: OpenLink) -> None:
+    """An ack above the master's max offset closes the connection and is flagged."""
+    _produce(store, 5)
+    link = open_link()
+    link.slave.report(0)
+    link.slave.receive_until(store.max_offset)
+    link.slave.report(store.max_offset + 1)
+    _closed(link)
+    assert link.connection.ack_beyond_max and "beyond the master's max" in link.closes[0]
+    assert link.acks == [0]
+
+
+def test_ack_beyond_what_was_sent_closes(store: MessageStore, open_link: OpenLink) -> None:
+    """An ack within the log but above the bytes this connection sent closes it: a slave can
+    only ack what it was given."""
+    _produce(store, 20)
+    link = open_link()
+    release = threading.Event()
+
+    def hold(_: TransferSource) -> None:
+        release.wait(10)
+
+    link.connection.before_send = hold
+    link.slave.report(0)
+    wait_until(lambda: link.connection.state is ConnectionState.TRANSFERRING)
+    link.slave.report(100)
+    _closed(link)
+    release.set()
+    assert link.connection.ack_beyond_max and "beyond what this connection was sent" in (
+        link.closes[0])
+    assert link.acks == [0]
+
+
+def test_slave_ahead_of_the_master_is_named_and_closed(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """A first report above the master's max offset closes the link as ahead_of_master (the
+    state survives the close), and nothing is streamed."""
+    _produce(store, 3)
+    link = open_link()
+    link.slave.report(store.max_offset + 1)
+    _closed(link)
+    assert link.connection.state is ConnectionState.AHEAD_OF_MASTER
+    assert "ahead of the master" in link.closes[0]
+    assert link.acks == [] and link.connection.bytes_sent_total == 0
+
+
+def test_slave_behind_retention_needs_a_reset(store: MessageStore, open_link: OpenLink) -> None:
+    """A first report below the retained log closes the link as needs_reset; a report of 0
+    still gets the retained history from the min offset."""
+    _produce(store, 300)
+    wait_dispatched(store)
+    RetentionService(store.config, store.commit_log, store.queues, store.dispatch,
+                     used_ratio=lambda _: 1.0).delete_expired()
+    minimum = store.min_offset
+    assert minimum > 100
+    behind = open_link()
+    behind.slave.report(100)
+    _closed(behind)
+    assert behind.connection.state is ConnectionState.NEEDS_RESET
+    assert "needs a reset" in behind.closes[0]
+    empty = open_link()
+    empty.slave.report(0)
+    assert empty.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
+        minimum, store.max_offset)
+    assert empty.connection.ack_offset == 0
+
+
+def test_idle_link_gets_heartbeats_at_the_transfer_offset(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """Once caught up, the master sends empty frames at the offset it would send next."""
+    _produce(store, 3)
+    end = store.max_offset
+    link = open_link()
+    link.slave.report(0)
+    link.slave.receive_until(end)
+    frames: list[tuple[int, bytes]] = []
+    while len(frames) < 2:
+        size = link.slave.sock.recv_into(link.slave.parser.free_view())
+        assert size > 0
+        frames += [(offset, bytes(body)) for offset, body in link.slave.parser.received(size)]
+    assert frames[:2] == [(end, b""), (end, b"")]
+
+
+def test_refused_handshake_closes_with_the_services_reason(open_link: OpenLink) -> None:
+    """When the service refuses the slave a slot, the connection closes with that reason."""
+    link = open_link(refusal="no free slot")
+    _closed(link)
+    assert link.closes == ["no free slot"]
+    assert link.slave.closed_by_peer()
+
+
+def test_slave_without_the_secret_is_closed_in_the_handshake(open_link: OpenLink) -> None:
+    """An open-link slave meeting an authenticated master is closed with a protocol error."""
+    link = open_link(slave_secret=None, handshake=False)
+    with pytest.raises((ProtocolError, ConnectionError)):
+        link.slave.handshake()
+    _closed(link)
+    assert link.closes[0].startswith("protocol error: handshake failed")
+    assert link.connection.slave_id == ""
+
+
+def test_slave_closing_is_seen_once(open_link: OpenLink) -> None:
+    """A slave that hangs up closes the connection once, with that reason; closing it again
+    calls nobody."""
+    link = open_link()
+    link.slave.close()
+    _closed(link)
+    link.connection.close("again")
+    assert link.closes == ["slave closed the connection"]
+    assert link.connection.state is ConnectionState.CLOSED
+
+
+def test_silent_slave_is_dropped_at_the_housekeeping_interval(open_link: OpenLink) -> None:
+    """A slave that sends no report within the housekeeping interval is closed."""
+    link = open_link(ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=300)
+    _closed(link)
+    assert link.closes == ["no report for 300 ms (housekeeping)"]
+
+
+def test_view_and_eligibility(store: MessageStore, open_link: OpenLink) -> None:
+    """A slave is in sync only while transferring and less than the allowed bytes behind; its
+    view reports the bytes it lags (the whole log before its first report)."""
+    _produce(store, 5)
+    end = store.max_offset
+    link = open_link()
+    connection = link.connection
+    before = connection.view(end, 10)
+    assert (before.diff_bytes, before.in_sync, before.last_ack_age_ms) == (end, False, None)
+    assert (before.state, before.slave_id, before.address) == (
+        "waiting_report", link.slave.slave_id.hex(), "slave-1")
+    link.slave.report(0)
+    link.slave.receive_until(end)
+    link.slave.report(end)
+    wait_until(lambda: connection.ack_offset == end)
+    assert connection.is_eligible(end, 1)
+    assert connection.is_eligible(end + 10, 11)
+    assert not connection.is_eligible(end + 10, 10)
+    after = connection.view(end + 10, 11)
+    assert (after.ack_offset, after.diff_bytes, after.in_sync) == (end, 10, True)
+    assert after.transfer_from_offset == end and after.last_ack_age_ms is not None
+    assert connection.view(end - 5, 11).diff_bytes == 0
+    connection.close("done")
+    assert not connection.is_eligible(end, 1)
+
+
+def test_rate_meter_reports_the_last_whole_second() -> None:
+    """The transfer rate is the bytes of the last completed window of at least one second
+    over its length, and 0 once nothing was sent for two seconds."""
+    now = [100.0]
+    meter = _RateMeter(clock=lambda: now[0])
+    meter.add(1000)
+    now[0] = 100.5
+    meter.add(500)
+    assert meter.per_second() == 0.0  # no window completed yet
+    now[0] = 101.0
+    meter.add(7)
+    assert meter.per_second() == 1500.0
+    now[0] = 102.999
+    assert meter.per_second() == 1500.0
+    now[0] = 103.0
+    assert meter.per_second() == 0.0
+    now[0] = 103.5
+    meter.add(1)
+    assert meter.per_second() == pytest.approx(7 / 2.5)
