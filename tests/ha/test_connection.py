@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import pytest
 
 from ha import ConnectionState, HAConfig
 from ha.connection import HAConnection, _RateMeter
+from ha.epochs import NODE_ID_SIZE, Agreement, Epoch, decide
 from ha.protocol import ProtocolError
 from store import BrokerRole, Message, MessageStore
 from store.commit_log import TransferSource
@@ -29,6 +30,8 @@ CONFIG: dict[str, Any] = {
     "ha_housekeeping_interval_ms": 5000,
     "ha_transfer_batch_size_bytes": 4096,
 }
+# The master's epoch history: one epoch, from offset 0, led by this master.
+MASTER_EPOCHS = [Epoch(1, 0, b"m" * NODE_ID_SIZE)]
 
 
 @dataclass
@@ -56,9 +59,15 @@ def open_link(store: MessageStore) -> Iterator[OpenLink]:
     listener = socket.create_server(("127.0.0.1", 0))
     links: list[Link] = []
 
+    def agree(history: Sequence[Epoch], slave_max: int) -> tuple[Any, Sequence[Epoch]]:
+        return decide(MASTER_EPOCHS, store.max_offset, store.min_offset, history,
+                      slave_max), MASTER_EPOCHS
+
     def open_link(refusal: str = "", slave_secret: str | None = SECRET,
-                  handshake: bool = True, **overrides: Any) -> Link:
-        slave = ScriptedSlave(listener.getsockname()[1], slave_secret)
+                  handshake: bool = True, slave_max: int = 0,
+                  slave_epochs: Sequence[Epoch] = (), **overrides: Any) -> Link:
+        slave = ScriptedSlave(listener.getsockname()[1], slave_secret, epochs=slave_epochs,
+                              max_offset=slave_max)
         sock, _ = listener.accept()
         link = Link(connection=None, slave=slave)  # type: ignore[arg-type]
         link.connection = HAConnection(
@@ -66,6 +75,7 @@ def open_link(store: MessageStore) -> Iterator[OpenLink]:
             on_ack=lambda connection: link.acks.append(connection.ack_offset),
             on_close=lambda _, reason: link.closes.append(reason),
             on_handshake=lambda _: refusal,
+            agree=agree,
         )
         links.append(link)
         link.connection.start()
@@ -109,11 +119,16 @@ def test_empty_slave_gets_the_whole_log(store: MessageStore, open_link: OpenLink
 
 def test_slave_with_data_is_streamed_from_its_offset(
         store: MessageStore, open_link: OpenLink) -> None:
-    """A slave reporting an offset inside the log gets the bytes from there on, nothing before."""
+    """A slave whose log agrees up to an offset inside the master's is told so in the
+    handshake, and reporting it gets the bytes from there on, nothing before."""
     _produce(store, 10)
     middle = store.max_offset
     _produce(store, 10)
-    link = open_link()
+    link = open_link(slave_max=middle, slave_epochs=MASTER_EPOCHS)
+    assert link.slave.decision is not None
+    assert (link.slave.decision.agreement, link.slave.decision.agreed_offset) == (
+        Agreement.AGREED, middle)
+    assert link.connection.agreed_offset == middle
     link.slave.report(middle)
     assert link.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
         middle, store.max_offset)
@@ -171,33 +186,56 @@ def test_ack_beyond_what_was_sent_closes(store: MessageStore, open_link: OpenLin
     assert link.acks == [0]
 
 
-def test_slave_ahead_of_the_master_is_named_and_closed(
-        store: MessageStore, open_link: OpenLink) -> None:
-    """A first report above the master's max offset closes the link as ahead_of_master (the
-    state survives the close), and nothing is streamed."""
+@pytest.mark.parametrize("beyond_bytes", [1, 1000])
+def test_slave_reporting_past_the_agreed_offset_is_named_and_closed(
+        store: MessageStore, open_link: OpenLink, beyond_bytes: int) -> None:
+    """A first report above the offset agreed in the handshake (the slave did not cut back)
+    closes the link as ahead_of_master (the state survives the close); nothing is streamed."""
+    _produce(store, 10)
+    middle = store.max_offset
     _produce(store, 3)
-    link = open_link()
-    link.slave.report(store.max_offset + 1)
+    link = open_link(slave_max=middle, slave_epochs=MASTER_EPOCHS)
+    link.slave.report(middle + beyond_bytes)
     _closed(link)
     assert link.connection.state is ConnectionState.AHEAD_OF_MASTER
-    assert "ahead of the master" in link.closes[0]
+    assert "ahead of the offset" in link.closes[0]
     assert link.acks == [] and link.connection.bytes_sent_total == 0
+    assert link.connection.request_offset == middle + beyond_bytes
+
+
+def test_slave_of_a_foreign_history_is_named_diverged(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """A slave with bytes but no epoch in common with the master is closed in the handshake
+    as diverged: nothing of its log can be trusted to continue."""
+    _produce(store, 3)
+    foreign = [Epoch(1, 0, b"f" * NODE_ID_SIZE)]
+    link = open_link(slave_max=100, slave_epochs=foreign)
+    _closed(link)
+    assert link.slave.decision is not None
+    assert link.slave.decision.agreement is Agreement.DIVERGED
+    assert link.connection.state is ConnectionState.DIVERGED
+    assert "shares no epoch" in link.closes[0] and link.connection.request_offset == 100
 
 
 def test_slave_behind_retention_needs_a_reset(store: MessageStore, open_link: OpenLink) -> None:
-    """A first report below the retained log closes the link as needs_reset; a report of 0
-    still gets the retained history from the min offset."""
+    """A slave agreeing only below the retained log is closed in the handshake as needs_reset,
+    and so is a first report below it; a report of 0 gets the retained history from the min
+    offset."""
     _produce(store, 300)
     wait_dispatched(store)
     RetentionService(store.config, store.commit_log, store.queues, store.dispatch,
                      used_ratio=lambda _: 1.0).delete_expired()
     minimum = store.min_offset
     assert minimum > 100
-    behind = open_link()
+    agreed_below = open_link(slave_max=100, slave_epochs=MASTER_EPOCHS)
+    _closed(agreed_below)
+    assert agreed_below.connection.state is ConnectionState.NEEDS_RESET
+    assert "no longer holds; it needs a reset" in agreed_below.closes[0]
+    behind = open_link(slave_max=store.max_offset, slave_epochs=MASTER_EPOCHS)
     behind.slave.report(100)
     _closed(behind)
     assert behind.connection.state is ConnectionState.NEEDS_RESET
-    assert "needs a reset" in behind.closes[0]
+    assert "wants data the master no longer holds" in behind.closes[0]
     empty = open_link()
     empty.slave.report(0)
     assert empty.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
@@ -222,11 +260,14 @@ def test_idle_link_gets_heartbeats_at_the_transfer_offset(
 
 
 def test_refused_handshake_closes_with_the_services_reason(open_link: OpenLink) -> None:
-    """When the service refuses the slave a slot, the connection closes with that reason."""
-    link = open_link(refusal="no free slot")
+    """When the service refuses the slave a slot, the connection closes with that reason
+    before any epoch is exchanged."""
+    link = open_link(refusal="no free slot", handshake=False)
+    with pytest.raises(ProtocolError):
+        link.slave.handshake()
     _closed(link)
     assert link.closes == ["no free slot"]
-    assert link.slave.closed_by_peer()
+    assert link.slave.decision is None and link.connection.agreed_offset == -1
 
 
 def test_slave_without_the_secret_is_closed_in_the_handshake(open_link: OpenLink) -> None:
