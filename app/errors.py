@@ -91,7 +91,6 @@ PROBLEMS: dict[str, ProblemKind] = {
 PUT_HTTP_STATUS: dict[PutMessageStatus, int] = {
     status: PROBLEMS[status.value].http_status for status in PutMessageStatus
 }
-HTTP_STATUS_CODES = sorted({kind.http_status for kind in PROBLEMS.values()})
 
 
 class ApiError(Exception):

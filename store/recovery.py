@@ -38,8 +38,6 @@ from store.record import (
 
 log = logging.getLogger(__name__)
 
-_PREFIX = struct.Struct(">iIi")  # TOTALSIZE, MAGIC, BODYCRC
-
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:

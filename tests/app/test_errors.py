@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from app.errors import PROBLEMS, PUT_HTTP_STATUS, ApiError, from_metadata_error, render
+from app.errors import (
+    PROBLEMS,
+    PUT_HTTP_STATUS,
+    ApiError,
+    code_for_http_status,
+    from_metadata_error,
+    from_put_status,
+    render,
+)
 from store import PutMessageStatus
 from store.metadata import MetadataError, TopicNotFound
 
@@ -57,3 +65,91 @@ def test_metadata_error_keeps_its_message() -> None:
     error = from_metadata_error(TopicNotFound("topic 'x' does not exist"))
     assert (error.code, error.http_status, error.detail) == (
         "TOPIC_NOT_FOUND", 404, "topic 'x' does not exist")
+
+
+# RocketMQ's put statuses as HTTP answers: 201 stored with every guarantee met; 202 stored but
+# a guarantee (flush, slave) not met, so a client must not read it as durable; refusals 4xx/5xx.
+PUT_ANSWERS = {
+    PutMessageStatus.PUT_OK: 201,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: 202,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: 202,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: 202,
+    PutMessageStatus.MESSAGE_ILLEGAL: 400,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: 413,
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: 429,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: 503,
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: 507,
+    PutMessageStatus.UNKNOWN_ERROR: 500,
+    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: 503,
+}
+
+
+@pytest.mark.parametrize(("status", "http_status"), list(PUT_ANSWERS.items()))
+def test_each_put_status_has_its_http_status(
+        status: PutMessageStatus, http_status: int) -> None:
+    """Each put status answers its documented HTTP status, on the hot path and in a problem."""
+    assert PUT_HTTP_STATUS[status] == http_status
+    assert from_put_status(status, "").http_status == http_status
+    assert set(PUT_ANSWERS) == set(PutMessageStatus)
+
+
+def test_only_the_busy_answer_asks_to_retry_later() -> None:
+    """Retry-After goes with OS_PAGE_CACHE_BUSY only; WWW-Authenticate with 401 only."""
+    for code, kind in PROBLEMS.items():
+        headers = dict(render(ApiError(code, "d")).headers)
+        assert (b"retry-after" in headers) is (code == "OS_PAGE_CACHE_BUSY"), code
+        assert (b"www-authenticate" in headers) is (kind.http_status == 401), code
+    unauthorized = dict(render(ApiError("UNAUTHORIZED", "no token")).headers)
+    assert unauthorized[b"www-authenticate"] == b'Bearer realm="twinlog"'
+
+
+def test_problem_body_leaves_out_what_is_not_known() -> None:
+    """Without an instance or a put status, and with extension members that are None, the
+    body has only the members that carry something."""
+    problem = render(ApiError("QUEUE_NOT_FOUND", "no queue 9", queue_id=9, hint=None))
+    assert problem.http_status == 404
+    assert json.loads(problem.body) == {
+        "type": "urn:twinlog:problem:queue-not-found", "title": "No such queue",
+        "status": 404, "detail": "no queue 9", "error_code": "QUEUE_NOT_FOUND", "queue_id": 9}
+
+
+def test_put_refusal_detail_defaults_to_the_title() -> None:
+    """A put refusal without a detail says the code's title; with one, it says the detail; both
+    name the put status and keep extension members."""
+    bare = from_put_status(PutMessageStatus.SERVICE_NOT_AVAILABLE, "", retry=True)
+    assert bare.detail == PROBLEMS["SERVICE_NOT_AVAILABLE"].title
+    assert bare.put_status is PutMessageStatus.SERVICE_NOT_AVAILABLE and bare.extra == {
+        "retry": True}
+    told = from_put_status(PutMessageStatus.MESSAGE_ILLEGAL, "topic too long")
+    assert (told.code, told.detail, told.http_status) == ("MESSAGE_ILLEGAL", "topic too long",
+                                                          400)
+
+
+def test_unknown_codes_are_refused_or_mapped_to_a_generic_one() -> None:
+    """ApiError takes only codes of the table; a metadata error with a code outside it
+    answers METADATA_ERROR (400) with its message."""
+    with pytest.raises(AssertionError):
+        ApiError("NO_SUCH_CODE", "x")
+
+    class Strange(MetadataError):
+        error_code = "STRANGE"
+
+    error = from_metadata_error(Strange("odd"))
+    assert (error.code, error.http_status, error.detail) == ("METADATA_ERROR", 400, "odd")
+
+
+@pytest.mark.parametrize(
+    ("http_status", "code"),
+    [
+        (400, "VALIDATION_FAILED"), (401, "UNAUTHORIZED"), (403, "FORBIDDEN"),
+        (404, "NOT_FOUND"), (405, "METHOD_NOT_ALLOWED"), (413, "REQUEST_TOO_LARGE"),
+        (415, "UNSUPPORTED_MEDIA_TYPE"), (503, "NOT_READY"), (422, "VALIDATION_FAILED"),
+        (499, "VALIDATION_FAILED"), (500, "INTERNAL_ERROR"), (502, "INTERNAL_ERROR"),
+        (399, "INTERNAL_ERROR"),
+    ],
+)
+def test_framework_statuses_map_to_gateway_codes(http_status: int, code: str) -> None:
+    """A bare status raised by the framework becomes a gateway code: the known ones by name,
+    other 4xx VALIDATION_FAILED, anything else INTERNAL_ERROR."""
+    assert code_for_http_status(http_status) == code
+    assert code in PROBLEMS

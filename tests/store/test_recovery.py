@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from store import Message, MessageStore, PutMessageStatus
+from store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from store.errors import OffsetNotAvailableError
 from store.record import HEADER_SIZE
 from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched
@@ -172,3 +173,193 @@ def test_clean_shutdown_removes_abort_marker(open_store: OpenStore, tmp_path: Pa
     assert not (tmp_path / "abort").exists()
     store = open_store()
     assert store.recovery is not None and not store.recovery.crashed
+
+
+# -- when the checkpoint is trusted: each check of _checkpoint_holds, with crafted checkpoints --
+
+
+def _craft_checkpoint(tmp_path: Path, recover_offset: int, last_record_offset: int,
+                      queue_count: int) -> None:
+    write_checkpoint(tmp_path / "checkpoint",
+                     Checkpoint(recover_offset, last_record_offset, recover_offset, queue_count, 1))
+
+
+def _restart_with(open_store: OpenStore, tmp_path: Path, recover_offset: int,
+                  last_record_offset: int, queue_count: int = 4) -> MessageStore:
+    _craft_checkpoint(tmp_path, recover_offset, last_record_offset, queue_count)
+    store = open_store()
+    assert store.recovery is not None
+    return store
+
+
+def test_clean_restart_trusts_the_checkpoint_and_reports_it(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """After a clean shutdown recovery starts at the checkpoint, scans nothing before it, clears
+    nothing, and reports so (not crashed, checkpoint used, a plausible duration)."""
+    store = open_store()
+    _write(store, 150)
+    end = store.max_offset
+    store.shutdown()
+    checkpoint = read_checkpoint(tmp_path / "checkpoint")
+    assert checkpoint is not None and checkpoint.recover_offset == end
+    store = open_store()
+    report = store.recovery
+    assert report is not None
+    assert (report.crashed, report.checkpoint_used, report.scan_start_offset) == (
+        False, True, end)
+    assert (report.end_offset, report.scanned_record_count, report.cleared_bytes) == (end, 0, 0)
+    assert report.rebuilt_queue_count == 0
+    assert 0.01 < report.duration_ms < 60_000
+    assert _bodies(store) == _expected(150)
+
+
+def test_crash_restart_scans_only_after_the_checkpoint(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """After a crash, with records written after the last checkpoint (beyond the first file),
+    recovery trusts the checkpoint and scans exactly the records after it."""
+    store = open_store()
+    placed = _write(store, 250)
+    checkpoint_offset = store.max_offset
+    assert checkpoint_offset > SMALL_FILE_BYTES
+    store.flush.stop()  # no checkpoint from now on
+    for index in range(250, 270):
+        _, done = store.put_message(Message("Rec", b"%06d" % index * 40))
+        assert done.result(5) is PutMessageStatus.PUT_OK
+    store.commit_log.flush()
+    store.halt()
+    store = open_store()
+    report = store.recovery
+    assert report is not None and report.crashed and report.checkpoint_used
+    assert report.scan_start_offset == checkpoint_offset
+    assert report.scanned_record_count == 20
+    assert _bodies(store) == _expected(270)
+    assert placed[-1][0] + placed[-1][1] == checkpoint_offset
+
+
+def test_an_empty_log_recovers_to_zero(open_store: OpenStore, tmp_path: Path) -> None:
+    """A store that never stored anything recovers to offset 0 with nothing cleared, and its
+    checkpoint (recover offset at the log's start) is trusted."""
+    store = open_store()
+    store.shutdown()
+    store = open_store()
+    report = store.recovery
+    assert report is not None
+    assert (report.end_offset, report.cleared_bytes, report.scanned_record_count) == (0, 0, 0)
+    assert report.checkpoint_used and store.max_offset == 0
+
+
+def test_checkpoint_at_a_file_boundary_keeps_the_records_after_it(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A checkpoint whose recover offset is the start of the second file (the first ends with a
+    blank) is trusted, and every record of the later files is scanned and kept."""
+    store = open_store()
+    placed = _write(store, 300)
+    store.halt()
+    last_in_first = max(offset for offset, _ in placed if offset < SMALL_FILE_BYTES)
+    in_first = sum(1 for offset, _ in placed if offset < SMALL_FILE_BYTES)
+    store = _restart_with(open_store, tmp_path, SMALL_FILE_BYTES, last_in_first)
+    report = store.recovery
+    assert report is not None and report.checkpoint_used
+    assert report.scan_start_offset == SMALL_FILE_BYTES
+    assert report.scanned_record_count == 300 - in_first
+    assert _bodies(store) == _expected(300)
+
+
+def test_checkpoint_inside_a_later_file_is_trusted(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A checkpoint naming a whole record in a later file, ending at the recover offset, is
+    trusted: the scan starts there."""
+    store = open_store()
+    placed = _write(store, 300)
+    store.halt()
+    index = next(i for i, (offset, _) in enumerate(placed) if offset > SMALL_FILE_BYTES + 100)
+    offset, size = placed[index]
+    store = _restart_with(open_store, tmp_path, offset + size, offset)
+    report = store.recovery
+    assert report is not None and report.checkpoint_used
+    assert (report.scan_start_offset, report.scanned_record_count) == (
+        offset + size, 300 - index - 1)
+    assert _bodies(store) == _expected(300)
+
+
+@pytest.mark.parametrize("case", ["beyond_files", "queue_missing", "not_a_record",
+                                  "not_its_end", "last_record_beyond_files"])
+def test_checkpoint_that_does_not_hold_is_not_trusted(
+        open_store: OpenStore, tmp_path: Path, case: str) -> None:
+    """A checkpoint past the files' end, expecting more consume queues than exist, or whose
+    last record is not a whole record ending at the recover offset is ignored: recovery scans
+    the whole log and keeps it all."""
+    store = open_store()
+    placed = _write(store, 200)
+    store.halt()
+    files_end = len(list((tmp_path / "commitlog").iterdir())) * SMALL_FILE_BYTES
+    offset, size = placed[100]
+    recover, last, queues = {
+        "beyond_files": (files_end + 1, offset, 4),
+        "queue_missing": (offset + size, offset, 5),
+        "not_a_record": (offset + size, offset + 1, 4),
+        "not_its_end": (offset + size + 1, offset, 4),
+        "last_record_beyond_files": (files_end, files_end, 4),
+    }[case]
+    store = _restart_with(open_store, tmp_path, recover, last, queues)
+    report = store.recovery
+    assert report is not None and not report.checkpoint_used
+    assert (report.scan_start_offset, report.scanned_record_count) == (0, 200)
+    assert _bodies(store) == _expected(200)
+
+
+def test_checkpoint_exactly_at_the_files_end_with_its_queues_is_trusted(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """The bounds are inclusive: a checkpoint at the very end of the last file (after its
+    blank) and expecting exactly the queues present is trusted."""
+    store = open_store()
+    placed = _write(store, 500)
+    store.halt()
+    files = sorted((tmp_path / "commitlog").iterdir())
+    assert len(files) == 3
+    for extra in files[2:]:
+        extra.unlink()
+    kept = [(offset, size) for offset, size in placed if offset < 2 * SMALL_FILE_BYTES]
+    last_offset, _ = kept[-1]
+    store = _restart_with(open_store, tmp_path, 2 * SMALL_FILE_BYTES, last_offset, 4)
+    report = store.recovery
+    assert report is not None and report.checkpoint_used
+    assert report.scan_start_offset == 2 * SMALL_FILE_BYTES
+    assert _bodies(store) == _expected(len(kept))
+
+
+def test_checkpoint_before_any_record_must_be_the_logs_start(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A checkpoint with no record before it is trusted only at the log's start offset."""
+    store = open_store()
+    placed = _write(store, 50)
+    store.halt()
+    at_start = _restart_with(open_store, tmp_path, 0, -1, 0)
+    assert at_start.recovery is not None and at_start.recovery.checkpoint_used
+    at_start.halt()
+    size = placed[0][1]
+    elsewhere = _restart_with(open_store, tmp_path, size, -1, 0)
+    assert elsewhere.recovery is not None and not elsewhere.recovery.checkpoint_used
+    assert _bodies(elsewhere) == _expected(50)
+
+
+def test_damaged_record_before_the_checkpoint_forces_a_full_scan(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A flipped body byte in the record the checkpoint names makes recovery distrust the
+    checkpoint and scan from the start, cutting the log at that record."""
+    store = open_store()
+    placed = _write(store, 120)
+    store.halt()
+    offset, size = placed[60]
+    path = sorted((tmp_path / "commitlog").iterdir())[offset // SMALL_FILE_BYTES]
+    position = offset - int(path.name) + HEADER_SIZE + 3
+    with path.open("r+b") as file:
+        file.seek(position)
+        byte = file.read(1)
+        file.seek(position)
+        file.write(bytes([byte[0] ^ 0x55]))
+    store = _restart_with(open_store, tmp_path, offset + size, offset)
+    report = store.recovery
+    assert report is not None and not report.checkpoint_used
+    assert store.max_offset == offset and report.cleared_bytes > 0
+    assert _bodies(store) == _expected(60)
