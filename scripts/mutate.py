@@ -4,10 +4,12 @@ Each module is mutated with mutmut 2 against the tests that cover it, not the wh
 run fits a 2-core machine: one mutant at a time, pytest with `-x` and no cache. mutmut 2 is used
 rather than 3 because 3 mutates only inside functions, and some promises here are module-level
 tables (app/errors.py maps each put status to its HTTP status). mutmut 2 edits the file in place
-(keeping a `.bak`) and restores it; it never copies the tree.
+(keeping a `.bak`) and restores it; it never copies the tree. Its results stay in
+`.mutmut-cache` (ignored by git) for `mutmut show ID`; `--incremental` starts from them.
 
     python scripts/mutate.py                     # every module, one after another
     python scripts/mutate.py store/record.py     # one module
+    python scripts/mutate.py --incremental store/record.py   # re-test the survivors only
     python scripts/mutate.py --tests store/record.py   # the test command of one mutant
 
 Per module it prints the diff of each survivor, marked equivalent when docs/mutation.md lists
@@ -106,9 +108,12 @@ def run_tests(module: str) -> int:
     return 0 if pytest.main(arguments) == 0 else 1
 
 
-def mutate(module: str) -> ModuleResult:
-    """Mutate one module from a fresh cache and count what its tests did to the mutants."""
-    CACHE.unlink(missing_ok=True)
+def mutate(module: str, incremental: bool) -> ModuleResult:
+    """Mutate one module and count what its tests did to the mutants. From a fresh cache, or
+    (incremental) from the last run's: mutmut then re-tests only the mutants not killed yet,
+    once the tests changed."""
+    if not incremental:
+        CACHE.unlink(missing_ok=True)
     runner = f"{sys.executable} {Path(__file__).resolve()} --tests {module}"
     command = [
         sys.executable, "-m", "mutmut", "run", "--paths-to-mutate", module,
@@ -199,6 +204,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: all)")
     parser.add_argument("--tests", metavar="MODULE", help="run the tests of MODULE and exit")
+    parser.add_argument("--incremental", action="store_true",
+                        help="keep the last run's results; re-test only surviving mutants")
     arguments = parser.parse_args()
     if arguments.tests:
         return run_tests(arguments.tests)
@@ -208,8 +215,7 @@ def main() -> int:
         parser.error(f"not a mutated module: {', '.join(unknown)}; one of {list(MODULE_TESTS)}")
     results = []
     for module in modules:
-        results.append(mutate(module))
-    CACHE.unlink(missing_ok=True)
+        results.append(mutate(module, arguments.incremental))
     print()
     print_table(results)
     below = [result.module for result in results if result.kill_rate < KILL_RATE_MIN]
