@@ -297,6 +297,9 @@ class SlaveDiffView(BaseModel):
                                             "streams")
     truncated_bytes_total: int = Field(description="bytes this slave cut back to agree with "
                                                    "its master's epochs, since start")
+    apply_error: str | None = Field(
+        None, description="Why the slave is not applying the master's bytes now (its disk is "
+        "full: CREATE_MAPPED_FILE_FAILED, or a write fault); null while it applies them")
     metadata_sync: MetadataSyncStatus | None
 
 

@@ -48,6 +48,14 @@ from store.status import AppendRawStatus
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.1
+# The slave's own store refused the bytes: it reconnects (the master resends from the offset
+# it reports) every ha_reconnect_interval_ms and applies again once the store can write.
+_STORE_REFUSALS = frozenset({AppendRawStatus.CREATE_MAPPED_FILE_FAILED,
+                             AppendRawStatus.STORE_NOT_WRITABLE})
+
+
+class SlaveStoreError(OSError):
+    """The slave's store cannot take the master's bytes now (full disk, write fault)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,9 @@ class SlaveLinkView:
     master_epoch: int
     refusal: str | None
     truncated_bytes_total: int
+    # Why the slave is not applying the master's bytes now (a full disk, a write fault);
+    # None while it applies them.
+    apply_error: str | None = None
 
 
 class HAClient(ServiceThread):
@@ -84,6 +95,7 @@ class HAClient(ServiceThread):
         self.master_epoch = 0
         self.refusal: str | None = None  # why the master last refused to stream to us
         self.slave_id = load_or_create_node_id(store.config.data_dir)
+        self.apply_error: str | None = None
         self._sock: socket.socket | None = None
         self._send_tags = FrameTagger(None)
 
@@ -208,13 +220,23 @@ class HAClient(ServiceThread):
             if not body:
                 continue  # heartbeat
             status = self.store.append_raw(offset, body)
+            if status in _STORE_REFUSALS:
+                self.apply_error = self._store_refusal(status)
+                raise SlaveStoreError(f"cannot apply offset {offset}: {self.apply_error}")
             if status is not AppendRawStatus.OK:
                 raise ProtocolError(
                     f"master pushed offset {offset} but the slave's max offset is "
                     f"{self.store.max_offset} ({status.value})")
             self.applied_bytes_total += len(body)
+            self.apply_error = None
             wrote = True
         return wrote
+
+    def _store_refusal(self, status: AppendRawStatus) -> str:
+        if status is AppendRawStatus.CREATE_MAPPED_FILE_FAILED:
+            return f"{status.value}: {self.store.commit_log.create_file_error}"
+        fault = self.store.health.fault
+        return f"{status.value}: {fault.describe() if fault is not None else ''}"
 
     def _report(self, sock: socket.socket) -> None:
         report = encode_report(self.store.max_offset)
@@ -239,4 +261,5 @@ class HAClient(ServiceThread):
             master_epoch=self.master_epoch,
             refusal=self.refusal,
             truncated_bytes_total=self.truncated_bytes_total,
+            apply_error=self.apply_error,
         )

@@ -75,6 +75,8 @@ class CommitLog:
         self._queue_counts: dict[str, int] = {}
         # The file appends go to, cached: looked up under the lock on every put otherwise.
         self._last_file: MappedFile | None = None
+        # Why the last attempt to create a file failed (ENOSPC...), None once one works.
+        self.create_file_error: str | None = None
         # A seam for tests: called while a reader holds a file and a view of it (retention
         # can be run there, deterministically, between a reader's hold and its release).
         self.read_seam: Callable[[MappedFile], None] | None = None
@@ -195,14 +197,12 @@ class CommitLog:
                 result.detail = f"record of {size} bytes does not fit a commit-log file"
                 result.wrote_bytes = 0
                 return
-            try:
-                if mapped is not None and not mapped.is_full:
-                    self._close_file_locked(mapped)
-                mapped = self._last_file = self._files.writable_file()
-            except OSError as error:
-                log.error("cannot create a commit-log file: %s", error)
+            if mapped is not None and not mapped.is_full:
+                self._close_file_locked(mapped)
+            mapped = self._last_file = self._writable_file_locked()
+            if mapped is None:
                 result.status = PutMessageStatus.CREATE_MAPPED_FILE_FAILED
-                result.detail = str(error)
+                result.detail = f"cannot create a commit-log file: {self.create_file_error}"
                 result.wrote_bytes = 0
                 return
         key = (topic, queue_id)
@@ -210,6 +210,22 @@ class CommitLog:
         result.commit_log_offset = mapped.append_record(record, queue_offset)
         self._queue_offsets[key] = queue_offset + 1
         result.queue_offset = queue_offset
+
+    def _writable_file_locked(self, start_if_empty: int = 0) -> MappedFile | None:
+        """The file appends go to, or None when a new one cannot be created (a full disk):
+        `create_file_error` says why until a creation works again. Logged once per spell."""
+        try:
+            mapped = self._files.writable_file(start_if_empty=start_if_empty)
+        except OSError as error:
+            if self.create_file_error is None:
+                log.error("cannot create a commit-log file, appends are refused until one "
+                          "can be: %s", error)
+            self.create_file_error = str(error)
+            return None
+        if self.create_file_error is not None:
+            log.info("commit-log files can be created again; appends resume")
+            self.create_file_error = None
+        return mapped
 
     @staticmethod
     def _close_file_locked(mapped: MappedFile) -> None:
@@ -228,10 +244,8 @@ class CommitLog:
                 pass
             elif offset != self.max_offset:
                 return AppendRawStatus.OFFSET_MISMATCH
-            try:
-                mapped = self._files.writable_file(start_if_empty=offset)
-            except OSError as error:
-                log.error("cannot create a commit-log file: %s", error)
+            mapped = self._writable_file_locked(start_if_empty=offset)
+            if mapped is None:
                 return AppendRawStatus.CREATE_MAPPED_FILE_FAILED
             if mapped.write_offset != offset:
                 return AppendRawStatus.OFFSET_MISMATCH
