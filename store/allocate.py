@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from store import durability
 from store.disk import Disk
 from store.mapped_file import MappedFile
 from store.paths import TEMP_SUFFIX, offset_to_name
@@ -71,6 +72,8 @@ def publish_file(mapped: MappedFile, directory: Path) -> MappedFile:
     name is made durable by the directory fsync that the flush does before its offset moves
     into the file (mapped_file_queue.py)."""
     final = directory / offset_to_name(mapped.start_offset)
+    for listener in durability.listeners:
+        listener.created(final)
     if mapped.path.exists():
         os.rename(mapped.path, final)
         mapped.path = final

@@ -17,6 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from store import durability
 from store.disk import REAL_DISK, Disk
 from store.paths import TEMP_SUFFIX
 
@@ -94,3 +95,5 @@ def write_file_atomically(path: Path, data: bytes, disk: Disk = REAL_DISK) -> No
         temp.unlink(missing_ok=True)
         raise
     disk.fsync_directory(path.parent)
+    for listener in durability.listeners:
+        listener.replaced(path, data)

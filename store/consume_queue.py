@@ -257,6 +257,26 @@ class ConsumeQueue:
                 files.truncate(first_bad * ENTRY_SIZE)
             return first_bad
 
+    def sync_entries_from(self, commit_log_offset: int) -> None:
+        """Make durable the files that may hold entries of records at or after
+        `commit_log_offset`: recovery found them, maybe only in the page cache (a killed
+        process leaves them there), and the checkpoint will claim them. Older entries were
+        covered by an earlier checkpoint."""
+        last = self._last_entry
+        if self._end_found and (last is None or 0 <= last[0] < commit_log_offset):
+            return  # no entry of a scanned record: nothing to open
+        with self._opened() as files:
+            for mapped in reversed(files.files):
+                if mapped.write_position == 0:
+                    continue
+                end_entry = ENTRY.unpack_from(mapped.buffer, mapped.write_position - ENTRY_SIZE)
+                if 0 <= end_entry[0] < commit_log_offset:
+                    return
+                mapped.sync_written(self._disk)
+                first = ENTRY.unpack_from(mapped.buffer, 0)
+                if 0 <= first[0] < commit_log_offset:
+                    return
+
     def delete_files_below(self, commit_log_min_offset: int) -> int:
         """Remove whole files whose every entry points below the commit log's min offset."""
         if self._file_count <= 1:
@@ -414,6 +434,10 @@ class ConsumeQueues:
         return how many queues were cut."""
         return sum(queue.truncate_at_first_bad(redispatch_start, matches) is not None
                    for queue in self.all())
+
+    def sync_entries_from(self, commit_log_offset: int) -> None:
+        for queue in self.all():
+            queue.sync_entries_from(commit_log_offset)
 
     def close(self) -> None:
         for queue in self.all():

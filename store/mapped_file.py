@@ -8,6 +8,7 @@ import mmap
 import os
 from pathlib import Path
 
+from store import durability
 from store.disk import REAL_DISK, Disk
 from store.record import OFFSETS, QUEUE_OFFSET_POSITION
 from store.reference import ReferenceCounted
@@ -126,9 +127,24 @@ class MappedFile(ReferenceCounted):
         target = self.write_position if target_position is None else target_position
         if target > self.flushed_position:
             start = self.flushed_position - self.flushed_position % PAGE_SIZE_BYTES
-            disk.msync(self._map, start, target - start)
+            self._msync(start, target - start, disk)
             self.flushed_position = target
         return self.flushed_position
+
+    def sync_written(self, disk: Disk = REAL_DISK) -> None:
+        """Make [0, write_position) durable whatever `flushed_position` says: what loading
+        found after a crash may be only in the page cache (a killed process leaves it)."""
+        if self.write_position > 0:
+            self._msync(0, self.write_position, disk)
+        self.flushed_position = self.write_position
+
+    def _msync(self, position: int, size_bytes: int, disk: Disk = REAL_DISK) -> None:
+        """msync [position, position + size_bytes) and tell the durability listeners."""
+        disk.msync(self._map, position, size_bytes)
+        if durability.listeners:
+            data = self._map[position : position + size_bytes]
+            for listener in durability.listeners:
+                listener.synced(self.path, position, data)
 
     def truncate_to(self, position: int) -> int:
         """Zero [position, write_position) so a later scan cannot find old records there;
@@ -144,7 +160,7 @@ class MappedFile(ReferenceCounted):
             cleared_bytes += self._zero_range(start, end)
         self.write_position = position
         self.flushed_position = min(self.flushed_position, position)
-        self._map.flush()
+        self._msync(0, self.size_bytes)
         return cleared_bytes
 
     def data_regions(self, start: int, end: int) -> list[tuple[int, int]]:

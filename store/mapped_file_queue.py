@@ -260,6 +260,13 @@ class MappedFileQueue:
         del self._new_directories[: len(new_directories)]
         self._names_durable_end = end_offset
 
+    def sync_written_from(self, offset: int) -> None:
+        """Make durable every written byte of the files that end after `offset` (recovery:
+        see MappedFile.sync_written)."""
+        for mapped in self.files:
+            if mapped.end_offset > offset:
+                mapped.sync_written(self._disk)
+
     def truncate(self, offset: int) -> int:
         """Drop everything at or after `offset`: later files go, the holder is zeroed there.
         Return roughly how many written bytes were dropped."""

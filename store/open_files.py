@@ -22,6 +22,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
 
+from store import durability
+
 log = logging.getLogger(__name__)
 
 # Past this many closed files waiting for their sync, the thread that closes one syncs them
@@ -103,9 +105,11 @@ class OpenFiles:
                 paths, self._unsynced = self._unsynced, []
             if not paths:
                 return 0
+            contents = durability.read_before_sync(paths)
             if not _syncfs(self._directory_descriptor()):
                 for path in dict.fromkeys(paths):
                     _fsync_path(path)
+            durability.whole_files_synced(contents)
             return len(paths)
 
     def _directory_descriptor(self) -> int:

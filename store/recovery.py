@@ -5,10 +5,12 @@
 2. choose where to scan from: the checkpoint's recover offset, or the log's start when the
    checkpoint is missing, damaged or out of range;
 3. scan records from there, checking size, magic, position and body CRC;
-4. truncate the commit log after the last valid record (the torn or corrupt tail);
+4. truncate the commit log after the last valid record (the torn or corrupt tail), and
+   msync what the scan found: after a process crash it may be only in the page cache;
 5. truncate consume-queue entries that point past it, and cut each queue at its first hole
    (zeroed entry) or entry not matching the commit log among those redispatch writes again
    (after a power loss, pages of a queue file may be missing below its last written entry);
+   msync the entries of the scanned records, for the same reason as in 4;
 6. redispatch every record from the scan start (entries already present are kept).
 """
 
@@ -80,12 +82,17 @@ def recover(
     if cleared_bytes:
         log.warning("recovery: cleared a torn or corrupt tail after offset %d (%d bytes)",
                     end, cleared_bytes)
-    # Pass 5: consume queues must not point past the log, nor have holes redispatch skips.
+    # What the scan found may be only in the page cache (a killed process leaves it there):
+    # make it durable now, before new records follow it and the checkpoint claims it.
+    commit_log.files.sync_written_from(start)
+    # Pass 5: consume queues must not point past the log, nor have holes redispatch skips;
+    # what they hold for the scanned records goes to disk for the same reason as above.
     queues.truncate_physical(end)
     cut_queues = queues.truncate_at_holes(start, _entry_matcher(commit_log))
     if cut_queues:
         log.warning("recovery: %d consume queues had holes or stale entries; rebuilt from "
                     "offset %d", cut_queues, start)
+    queues.sync_entries_from(start)
     # Pass 6: redispatch.
     dispatch.dispatched_offset = start
     while dispatch.dispatch_available():

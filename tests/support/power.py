@@ -1,0 +1,200 @@
+"""A power cut, simulated from what the store made durable.
+
+`DurableImage` listens at the store's durability seam (store/durability.py): it keeps, per
+file, the bytes each msync covered, and the last content of each atomically replaced file
+(the checkpoint). After the store stopped without flushing (`halt()`, or kill -9 of a broker
+process, which keeps the page cache), `cut` plays the power loss on the files: every page of a
+commit-log or consume-queue file whose content differs from the durable image is either
+dropped (reverted to the image: zeros where nothing was ever synced) or kept (the kernel wrote
+it back on its own), as the caller's `keep_page` decides; the checkpoint reverts to its last
+durable content, or goes when it never had one.
+
+Assumptions, on the generous side of a real disk: a page is written back whole (no torn
+sector inside a page), and file creation and deletion are durable at once (the directory
+entries are not part of the model).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store.paths import StorePaths
+
+PAGE_SIZE_BYTES = mmap.PAGESIZE
+
+KeepPage = Callable[[Path, int], bool]  # (path, page index) -> whether the dirty page survives
+
+
+def drop_every_page(path: Path, page_index: int) -> bool:
+    """The strictest cut: only what was synced survives."""
+    return False
+
+
+@dataclass
+class CutReport:
+    """Per file, the indexes of the pages that differed from the durable image."""
+
+    dirty_pages: dict[Path, list[int]] = field(default_factory=dict)
+    dropped_pages: dict[Path, list[int]] = field(default_factory=dict)
+    # Per file, the first byte a dropped page changed (file position), if any did.
+    first_dropped_byte: dict[Path, int] = field(default_factory=dict)
+    checkpoint_reverted: bool = False
+
+    @property
+    def dirty_page_count(self) -> int:
+        return sum(len(pages) for pages in self.dirty_pages.values())
+
+    @property
+    def dropped_page_count(self) -> int:
+        return sum(len(pages) for pages in self.dropped_pages.values())
+
+    @property
+    def hole_count(self) -> int:
+        """Files where a dirty page survived after a dropped one: holes, not a cut tail."""
+        return sum(
+            1 for path, dropped in self.dropped_pages.items()
+            if dropped and any(page > dropped[0] for page in self.dirty_pages[path]
+                               if page not in dropped)
+        )
+
+
+class DurableImage:
+    """What survives a power cut: the store's durability listener (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[Path, bytearray] = {}
+        self._replaced: dict[Path, bytes] = {}
+
+    # -- the listener ---------------------------------------------------------------------
+
+    def created(self, path: Path) -> None:
+        with self._lock:
+            self._files[path] = bytearray()
+
+    def synced(self, path: Path, position: int, data: bytes) -> None:
+        with self._lock:
+            image = self._files.setdefault(path, bytearray())
+            end = position + len(data)
+            if len(image) < end:
+                image.extend(bytes(end - len(image)))
+            image[position:end] = data
+
+    def replaced(self, path: Path, data: bytes) -> None:
+        with self._lock:
+            self._replaced[path] = bytes(data)
+
+    # -- the cut --------------------------------------------------------------------------
+
+    def durable_bytes(self, path: Path, size_bytes: int) -> bytes:
+        """The file as the disk holds it for sure: synced bytes, zeros elsewhere."""
+        with self._lock:
+            image = bytes(self._files.get(path, b""))[:size_bytes]
+        return image + bytes(size_bytes - len(image))
+
+    def cut(self, root: Path, keep_page: KeepPage = drop_every_page) -> CutReport:
+        """Play a power loss on the stopped store under `root` (see the module doc)."""
+        report = CutReport()
+        for path in log_files(root):
+            self._cut_file(path, keep_page, report)
+        checkpoint = StorePaths(root).checkpoint
+        with self._lock:
+            durable = self._replaced.get(checkpoint)
+        if durable is None:
+            report.checkpoint_reverted = checkpoint.exists()
+            checkpoint.unlink(missing_ok=True)
+        elif checkpoint.read_bytes() != durable:
+            report.checkpoint_reverted = True
+            checkpoint.write_bytes(durable)
+        return report
+
+    def _cut_file(self, path: Path, keep_page: KeepPage, report: CutReport) -> None:
+        current = path.read_bytes()
+        durable = self.durable_bytes(path, len(current))
+        if current == durable:
+            return
+        with path.open("r+b") as file:
+            for start in range(0, len(current), PAGE_SIZE_BYTES):
+                end = start + PAGE_SIZE_BYTES
+                if current[start:end] == durable[start:end]:
+                    continue
+                page_index = start // PAGE_SIZE_BYTES
+                report.dirty_pages.setdefault(path, []).append(page_index)
+                if keep_page(path, page_index):
+                    continue
+                report.dropped_pages.setdefault(path, []).append(page_index)
+                if path not in report.first_dropped_byte:
+                    report.first_dropped_byte[path] = start + _first_difference(
+                        current[start:end], durable[start:end])
+                file.seek(start)
+                file.write(durable[start:end])
+
+
+def log_files(root: Path) -> Iterator[Path]:
+    """Every commit-log and consume-queue file of the store under `root`."""
+    yield from sorted((root / "commitlog").glob("*"))
+    yield from sorted((root / "consumequeue").glob("*/*/*"))
+
+
+def _first_difference(left: bytes, right: bytes) -> int:
+    return next(index for index, (a, b) in enumerate(zip(left, right, strict=True)) if a != b)
+
+
+# -- a journal of durability events, for a store in another process --------------------------
+
+# kind, path length, position, data length; then the path and the data.
+_EVENT = struct.Struct(">BHqi")
+_CREATED, _SYNCED, _REPLACED = 1, 2, 3
+
+
+class DurabilityJournal:
+    """A listener that appends every event to a file, read back by `replay` after the process
+    died: the event is written before the store goes on (and so before any put it covers is
+    acknowledged), so the journal never claims less than what was acknowledged."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+
+    def _write(self, kind: int, path: Path, position: int, data: bytes) -> None:
+        name = os.fsencode(path)
+        event = _EVENT.pack(kind, len(name), position, len(data)) + name + data
+        with self._lock:
+            os.write(self._fd, event)
+
+    def created(self, path: Path) -> None:
+        self._write(_CREATED, path, 0, b"")
+
+    def synced(self, path: Path, position: int, data: bytes) -> None:
+        self._write(_SYNCED, path, position, data)
+
+    def replaced(self, path: Path, data: bytes) -> None:
+        self._write(_REPLACED, path, 0, data)
+
+
+def replay(journal_path: Path, image: DurableImage) -> int:
+    """Feed a journal's events to `image`; return how many (a torn last event is ignored)."""
+    raw = journal_path.read_bytes()
+    position = count = 0
+    while position + _EVENT.size <= len(raw):
+        kind, name_size, file_position, data_size = _EVENT.unpack_from(raw, position)
+        start = position + _EVENT.size
+        end = start + name_size + data_size
+        if end > len(raw):
+            break
+        path = Path(os.fsdecode(raw[start : start + name_size]))
+        data = raw[start + name_size : end]
+        if kind == _CREATED:
+            image.created(path)
+        elif kind == _SYNCED:
+            image.synced(path, file_position, data)
+        else:
+            image.replaced(path, data)
+        position, count = end, count + 1
+    return count
