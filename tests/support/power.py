@@ -20,7 +20,8 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,17 +115,28 @@ class DurableImage:
             checkpoint.write_bytes(durable)
         return report
 
-    def _cut_file(self, path: Path, keep_page: KeepPage, report: CutReport) -> None:
+    def unsynced_page_count(self, paths: Iterable[Path]) -> int:
+        """How many pages of these files differ from what was made durable."""
+        return sum(len(self._unsynced_pages(path)[0]) for path in paths)
+
+    def _unsynced_pages(self, path: Path) -> tuple[list[int], bytes, bytes]:
+        """(indexes of the pages that differ, current bytes, durable bytes) of a file."""
         current = path.read_bytes()
         durable = self.durable_bytes(path, len(current))
         if current == durable:
+            return [], current, durable
+        pages = [start // PAGE_SIZE_BYTES for start in range(0, len(current), PAGE_SIZE_BYTES)
+                 if current[start : start + PAGE_SIZE_BYTES]
+                 != durable[start : start + PAGE_SIZE_BYTES]]
+        return pages, current, durable
+
+    def _cut_file(self, path: Path, keep_page: KeepPage, report: CutReport) -> None:
+        pages, current, durable = self._unsynced_pages(path)
+        if not pages:
             return
         with path.open("r+b") as file:
-            for start in range(0, len(current), PAGE_SIZE_BYTES):
-                end = start + PAGE_SIZE_BYTES
-                if current[start:end] == durable[start:end]:
-                    continue
-                page_index = start // PAGE_SIZE_BYTES
+            for page_index in pages:
+                start, end = page_index * PAGE_SIZE_BYTES, (page_index + 1) * PAGE_SIZE_BYTES
                 report.dirty_pages.setdefault(path, []).append(page_index)
                 if keep_page(path, page_index):
                     continue
@@ -156,11 +168,17 @@ _CREATED, _SYNCED, _REPLACED = 1, 2, 3
 class DurabilityJournal:
     """A listener that appends every event to a file, read back by `replay` after the process
     died: the event is written before the store goes on (and so before any put it covers is
-    acknowledged), so the journal never claims less than what was acknowledged."""
+    acknowledged), so the journal never claims less than what was acknowledged.
 
-    def __init__(self, path: Path) -> None:
+    `sync_delay_s` plays a slow disk: each msync counts as durable only that much later, so
+    a kill often falls after an msync and before the journal says so. A store that answers
+    a put before its msync is recorded (an acknowledgement ahead of the disk) is then caught.
+    """
+
+    def __init__(self, path: Path, sync_delay_s: float = 0.0) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
+        self._sync_delay_s = sync_delay_s
 
     def _write(self, kind: int, path: Path, position: int, data: bytes) -> None:
         name = os.fsencode(path)
@@ -172,6 +190,8 @@ class DurabilityJournal:
         self._write(_CREATED, path, 0, b"")
 
     def synced(self, path: Path, position: int, data: bytes) -> None:
+        if self._sync_delay_s:
+            time.sleep(self._sync_delay_s)
         self._write(_SYNCED, path, position, data)
 
     def replaced(self, path: Path, data: bytes) -> None:
