@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from store.allocate import allocate_file, publish_file
+from store.allocate import allocate_file, publish_file, warm_first_pages
 from store.disk import REAL_DISK, Disk
 from store.errors import StoreCorruptError
 from store.mapped_file import MappedFile
@@ -192,7 +192,7 @@ class MappedFileQueue:
             self._prepared = None
             if prepared is not None:  # the log was truncated since: not the next file any more
                 prepared.destroy()
-            self._prepared = self._allocate_locked(last.end_offset)
+            self._prepared = warm_first_pages(self._allocate_locked(last.end_offset))
 
     def _take_prepared_locked(self, start: int) -> MappedFile | None:
         prepared, self._prepared = self._prepared, None
