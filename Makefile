@@ -35,6 +35,13 @@ bench: setup
 	$(BIN)/python bench/ha_replication.py
 	$(BIN)/python bench/http_produce.py
 	$(BIN)/python bench/snapshot.py
+	$(BIN)/python bench/failover.py
+
+# Replication under seeded link faults between real processes, with many more seeds than
+# `make test` runs (3): `make faults SEEDS=100`. A failure names its seed.
+faults: setup
+	TWINLOG_FAULT_SEEDS=$(or $(SEEDS),25) $(BIN)/pytest -q tests/e2e/test_ha_link_faults.py \
+		tests/ha/test_epochs.py
 
 # Mutation testing of the promise-bearing modules, one mutant at a time (not part of `make test`).
 # `make mutate MODULE=store/record.py` mutates one module; see docs/mutation.md.

@@ -22,6 +22,7 @@ from store import BrokerRole, Message, MessageStore
 from store.paths import StorePaths
 from tests.ha.conftest import Node, same_bytes, wait_caught_up
 from tests.store.conftest import wait_dispatched, wait_until
+from tests.support.power_cut import lose_tail
 
 StartNode = Callable[..., Node]
 A, B, C = b"a" * 16, b"b" * 16, b"c" * 16
@@ -141,22 +142,6 @@ def _common_prefix(left: list[tuple[int, bytes, int]],
 # -- real stores and sockets -----------------------------------------------------------------
 
 
-def _lose_tail(data_dir: Path, offset: int) -> None:
-    """What a power cut does to unflushed bytes: the log on disk ends at `offset`."""
-    paths = StorePaths(data_dir)
-    for path in sorted(paths.commit_log_dir.iterdir()):
-        start = int(path.name)
-        size = path.stat().st_size
-        if start >= offset and start > 0:
-            path.unlink()
-        elif start < offset < start + size:
-            with path.open("r+b") as file:
-                file.seek(offset - start)
-                file.write(bytes(size - (offset - start)))
-    paths.checkpoint.unlink(missing_ok=True)
-    paths.abort_marker.touch()
-
-
 def _queues(store: MessageStore, topic: str) -> list[list[bytes]]:
     wait_dispatched(store)
     return [[m.body for m in store.get_messages(topic, queue_id, 0, 10_000).messages]
@@ -177,7 +162,7 @@ def test_a_slave_holding_bytes_its_master_lost_is_repaired(start_node: StartNode
     cut = results[30].commit_log_offset
     slave.stop()
     master.stop()
-    _lose_tail(master.data_dir, cut)
+    lose_tail(master.data_dir, cut)
     master = start_node("master", BrokerRole.ASYNC_MASTER)
     assert master.store.max_offset == cut
     for i in range(60):

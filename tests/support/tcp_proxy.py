@@ -1,5 +1,6 @@
 """A small TCP proxy on 127.0.0.1 for fault tests: forwards both ways, and can stall (stop
-forwarding, keep the sockets open: a blackholed link) or cut (close every connection)."""
+forwarding, keep the sockets open: a blackholed link), cut (close every connection) or
+reorder (swap the next two chunks the target sends)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class TcpProxy:
         self._threads[0].start()
         self.bytes_to_target = 0
         self.bytes_from_target = 0
+        self._reorder = False
 
     @property
     def address(self) -> str:
@@ -33,6 +35,10 @@ class TcpProxy:
 
     def resume(self) -> None:
         self._forwarding.set()
+
+    def reorder(self) -> None:
+        """The next two chunks from the target reach the client in swapped order."""
+        self._reorder = True
 
     def cut(self) -> None:
         with self._lock:
@@ -71,6 +77,7 @@ class TcpProxy:
 
     def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
         sockets = [client, upstream]
+        held: bytes | None = None  # a chunk from the target waiting for the next one
         try:
             while not self._stop.is_set():
                 if not self._forwarding.wait(0.05):
@@ -85,6 +92,11 @@ class TcpProxy:
                         while not self._forwarding.wait(0.05):
                             if self._stop.is_set():
                                 return
+                    if source is upstream and self._reorder:
+                        if held is None:
+                            held = data
+                            continue
+                        data, held, self._reorder = data + held, None, False
                     target = upstream if source is client else client
                     target.sendall(data)
                     if source is client:
