@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint types unit bench mutate clean
+.PHONY: setup run test lint types unit bench mutate faults clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
