@@ -37,7 +37,9 @@ class TcpProxy:
         self._forwarding.set()
 
     def reorder(self) -> None:
-        """The next two chunks from the target reach the client in swapped order."""
+        """The next two chunks from the target reach the client in swapped order (a chunk
+        with nothing after it within a select round goes out as it is: a peer waiting for an
+        answer must not wait forever)."""
         self._reorder = True
 
     def cut(self) -> None:
@@ -83,6 +85,10 @@ class TcpProxy:
                 if not self._forwarding.wait(0.05):
                     continue
                 readable, _, _ = select.select(sockets, [], [], 0.05)
+                if held is not None and upstream not in readable:
+                    client.sendall(held)  # no second chunk to swap it with
+                    self.bytes_from_target += len(held)
+                    held, self._reorder = None, False
                 for source in readable:
                     data = source.recv(65536)
                     if not data:
