@@ -145,25 +145,24 @@ class FrameTagger:
     """
 
     def __init__(self, key: bytes | None) -> None:
-        self._base = None if key is None else hmac.new(key, digestmod=hashlib.sha256)
+        self._key = key
         self._sequence = 0
 
     @property
     def tag_size(self) -> int:
-        return 0 if self._base is None else TAG_SIZE
+        return 0 if self._key is None else TAG_SIZE
 
     def tag(self, *parts: bytes | memoryview) -> bytes:
-        if self._base is None:
+        if self._key is None:
             return b""
-        mac = self._base.copy()
-        mac.update(_SEQUENCE.pack(self._sequence))
-        for part in parts:
-            mac.update(part)
+        # One-shot HMAC over the joined bytes: a copy of at most one batch (32 KiB) costs
+        # less than an incremental HMAC object per frame.
+        message = b"".join((_SEQUENCE.pack(self._sequence), *parts))
         self._sequence += 1
-        return mac.digest()[:TAG_SIZE]
+        return hmac.digest(self._key, message, "sha256")[:TAG_SIZE]
 
     def check(self, tag: bytes | memoryview, *parts: bytes | memoryview) -> None:
-        if self._base is None:
+        if self._key is None:
             return
         if not hmac.compare_digest(self.tag(*parts), bytes(tag)):
             raise ProtocolError(f"frame {self._sequence - 1} failed authentication")
