@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from app.broker import Broker
 from app.main import create_app
 from app.settings import Settings, load_settings
+from tests.store.conftest import TEST_DISK_MAX_USED_RATIO
 
 MESSAGE_SIZE_MAX_BYTES = 16 * 1024
 MAX_BODY_SIZE_BYTES = 64 * 1024
@@ -32,6 +33,7 @@ def app_settings(data_dir: Path, **overrides: Any) -> Settings:
         "ha_secret": "test-ha-secret",
         "http_port": 0,
         "flush_interval_ms": 20,
+        "disk_max_used_ratio": TEST_DISK_MAX_USED_RATIO,  # not the host's disk use
     }
     values.update(overrides)
     return load_settings(**values)

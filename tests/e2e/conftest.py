@@ -35,6 +35,7 @@ FAST_SETTINGS: dict[str, Any] = {
     "message_size_max_bytes": 64 * 1024,
     "max_body_size_bytes": 256 * 1024,
     "log_level": "warning",
+    "disk_max_used_ratio": 0.95,  # retention must not follow the host's disk use
     "ha_secret": "test-ha-secret",
 }
 

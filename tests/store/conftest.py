@@ -10,6 +10,7 @@ from store import MessageStore, StoreConfig
 
 SMALL_FILE_BYTES = 64 * 1024
 SMALL_MESSAGE_MAX_BYTES = 16 * 1024
+TEST_DISK_MAX_USED_RATIO = 0.95
 
 
 def small_config(data_dir: Path, **overrides: Any) -> StoreConfig:
@@ -21,6 +22,10 @@ def small_config(data_dir: Path, **overrides: Any) -> StoreConfig:
         "consume_queue_entries_per_file": 64,
         "flush_interval_ms": 20,
         "flush_consume_queue_interval_ms": 50,
+        # Retention by disk use reads the host's disk: at the default 0.75 a busy host
+        # (another suite, a benchmark) made test stores delete their oldest files mid-test.
+        # Tests of that retention inject the ratio they need (0.99, 1.0).
+        "disk_max_used_ratio": TEST_DISK_MAX_USED_RATIO,
     }
     settings.update(overrides)
     return StoreConfig(**settings)

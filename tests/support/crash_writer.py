@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from store import FlushDiskType, Message, MessageStore, PutMessageStatus, StoreConfig
+from tests.store.conftest import TEST_DISK_MAX_USED_RATIO
 
 
 def body_for(index: int) -> bytes:
@@ -21,6 +22,7 @@ def main() -> None:
         mapped_file_size_bytes=file_size,
         message_size_max_bytes=16 * 1024,
         consume_queue_entries_per_file=256,
+        disk_max_used_ratio=TEST_DISK_MAX_USED_RATIO,  # not the host's disk use
     )
     store = MessageStore(config)
     store.start()
