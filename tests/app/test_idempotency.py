@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import app.broker
-from app.idempotency import IdempotencyWindow, RememberedPut, rebuild
+from app.idempotency import IdempotencyWindow, RememberedPut, rebuild, wall_clock_ms
 from app.settings import Settings
 from store import Message, MessageStore, PutMessageStatus
 from tests.app.conftest import ServeFactory, app_settings, serving
@@ -230,3 +232,136 @@ def test_window_bounds_hold_for_any_sequence(steps: list[tuple[int, int]], keys_
             window.remember("T", key, _put(key_number), clock.now_ms)
             remembered_at[key] = clock.now_ms
         assert len(window) <= keys_max
+
+
+# -- the window's own bounds and bookkeeping -------------------------------------------------
+
+
+def test_wall_clock_is_integer_milliseconds() -> None:
+    """The default clock is the wall clock in whole milliseconds."""
+    before_ms = time.time_ns() // 1_000_000
+    now_ms = wall_clock_ms()
+    after_ms = time.time_ns() // 1_000_000
+    assert isinstance(now_ms, int) and before_ms <= now_ms <= after_ms
+
+
+def test_window_needs_a_positive_length_and_at_least_one_key() -> None:
+    """A window of 0 s or of 0 keys is refused; 1 ms and 1 key is the smallest window."""
+    with pytest.raises(AssertionError):
+        IdempotencyWindow(0, 1)
+    with pytest.raises(AssertionError):
+        IdempotencyWindow(1.0, 0)
+    smallest = IdempotencyWindow(0.001, 1)
+    assert (smallest.window_ms, smallest.keys_max, len(smallest)) == (1, 1, 0)
+
+
+async def test_replays_are_counted() -> None:
+    """replay_count counts the lookups answered from the window, nothing else."""
+    window = IdempotencyWindow(60.0, 10, clock_ms=FakeClock())
+    assert window.replay_count == 0
+    assert window.lookup("T", "k") is None
+    window.remember("T", "k", _put(1), 1_000_000)
+    window.lookup("T", "k")
+    window.lookup("T", "k")
+    assert window.replay_count == 2
+
+
+async def test_eviction_keeps_a_key_at_the_edge_of_the_window() -> None:
+    """Storing another key exactly window_s after the first evicts nothing: the first key is
+    still replayed at its edge."""
+    clock = FakeClock()
+    window = IdempotencyWindow(10.0, 10, clock_ms=clock)
+    window.remember("T", "first", _put(1), clock.now_ms)
+    clock.now_ms += 10_000
+    window.remember("T", "second", _put(2), clock.now_ms)
+    assert len(window) == 2 and window.lookup("T", "first") == _put(1)
+    clock.now_ms += 1
+    window.remember("T", "third", _put(3), clock.now_ms)
+    assert len(window) == 2 and window.lookup("T", "first") is None
+
+
+async def test_a_remembered_key_again_becomes_the_newest() -> None:
+    """Remembering a key again moves it to the back of the eviction order."""
+    clock = FakeClock()
+    window = IdempotencyWindow(3600.0, 2, clock_ms=clock)
+    window.remember("T", "a", _put(1), clock.now_ms)
+    window.remember("T", "b", _put(2), clock.now_ms)
+    window.remember("T", "a", _put(3), clock.now_ms)
+    window.remember("T", "c", _put(4), clock.now_ms)
+    assert window.lookup("T", "b") is None
+    assert window.lookup("T", "a") == _put(3) and window.lookup("T", "c") == _put(4)
+
+
+async def test_finished_put_is_remembered_at_the_clocks_time() -> None:
+    """A put finished with a result is remembered as stored now: replayed for window_s from
+    then, not from when it began."""
+    clock = FakeClock()
+    window = IdempotencyWindow(10.0, 10, clock_ms=clock)
+    window.begin("T", "k")
+    clock.now_ms += 5_000
+    window.finish("T", "k", _put(1))
+    clock.now_ms += 10_000
+    assert window.lookup("T", "k") == _put(1)
+    clock.now_ms += 1
+    assert window.lookup("T", "k") is None
+
+
+# -- rebuild: the window's edge and the bound on what it reads ------------------------------
+
+
+def _stored_with_keys(store: MessageStore, count: int, queue_id: int = 0) -> list[int]:
+    """Store `count` keyed messages on one queue; their store timestamps, in order."""
+    for index in range(count):
+        store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": f"k{index}"},
+                                  queue_id=queue_id))
+    wait_dispatched(store)
+    return [m.store_timestamp_ms for m in store.get_messages("T", queue_id, 0, 1000).messages]
+
+
+def test_rebuild_includes_a_message_stored_exactly_window_s_ago(tmp_path: Path) -> None:
+    """A message stored exactly window_s before now is restored; one millisecond later it is
+    not (nor anything stored before it)."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        stamps = _stored_with_keys(store, 3)
+        clock = FakeClock()
+        clock.now_ms = stamps[0] + 60_000
+        window = IdempotencyWindow(60.0, 100, clock_ms=clock)
+        assert rebuild(window, store) == 3
+        restored = window.lookup("T", "k0")
+        assert isinstance(restored, RememberedPut) and restored.queue_offset == 0
+        assert restored.status is PutMessageStatus.PUT_OK
+        clock.now_ms = stamps[0] + 60_001
+        later = IdempotencyWindow(60.0, 100, clock_ms=clock)
+        expected = sum(1 for stamp in stamps if stamp > stamps[0])
+        assert rebuild(later, store) == expected
+        assert later.lookup("T", "k0") is None
+    finally:
+        store.shutdown()
+
+
+def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
+    """Rebuild reads at most keys_max messages per queue (plus its binary-search probes), and
+    restores the newest keys_max keys."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        stamps = _stored_with_keys(store, 200)
+        reads: list[int] = []
+        real_get = store.get_messages
+
+        def counting_get(*args: Any, **kwargs: Any) -> Any:
+            result = real_get(*args, **kwargs)
+            reads.append(len(result.messages))
+            return result
+
+        store.get_messages = counting_get  # type: ignore[method-assign]
+        clock = FakeClock()
+        clock.now_ms = stamps[-1] + 1000
+        window = IdempotencyWindow(3600.0, 5, clock_ms=clock)
+        assert rebuild(window, store) == 5
+        assert sum(reads) <= 5 + 10  # five messages and at most log2(200) + 1 probes of one
+        assert window.lookup("T", "k199") is not None and window.lookup("T", "k194") is None
+    finally:
+        store.shutdown()

@@ -303,7 +303,7 @@ def test_checkpoint_that_does_not_hold_is_not_trusted(
     }[case]
     store = _restart_with(open_store, tmp_path, recover, last, queues)
     report = store.recovery
-    assert report is not None and not report.checkpoint_used
+    assert report is not None and report.checkpoint_used is False
     assert (report.scan_start_offset, report.scanned_record_count) == (0, 200)
     assert _bodies(store) == _expected(200)
 
