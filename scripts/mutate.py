@@ -43,7 +43,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     "store/recovery.py": ["tests/store/test_recovery.py"],
     "store/flush.py": ["tests/store/test_put_api.py"],
     "ha/connection.py": ["tests/ha/test_connection.py"],
-    "ha/service.py": ["tests/ha/test_sync_master.py", "tests/ha/test_replication.py"],
+    "ha/service.py": ["tests/ha/test_service.py"],
     "app/errors.py": [
         "tests/app/test_errors.py", "tests/app/test_openapi.py::test_file_matches_the_app",
     ],

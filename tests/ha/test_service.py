@@ -1,0 +1,259 @@
+"""The master's HA service driven directly: a real store, the service on port 0 and scripted
+slaves, so what each answer of a SYNC_MASTER put means is seen ack by ack."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ha import HAConfig
+from ha.epochs import Epoch, load_history
+from ha.service import HAService
+from store import BrokerRole, Message, MessageStore, PutMessageStatus
+from store.completion import PutCompletion
+from store.paths import StorePaths
+from tests.store.conftest import small_config, wait_until
+from tests.support.ha_peer import ScriptedSlave
+
+SECRET = "service-test-secret"
+CONFIG: dict[str, Any] = {
+    "broker_role": BrokerRole.SYNC_MASTER,
+    "ha_secret": SECRET,
+    "ha_send_heartbeat_interval_ms": 100,
+    "ha_housekeeping_interval_ms": 5000,
+    "slave_timeout_ms": 20_000,
+}
+
+StartService = Callable[..., HAService]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    store = MessageStore(small_config(tmp_path / "master", broker_role=BrokerRole.SYNC_MASTER))
+    store.start()
+    yield store
+    store.shutdown()
+
+
+@pytest.fixture
+def start_service(store: MessageStore) -> Iterator[StartService]:
+    services: list[HAService] = []
+    slaves: list[ScriptedSlave] = []
+
+    def start(**overrides: Any) -> HAService:
+        service = HAService(HAConfig(**{**CONFIG, **overrides}), store)
+        service.start()
+        services.append(service)
+        return service
+
+    yield start
+    for slave in slaves:
+        slave.close()
+    for service in services:
+        service.stop()
+
+
+def _slave(service: HAService, slave_id: bytes | None = None, report: int | None = 0,
+           secret: str | None = SECRET) -> ScriptedSlave:
+    """A scripted slave past the handshake that reported `report` (an empty slave by default)."""
+    slave = ScriptedSlave(service.listen_address[1], secret, slave_id=slave_id)
+    slave.handshake()
+    if report is not None:
+        slave.report(report)
+    return slave
+
+
+def _put(store: MessageStore, body: bytes = b"x" * 100) -> tuple[int, PutCompletion]:
+    result, done = store.put_message(Message("S", body))
+    assert result.status is PutMessageStatus.PUT_OK
+    return result.commit_log_offset + result.wrote_bytes, done
+
+
+def _transferring(service: HAService, count: int) -> None:
+    wait_until(lambda: sum(c.state.value == "transferring" for c in service.connections)
+               == count)
+
+
+def test_put_ok_waits_for_the_ack_of_its_end_offset(
+        store: MessageStore, start_service: StartService) -> None:
+    """A SYNC_MASTER put completes PUT_OK only when a slave acks its end offset; an ack one
+    byte short leaves it pending."""
+    service = start_service()
+    slave = _slave(service)
+    _transferring(service, 1)
+    end, done = _put(store)
+    slave.receive_until(end)
+    slave.report(end - 1)
+    wait_until(lambda: service.replicated_offset() == end - 1)
+    assert not done.is_done and service.pending_count == 1
+    slave.report(end)
+    assert done.result(10) is PutMessageStatus.PUT_OK
+    assert service.replicated_offset() == end and service.pending_count == 0
+
+
+def test_two_slaves_needed_means_two_distinct_slaves(
+        store: MessageStore, start_service: StartService) -> None:
+    """With in_sync_replicas 3 the replicated offset is the lower ack of two distinct slaves;
+    the same slave reconnecting replaces its old link and never counts twice."""
+    service = start_service(in_sync_replicas=3)
+    first = _slave(service, slave_id=b"a" * 16)
+    _transferring(service, 1)
+    again = _slave(service, slave_id=b"a" * 16)  # the same slave, a second link
+    wait_until(lambda: len(service.connections) == 1)
+    _transferring(service, 1)
+    assert service.replicated_offset() == -1 and not service.is_slave_ok(0)
+    other = _slave(service, slave_id=b"b" * 16)
+    _transferring(service, 2)
+    end, done = _put(store)
+    again.receive_until(end)
+    other.receive_until(end)
+    again.report(end)
+    other.report(end - 10)
+    wait_until(lambda: service.replicated_offset() == end - 10)
+    assert not done.is_done
+    other.report(end)
+    assert done.result(10) is PutMessageStatus.PUT_OK
+    assert service.connection_count == 2
+    first.close()
+
+
+def test_a_closed_slave_stops_counting(store: MessageStore, start_service: StartService) -> None:
+    """When the only slave goes away its acks stop counting: the next put answers
+    SLAVE_NOT_AVAILABLE at once."""
+    service = start_service()
+    slave = _slave(service)
+    _transferring(service, 1)
+    end, done = _put(store)
+    slave.receive_until(end)
+    slave.report(end)
+    assert done.result(10) is PutMessageStatus.PUT_OK
+    slave.close()
+    wait_until(lambda: service.connections == [])
+    assert service.replicated_offset() == -1 and not service.is_slave_ok(end)
+    _, refused = _put(store)
+    assert refused.is_done and refused.result() is PutMessageStatus.SLAVE_NOT_AVAILABLE
+
+
+def test_slave_ok_only_within_the_fall_behind_bound(
+        store: MessageStore, start_service: StartService) -> None:
+    """A slave counts as in sync while an offset is less than ha_slave_fall_behind_bytes_max
+    past its ack."""
+    service = start_service(ha_slave_fall_behind_bytes_max=1000)
+    assert not service.is_slave_ok(0)
+    slave = _slave(service)
+    _transferring(service, 1)
+    end, _ = _put(store)
+    slave.receive_until(end)
+    slave.report(end)
+    wait_until(lambda: service.replicated_offset() == end)
+    assert service.is_slave_ok(end) and service.is_slave_ok(end + 999)
+    assert not service.is_slave_ok(end + 1000)
+
+
+def test_wait_ends_at_its_deadline_and_at_stop(
+        store: MessageStore, start_service: StartService) -> None:
+    """A put nobody acks answers FLUSH_SLAVE_TIMEOUT at slave_timeout_ms; a put pending when
+    the service stops answers FLUSH_SLAVE_TIMEOUT too, and no wait is left."""
+    service = start_service(slave_timeout_ms=300)
+    slave = _slave(service)
+    _transferring(service, 1)
+    _, done = _put(store)
+    assert done.result(10) is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    service.waits.add(store.max_offset + 1, 2**62)
+    assert service.pending_count == 1
+    service.stop()
+    assert service.pending_count == 0
+    slave.close()
+
+
+def test_stop_answers_pending_puts(store: MessageStore, start_service: StartService) -> None:
+    """Stopping the service completes a put still waiting for its slave as
+    FLUSH_SLAVE_TIMEOUT (the message is stored), not never."""
+    service = start_service()
+    slave = _slave(service)
+    _transferring(service, 1)
+    _, done = _put(store)
+    assert not done.is_done
+    service.stop()
+    assert done.result(10) is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    slave.close()
+
+
+def test_refused_slaves_are_counted_and_named(
+        store: MessageStore, start_service: StartService) -> None:
+    """An ack beyond the log, a wrong secret and a slave ahead of its agreement each close
+    their link and are counted; the ahead one is kept in `rejected` with its offset."""
+    service = start_service()
+    _put(store)
+    liar = _slave(service)
+    liar.receive_until(store.max_offset)
+    liar.report(store.max_offset + 1)
+    wait_until(lambda: service.ack_beyond_max_count == 1)
+    with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
+        _slave(service, secret="not-the-secret", report=None)
+    wait_until(lambda: service.protocol_error_count == 1)
+    ahead = _slave(service, report=500)  # agreed at 0 (an empty history), reports more
+    wait_until(lambda: len(service.rejected) == 1)
+    rejected = service.rejected[0]
+    assert (rejected.state, rejected.request_offset) == ("ahead_of_master", 500)
+    assert "ahead of the offset" in rejected.reason
+    assert service.ack_beyond_max_count == 1 and service.protocol_error_count == 1
+    ahead.close()
+    liar.close()
+
+
+def test_slots_are_bounded(store: MessageStore, start_service: StartService) -> None:
+    """Past ha_connections_max slaves a new slave is refused a slot and counted."""
+    service = start_service(ha_connections_max=1)
+    holder = _slave(service, slave_id=b"a" * 16)
+    _transferring(service, 1)
+    with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
+        _slave(service, slave_id=b"b" * 16, report=None)
+    wait_until(lambda: service.refused_connection_count == 1)
+    assert service.connection_count == 1
+    holder.close()
+
+
+def test_handshakes_are_bounded_oldest_dropped(start_service: StartService) -> None:
+    """Past ha_handshakes_max sockets in the handshake, the oldest is dropped and counted."""
+    service = start_service(ha_handshakes_max=1, ha_handshake_timeout_ms=60_000)
+    first = socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5)
+    wait_until(lambda: len(service.connections) == 1)
+    second = socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5)
+    wait_until(lambda: service.handshake_evicted_count == 1)
+    wait_until(lambda: len(service.connections) == 1)
+    assert service.connection_count == 0
+    first.close()
+    second.close()
+
+
+def test_each_start_begins_an_epoch_at_the_max_offset(
+        store: MessageStore, start_service: StartService) -> None:
+    """Starting as master opens a new epoch at the store's max offset, led by this node, and
+    saves the history; a restart opens the next one."""
+    first = start_service()
+    assert first.epochs == [Epoch(1, 0, first.node_id)] and len(first.node_id) > 0
+    first.stop()
+    _put(store)
+    second = start_service()
+    assert second.epochs == [Epoch(1, 0, first.node_id),
+                             Epoch(2, store.max_offset, first.node_id)]
+    assert load_history(StorePaths(store.config.data_dir).ha_epochs) == second.epochs
+
+
+def test_slave_views_report_each_link(store: MessageStore, start_service: StartService) -> None:
+    """Each connected slave has a view with its ack and its lag behind the master."""
+    service = start_service(ha_slave_fall_behind_bytes_max=1 << 20)
+    slave = _slave(service)
+    _transferring(service, 1)
+    end, _ = _put(store)
+    slave.receive_until(end)
+    slave.report(end)
+    wait_until(lambda: service.replicated_offset() == end)
+    (view,) = service.slave_views()
+    assert (view.ack_offset, view.diff_bytes, view.in_sync) == (end, 0, True)
+    assert view.slave_id == slave.slave_id.hex()
