@@ -10,6 +10,8 @@ from store import Message, MessageStore, PutMessageStatus
 from store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from store.errors import OffsetNotAvailableError
 from store.record import HEADER_SIZE
+from store.recovery import _entry_matcher
+from store.retention import RetentionService
 from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
@@ -363,3 +365,32 @@ def test_damaged_record_before_the_checkpoint_forces_a_full_scan(
     assert report is not None and not report.checkpoint_used
     assert store.max_offset == offset and report.cleared_bytes > 0
     assert _bodies(store) == _expected(60)
+
+
+def test_queue_entries_are_checked_against_the_records_they_name(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """Recovery keeps a consume-queue entry only when the record at its offset has its size,
+    queue offset, queue id and topic; an offset that holds no record fails the check."""
+    store = open_store()
+    placed = _write(store, 300)
+    matches = _entry_matcher(store.commit_log)
+    offset, size = placed[-1]
+    record = store.commit_log.read_record(offset)
+    queue_id, queue_offset = record.queue_id, record.queue_offset
+    assert matches("Rec", queue_id, queue_offset, (offset, size, 0))
+    assert not matches("Rec", queue_id, queue_offset, (offset, size + 1, 0))
+    assert not matches("Rec", queue_id, queue_offset + 1, (offset, size, 0))
+    assert not matches("Rec", (queue_id + 1) % 4, queue_offset, (offset, size, 0))
+    assert not matches("Other", queue_id, queue_offset, (offset, size, 0))
+    assert not matches("Rec", queue_id, queue_offset, (offset + 1, size, 0))
+    assert not matches("Rec", queue_id, queue_offset, (store.max_offset, size, 0))
+    wait_dispatched(store)
+    RetentionService(store.config, store.commit_log, store.queues, store.dispatch,
+                     used_ratio=lambda _: 1.0).delete_expired()
+    assert store.min_offset > 0
+    assert matches("Rec", 0, 0, (store.min_offset - 1, 1, 0))  # gone with retention
+    first = store.commit_log.read_record(store.min_offset)
+    assert matches("Rec", first.queue_id, first.queue_offset,
+                   (store.min_offset, first.total_size, 0))
+    assert not matches("Rec", first.queue_id, first.queue_offset,
+                       (store.min_offset, first.total_size - 1, 0))
