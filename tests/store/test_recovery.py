@@ -394,3 +394,42 @@ def test_queue_entries_are_checked_against_the_records_they_name(
                    (store.min_offset, first.total_size, 0))
     assert not matches("Rec", first.queue_id, first.queue_offset,
                        (store.min_offset, first.total_size - 1, 0))
+
+
+def test_full_scan_keeps_an_empty_body_and_a_file_ending_in_an_8_byte_blank(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A full scan keeps a record with an empty body, and crosses a file whose blank is the
+    smallest one (8 bytes) into the records of the next file."""
+    store = open_store()
+    _write(store, 150)
+    _, done = store.put_message(Message("Rec", b""))
+    assert done.result(5) is PutMessageStatus.PUT_OK
+    remaining = SMALL_FILE_BYTES - store.max_offset
+    filler = remaining - 8 - (HEADER_SIZE + 3 + len("Rec"))
+    result, done = store.put_message(Message("Rec", b"f" * filler))
+    assert done.result(5) is PutMessageStatus.PUT_OK
+    assert result.commit_log_offset + result.wrote_bytes == SMALL_FILE_BYTES - 8
+    after, done = store.put_message(Message("Rec", b"after the roll"))
+    assert done.result(5) is PutMessageStatus.PUT_OK
+    assert after.commit_log_offset == SMALL_FILE_BYTES
+    end = store.max_offset
+    store.halt()
+    (tmp_path / "checkpoint").unlink()
+    store = open_store()
+    assert store.recovery is not None and store.recovery.scanned_record_count == 153
+    assert store.max_offset == end
+    assert store.commit_log.read_record(SMALL_FILE_BYTES).body == b"after the roll"
+
+
+def test_checkpoint_after_the_first_record_is_trusted(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A checkpoint naming the log's first record (at the min offset) and ending after it is
+    trusted."""
+    store = open_store()
+    placed = _write(store, 20)
+    store.halt()
+    offset, size = placed[0]
+    assert offset == 0
+    store = _restart_with(open_store, tmp_path, size, 0)
+    assert store.recovery is not None and store.recovery.checkpoint_used
+    assert store.recovery.scanned_record_count == 19
