@@ -433,3 +433,47 @@ def test_checkpoint_after_the_first_record_is_trusted(
     store = _restart_with(open_store, tmp_path, size, 0)
     assert store.recovery is not None and store.recovery.checkpoint_used
     assert store.recovery.scanned_record_count == 19
+
+
+@pytest.mark.parametrize("damage", ["stale_offset", "negative_body_size", "body_past_record"])
+def test_scan_stops_at_a_copied_or_inconsistent_record(
+        open_store: OpenStore, tmp_path: Path, damage: str) -> None:
+    """Bytes after the last record that look like a record but name another offset (stale
+    bytes of an earlier life of the file) or a body length that does not fit end the scan:
+    recovery cuts them, whatever the checkpoint said."""
+    store = open_store()
+    placed = _write(store, 40)
+    end = store.max_offset
+    copy = bytearray(store.commit_log.read_bytes(placed[0][0], placed[0][0] + placed[0][1]))
+    store.halt()
+    if damage != "stale_offset":
+        copy[28:36] = end.to_bytes(8, "big")  # the physical offset it would have here
+        body_size = -1 if damage == "negative_body_size" else len(copy)
+        copy[84:88] = body_size.to_bytes(4, "big", signed=True)
+    path = _last_file(tmp_path)
+    with path.open("r+b") as file:
+        file.seek(end - int(path.name))
+        file.write(copy)
+    (tmp_path / "checkpoint").unlink()
+    store = open_store()
+    assert store.max_offset == end
+    assert store.recovery is not None and store.recovery.cleared_bytes > 0
+    assert _bodies(store) == _expected(40)
+
+
+def test_a_blank_that_does_not_reach_the_files_end_ends_the_scan(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """A blank whose size field does not reach the end of its file is damage: the scan stops
+    there and the later files are cut, not trusted."""
+    store = open_store()
+    placed = _write(store, 250)
+    store.halt()
+    last_in_first = max(offset + size for offset, size in placed if offset < SMALL_FILE_BYTES)
+    first = sorted((tmp_path / "commitlog").iterdir())[0]
+    with first.open("r+b") as file:
+        file.seek(last_in_first)
+        file.write((SMALL_FILE_BYTES - last_in_first - 1).to_bytes(4, "big"))
+    (tmp_path / "checkpoint").unlink()
+    store = open_store()
+    assert store.max_offset == last_in_first
+    assert store.recovery is not None and store.recovery.scan_start_offset == 0
