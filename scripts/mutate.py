@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".mutmut-cache"
 EQUIVALENTS = ROOT / "docs" / "mutation.md"
-EQUIVALENT_ITEM = re.compile(r"^- `(?P<source>.+?)` → `(?P<mutant>.+?)`: ")
+EQUIVALENT_ITEM = re.compile(r"^- `(?P<source>.+?)` → `(?P<mutant>.+?)`:(?: |$)")
 DELETED = "(deleted)"
 
 # Each promise-bearing module and the test files that pin its answers.
