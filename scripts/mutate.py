@@ -41,7 +41,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     "store/record.py": ["tests/store/test_record.py"],
     "store/completion.py": ["tests/store/test_completion.py"],
     "store/recovery.py": ["tests/store/test_recovery.py"],
-    "store/flush.py": ["tests/store/test_put_api.py"],
+    "store/flush.py": ["tests/store/test_flush.py", "tests/store/test_put_api.py"],
     "ha/connection.py": ["tests/ha/test_connection.py"],
     "ha/service.py": ["tests/ha/test_service.py"],
     "app/errors.py": [

@@ -343,3 +343,10 @@ def test_rate_meter_reports_the_last_whole_second() -> None:
     now[0] = 103.5
     meter.add(1)
     assert meter.per_second() == pytest.approx(7 / 2.5)
+
+
+def test_state_names_are_the_ones_the_admin_views_show() -> None:
+    """The states' values are the names /admin/ha and the rejected-slave list report."""
+    assert [state.value for state in ConnectionState] == [
+        "handshake", "waiting_report", "transferring", "needs_reset", "ahead_of_master",
+        "diverged", "closed"]
