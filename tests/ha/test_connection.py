@@ -113,8 +113,9 @@ def test_empty_slave_gets_the_whole_log(store: MessageStore, open_link: OpenLink
     assert link.slave.receive_until(end) == store.commit_log.read_bytes(0, end)
     assert connection.state is ConnectionState.TRANSFERRING
     assert (connection.request_offset, connection.ack_offset, link.acks) == (0, 0, [0])
-    wait_until(lambda: connection.transfer_from_offset == end)
-    assert connection.sent_end_offset == end and connection.bytes_sent_total == end
+    # The counters move just after the bytes are handed to the socket: wait for them.
+    wait_until(lambda: connection.bytes_sent_total == end)
+    assert connection.transfer_from_offset == end and connection.sent_end_offset == end
 
 
 def test_slave_with_data_is_streamed_from_its_offset(
@@ -128,12 +129,12 @@ def test_slave_with_data_is_streamed_from_its_offset(
     assert link.slave.decision is not None
     assert (link.slave.decision.agreement, link.slave.decision.agreed_offset) == (
         Agreement.AGREED, middle)
-    assert link.connection.agreed_offset == middle
+    wait_until(lambda: link.connection.agreed_offset == middle)  # set just after it is sent
     link.slave.report(middle)
     assert link.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
         middle, store.max_offset)
-    assert link.connection.ack_offset == middle and link.connection.bytes_sent_total == (
-        store.max_offset - middle)
+    wait_until(lambda: link.connection.bytes_sent_total == store.max_offset - middle)
+    assert link.connection.ack_offset == middle
 
 
 def test_acks_only_move_forward_and_each_is_passed_on(
