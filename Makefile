@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint types unit bench mutate faults clean
+.PHONY: setup run test lint types unit bench mutate faults sim clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,3 +50,9 @@ mutate: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .mutmut-cache
+
+# The DLedger simulation over many seeds (not part of `make test`, which runs a fixed set):
+# `make sim SEEDS=10000`; a failure prints its seed, `python -m ha.dledger.sim --seed N` replays it.
+SEEDS ?= 10000
+sim: setup
+	$(BIN)/python -m ha.dledger.sim --seeds $(SEEDS)

@@ -1,0 +1,70 @@
+"""Entries and the peer messages of a DLedger group (the Raft RPCs in DLedger's words).
+
+A push is DLedger's append request: COMPARE sends it empty, TRUNCATE and APPEND carry entries,
+COMMIT carries none and only the leader's commit index. Every message names its sender's term
+so that a stale leader or candidate learns it is stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry; an empty payload at the start of a term is the leader's no-op."""
+
+    index: int
+    term: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    """A (pre-)vote request; a pre-vote asks for `term` without anyone raising their term."""
+
+    source_id: str
+    term: int
+    last_index: int
+    last_term: int
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    source_id: str
+    term: int
+    granted: bool
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PushRequest:
+    """Entries after (prev_index, prev_term); `from_base` marks a catch-up from the leader's
+    first retained entry, which lets a follower without that prefix drop its whole log."""
+
+    source_id: str
+    term: int
+    prev_index: int
+    prev_term: int
+    entries: tuple[Entry, ...]
+    commit_index: int
+    from_base: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PushResponse:
+    """On success `match_index` is the durable end of the matching prefix; on a mismatch
+    (hint_index, hint_term) is the follower's best guess for fast back-up (etcd's RejectHint)."""
+
+    source_id: str
+    term: int
+    success: bool
+    prev_index: int
+    match_index: int
+    hint_index: int
+    hint_term: int
+    last_index: int
+
+
+Message = VoteRequest | VoteResponse | PushRequest | PushResponse

@@ -1,0 +1,457 @@
+"""DLedgerNode: one member of a DLedger (Raft) group as a pure state machine.
+
+Events in: `tick()`, `receive(message)`, `client_append(request_id, payload)` and
+`persisted(write_id)` (the host made a write durable). Each returns the actions the host must
+run, in order (ha/dledger/actions.py). The node never reads a clock, a socket or a file; its
+only randomness is the injected `random.Random`, so a seeded simulation drives this very code.
+
+Rules that keep it safe (reference: Raft thesis, etcd raft, DLedger's known bugs):
+- Term and vote are written (PersistTermVote) before any vote request or answer leaves;
+  appends are acknowledged only once durable. All writes go through one ordered queue, so
+  "durable up to write N" covers every earlier write.
+- Pre-vote and a check-quorum lease: a node that heard a leader within an election timeout
+  ignores higher-term (pre-)vote requests, so a partitioned node cannot inflate terms.
+- A leader steps down when a quorum was not active in an election timeout, or on any higher
+  term, and answers every pending client append with LEADERSHIP_LOST (indeterminate).
+- A new leader appends a no-op; only entries of the current term commit by counting copies.
+- A follower truncates only at the first conflicting entry, never at or below its commit.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+
+from ha.dledger.actions import (
+    Action,
+    AdvanceCommit,
+    AppendEntries,
+    AppendStatus,
+    CompleteAppend,
+    PersistTermVote,
+    ResetLog,
+    Send,
+    TruncateFrom,
+    Write,
+)
+from ha.dledger.config import DLedgerConfig
+from ha.dledger.log import EntryLog
+from ha.dledger.member import HardState, MemberState, Role
+from ha.dledger.messages import (
+    Entry,
+    Message,
+    PushRequest,
+    PushResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from ha.dledger.progress import DispatcherState, EntryDispatcher
+from ha.dledger.quorum import PendingAppend, QuorumAckChecker, quorum_index
+
+
+class DLedgerNode:
+    def __init__(self, self_id: str, member_ids: Sequence[str], config: DLedgerConfig,
+                 rng: random.Random, hard_state: HardState, log: EntryLog) -> None:
+        assert self_id in member_ids and len(set(member_ids)) == len(member_ids)
+        self.config = config
+        self.member = MemberState(self_id, hard_state.term, hard_state.voted_for)
+        self.peer_ids = sorted(m for m in member_ids if m != self_id)
+        self.quorum_size = (len(member_ids)) // 2 + 1
+        self.log = log
+        # Entries up to the base were committed before retention removed them.
+        self.commit_index = log.base_index
+        self._rng = rng
+        self._now_tick = 0
+        self._election_elapsed_ticks = 0
+        self._heartbeat_elapsed_ticks = 0
+        self._election_timeout_ticks = self._draw_election_timeout()
+        self._votes: set[str] = set()
+        self.dispatchers: dict[str, EntryDispatcher] = {}
+        self._checker = QuorumAckChecker(config.pending_appends_max)
+        self._out: list[Action] = []
+        self._last_write_id = 0
+        self._persisted_write_id = 0
+        self.durable_index = log.last_index
+        self._write_ends: deque[tuple[int, int]] = deque()  # (write id, log end after it)
+        self._deferred: deque[tuple[int, Send]] = deque()  # sends waiting for a write
+
+    # ----- views -----
+
+    @property
+    def role(self) -> Role:
+        return self.member.role
+
+    @property
+    def term(self) -> int:
+        return self.member.term
+
+    @property
+    def pending_count(self) -> int:
+        return self._checker.pending_count
+
+    # ----- events -----
+
+    def tick(self) -> list[Action]:
+        self._now_tick += 1
+        if self.member.is_leader:
+            self._tick_leader()
+        else:
+            self._tick_election()
+        return self._drain()
+
+    def receive(self, message: Message) -> list[Action]:
+        if isinstance(message, VoteRequest):
+            self._on_vote_request(message)
+        elif isinstance(message, VoteResponse):
+            self._on_vote_response(message)
+        elif isinstance(message, PushRequest):
+            self._on_push_request(message)
+        else:
+            self._on_push_response(message)
+        return self._drain()
+
+    def client_append(self, request_id: int, payload: bytes) -> list[Action]:
+        if not self.member.is_leader:
+            self._out.append(CompleteAppend(request_id, AppendStatus.NOT_LEADER, 0, 0))
+        elif self._checker.is_full():
+            self._out.append(CompleteAppend(request_id, AppendStatus.LEADER_PENDING_FULL, 0, 0))
+        else:
+            entry = self._append_local(payload)
+            deadline_tick = self._now_tick + self.config.quorum_deadline_ticks
+            self._checker.add(PendingAppend(request_id, entry.index, entry.term, deadline_tick))
+            self._dispatch_all()
+        return self._drain()
+
+    def persisted(self, write_id: int) -> list[Action]:
+        """The host made every write up to `write_id` durable."""
+        assert self._persisted_write_id < write_id <= self._last_write_id, write_id
+        self._persisted_write_id = write_id
+        while self._write_ends and self._write_ends[0][0] <= write_id:
+            self.durable_index = self._write_ends.popleft()[1]
+        while self._deferred and self._deferred[0][0] <= write_id:
+            self._out.append(self._deferred.popleft()[1])
+        if self.member.is_leader:
+            self._advance_commit()
+        return self._drain()
+
+    def compact(self, index: int) -> None:
+        """Retention removed entries up to `index`; they must be committed and durable."""
+        assert index <= self.commit_index and index <= self.durable_index
+        if index > self.log.base_index:
+            self.log.compact_to(index)
+
+    # ----- election -----
+
+    def _tick_election(self) -> None:
+        self._election_elapsed_ticks += 1
+        if self._election_elapsed_ticks >= self._election_timeout_ticks:
+            self._start_pre_vote()
+
+    def _start_pre_vote(self) -> None:
+        """Ask for term + 1 without raising our term: only a quorum of grants starts a real
+        election, so a node cut off from the group never disturbs it on return."""
+        self._reset_timer()
+        self.member.role = Role.PRE_CANDIDATE
+        self.member.leader_id = None
+        self._votes = {self.member.self_id}
+        if len(self._votes) >= self.quorum_size:
+            self._start_election()
+            return
+        request = self._vote_request(self.member.term + 1, pre_vote=True)
+        for peer_id in self.peer_ids:
+            self._out.append(Send(peer_id, request))
+
+    def _start_election(self) -> None:
+        self._reset_timer()
+        self.member.role = Role.CANDIDATE
+        self.member.term += 1
+        self.member.voted_for = self.member.self_id
+        self._persist_hard_state()
+        self._votes = {self.member.self_id}
+        if len(self._votes) >= self.quorum_size:
+            self._become_leader()
+            return
+        request = self._vote_request(self.member.term, pre_vote=False)
+        for peer_id in self.peer_ids:
+            self._send_after_writes(peer_id, request)
+
+    def _vote_request(self, term: int, pre_vote: bool) -> VoteRequest:
+        return VoteRequest(self.member.self_id, term, self.log.last_index, self.log.last_term,
+                           pre_vote)
+
+    def _in_lease(self) -> bool:
+        return (self.member.leader_id is not None
+                and self._election_elapsed_ticks < self.config.election_timeout_ticks)
+
+    def _on_vote_request(self, request: VoteRequest) -> None:
+        member = self.member
+        if request.term < member.term:
+            self._send_after_writes(request.source_id,
+                                    VoteResponse(member.self_id, member.term, False,
+                                                 request.pre_vote))
+            return
+        if request.term > member.term and self._in_lease():
+            return  # check-quorum lease: a live leader is not disturbed
+        if request.term > member.term and not request.pre_vote:
+            self._become_follower(request.term, None)
+        can_vote = (member.voted_for == request.source_id
+                    or (member.voted_for is None and member.leader_id is None)
+                    or (request.pre_vote and request.term > member.term))
+        granted = can_vote and self.log.at_least_as_new(request.last_index, request.last_term)
+        if granted and not request.pre_vote:
+            member.voted_for = request.source_id
+            self._persist_hard_state()
+            self._reset_timer()
+        answer_term = request.term if granted and request.pre_vote else member.term
+        self._send_after_writes(request.source_id,
+                                VoteResponse(member.self_id, answer_term, granted,
+                                             request.pre_vote))
+
+    def _on_vote_response(self, response: VoteResponse) -> None:
+        member = self.member
+        if response.term > member.term and not (response.pre_vote and response.granted):
+            self._become_follower(response.term, None)
+            return
+        if not response.granted:
+            return
+        if member.role is Role.PRE_CANDIDATE and response.pre_vote \
+                and response.term == member.term + 1:
+            self._votes.add(response.source_id)
+            if len(self._votes) >= self.quorum_size:
+                self._start_election()
+        elif member.role is Role.CANDIDATE and not response.pre_vote \
+                and response.term == member.term:
+            self._votes.add(response.source_id)
+            if len(self._votes) >= self.quorum_size:
+                self._become_leader()
+
+    def _become_follower(self, term: int, leader_id: str | None) -> None:
+        was_leader = self.member.is_leader
+        if term > self.member.term:
+            self.member.term = term
+            self.member.voted_for = None
+            self._persist_hard_state()
+        self.member.role = Role.FOLLOWER
+        self.member.leader_id = leader_id
+        self._reset_timer()
+        self.dispatchers = {}
+        if was_leader:
+            self._out.extend(self._checker.complete_all(AppendStatus.LEADERSHIP_LOST))
+
+    def _reset_timer(self) -> None:
+        self._election_elapsed_ticks = 0
+        self._election_timeout_ticks = self._draw_election_timeout()
+
+    def _draw_election_timeout(self) -> int:
+        timeout = self.config.election_timeout_ticks
+        return self._rng.randrange(timeout, 2 * timeout)
+
+    # ----- leader: EntryDispatcher per peer and QuorumAckChecker -----
+
+    def _become_leader(self) -> None:
+        self.member.role = Role.LEADER
+        self.member.leader_id = self.member.self_id
+        self._election_elapsed_ticks = 0
+        self._heartbeat_elapsed_ticks = 0
+        self.dispatchers = {
+            peer_id: EntryDispatcher(peer_id, self.log.last_index,
+                                     self.config.inflight_pushes_max)
+            for peer_id in self.peer_ids
+        }
+        # The no-op lets entries of earlier terms commit under a current-term entry.
+        self._append_local(b"")
+        self._dispatch_all()
+
+    def _tick_leader(self) -> None:
+        self._out.extend(self._checker.complete_expired(self._now_tick))
+        self._election_elapsed_ticks += 1
+        if self._election_elapsed_ticks >= self.config.election_timeout_ticks:
+            self._election_elapsed_ticks = 0
+            if not self._quorum_active():
+                self._become_follower(self.member.term, None)
+                return
+        self._heartbeat_elapsed_ticks += 1
+        heartbeat = self._heartbeat_elapsed_ticks >= self.config.heartbeat_ticks
+        if heartbeat:
+            self._heartbeat_elapsed_ticks = 0
+        for peer_id in self.peer_ids:
+            dispatcher = self.dispatchers[peer_id]
+            dispatcher.timed_out(self._now_tick, self.config.push_timeout_ticks)
+            # Pushes in flight are the heartbeat of a peer being caught up.
+            if heartbeat and dispatcher.state is DispatcherState.COMMIT:
+                self._send_push(dispatcher, with_entries=False)
+            self._dispatch(dispatcher)
+
+    def _quorum_active(self) -> bool:
+        active_count = 1 + sum(d.recent_active for d in self.dispatchers.values())
+        for dispatcher in self.dispatchers.values():
+            dispatcher.recent_active = False
+        return active_count >= self.quorum_size
+
+    def _append_local(self, payload: bytes) -> Entry:
+        entry = Entry(self.log.last_index + 1, self.member.term, payload)
+        self.log.append(entry)
+        self._record_write(AppendEntries(self._next_write_id(), (entry,)))
+        return entry
+
+    def _dispatch_all(self) -> None:
+        for peer_id in self.peer_ids:
+            self._dispatch(self.dispatchers[peer_id])
+
+    def _dispatch(self, dispatcher: EntryDispatcher) -> None:
+        dispatcher.caught_up(self.log.last_index)
+        while dispatcher.can_send():
+            state = dispatcher.state
+            if state is DispatcherState.COMMIT:
+                return
+            if state is DispatcherState.APPEND and dispatcher.next_index > self.log.last_index:
+                return
+            self._send_push(dispatcher, with_entries=state is not DispatcherState.COMPARE)
+            if state is not DispatcherState.APPEND:
+                return
+
+    def _send_push(self, dispatcher: EntryDispatcher, with_entries: bool) -> None:
+        if dispatcher.next_index <= self.log.base_index:
+            # The follower needs entries retention removed: it restarts from our base.
+            dispatcher.next_index = self.log.base_index + 1
+        prev_index = dispatcher.next_index - 1
+        prev_term = self.log.term_at(prev_index)
+        assert prev_term is not None
+        entries = self.log.slice(prev_index + 1, self.config.push_entries_max) \
+            if with_entries else ()
+        from_base = prev_index == self.log.base_index > 0
+        request = PushRequest(self.member.self_id, self.member.term, prev_index, prev_term,
+                              entries, self.commit_index, from_base)
+        self._out.append(Send(dispatcher.peer_id, request))
+        dispatcher.sent(prev_index + len(entries), self._now_tick)
+
+    def _on_push_response(self, response: PushResponse) -> None:
+        if response.term > self.member.term:
+            self._become_follower(response.term, None)
+            return
+        dispatcher = self.dispatchers.get(response.source_id)
+        if not self.member.is_leader or response.term < self.member.term or dispatcher is None:
+            return
+        if response.match_index > self.log.last_index:
+            return  # no follower of ours can hold more than we sent: drop the claim
+        if response.success:
+            dispatcher.acked(response.match_index, response.last_index, self.log.last_index,
+                             self._now_tick)
+            self._advance_commit()
+        else:
+            next_probe_index = self.log.conflict_hint(response.hint_index,
+                                                      response.hint_term)[0] + 1
+            dispatcher.rejected(response.prev_index, next_probe_index, response.last_index)
+        self._dispatch(dispatcher)
+
+    def _advance_commit(self) -> None:
+        matches = [self.durable_index] + [d.match_index for d in self.dispatchers.values()]
+        index = quorum_index(matches)
+        # Counting copies commits only an entry of our own term (Raft 5.4.2, Figure 8).
+        if index > self.commit_index and self.log.term_at(index) == self.member.term:
+            self._set_commit(index)
+            self._out.extend(self._checker.complete_committed(index))
+
+    def _set_commit(self, index: int) -> None:
+        assert self.commit_index < index <= self.log.last_index
+        self.commit_index = index
+        self._out.append(AdvanceCommit(index))
+
+    # ----- follower: EntryHandler -----
+
+    def _on_push_request(self, request: PushRequest) -> None:
+        member = self.member
+        if request.term < member.term:
+            # Tell a deposed leader our term so that it steps down.
+            self._send_after_writes(request.source_id, self._reject(request, 0, 0))
+            return
+        if request.term > member.term or member.role is not Role.FOLLOWER \
+                or member.leader_id != request.source_id:
+            assert not (member.is_leader and request.term == member.term), "two leaders"
+            self._become_follower(request.term, request.source_id)
+        self._reset_timer()
+        self._send_after_writes(request.source_id, self._handle_push(request))
+
+    def _handle_push(self, request: PushRequest) -> PushResponse:
+        if request.prev_index < self.commit_index:
+            return self._accept(request, self.commit_index)
+        if self.log.matches(request.prev_index, request.prev_term):
+            self._append_from_leader(request.entries)
+        elif request.from_base:
+            self._reset_to_base(request.prev_index, request.prev_term)
+            self._append_from_leader(request.entries)
+        else:
+            hint_index, hint_term = self.log.conflict_hint(request.prev_index, request.prev_term)
+            return self._reject(request, hint_index, hint_term)
+        last_new_index = request.prev_index + len(request.entries)
+        # Commit only within the prefix this request proved to match the leader's.
+        commit_index = min(request.commit_index, last_new_index)
+        if commit_index > self.commit_index:
+            self._set_commit(commit_index)
+        return self._accept(request, last_new_index)
+
+    def _append_from_leader(self, entries: tuple[Entry, ...]) -> None:
+        """Skip entries we already hold; truncate at the first conflict only (a stale or
+        duplicate push never removes anything: hashicorp/raft#113)."""
+        for position, entry in enumerate(entries):
+            held_term = self.log.term_at(entry.index)
+            if held_term == entry.term:
+                continue
+            if held_term is not None:
+                assert entry.index > self.commit_index, "conflict in the committed prefix"
+                self.log.truncate_from(entry.index)
+                self._clamp_durable(entry.index - 1)
+                self._record_write(TruncateFrom(self._next_write_id(), entry.index))
+            for new_entry in entries[position:]:
+                self.log.append(new_entry)
+            self._record_write(AppendEntries(self._next_write_id(), entries[position:]))
+            return
+
+    def _reset_to_base(self, base_index: int, base_term: int) -> None:
+        assert base_index >= self.commit_index
+        self.log.reset(base_index, base_term)
+        self._clamp_durable(base_index)
+        self._record_write(ResetLog(self._next_write_id(), base_index, base_term))
+        if base_index > self.commit_index:
+            self._set_commit(base_index)
+
+    def _accept(self, request: PushRequest, match_index: int) -> PushResponse:
+        return PushResponse(self.member.self_id, self.member.term, True, request.prev_index,
+                            match_index, 0, 0, self.log.last_index)
+
+    def _reject(self, request: PushRequest, hint_index: int, hint_term: int) -> PushResponse:
+        return PushResponse(self.member.self_id, self.member.term, False, request.prev_index,
+                            0, hint_index, hint_term, self.log.last_index)
+
+    # ----- writes and output -----
+
+    def _next_write_id(self) -> int:
+        self._last_write_id += 1
+        return self._last_write_id
+
+    def _persist_hard_state(self) -> None:
+        self._record_write(PersistTermVote(self._next_write_id(), self.member.term,
+                                           self.member.voted_for))
+
+    def _record_write(self, write: Write) -> None:
+        self._out.append(write)
+        self._write_ends.append((write.write_id, self.log.last_index))
+
+    def _clamp_durable(self, index: int) -> None:
+        """Entries past `index` are gone: writes still in flight no longer make them durable."""
+        self.durable_index = min(self.durable_index, index)
+        self._write_ends = deque((w, min(end, index)) for w, end in self._write_ends)
+
+    def _send_after_writes(self, target_id: str, message: Message) -> None:
+        """Votes and acks rest on writes: they leave once every write issued so far is durable.
+        Past the bound they are dropped; the peer asks again."""
+        send = Send(target_id, message)
+        if self._persisted_write_id == self._last_write_id:
+            self._out.append(send)
+        elif len(self._deferred) < self.config.deferred_messages_max:
+            self._deferred.append((self._last_write_id, send))
+
+    def _drain(self) -> list[Action]:
+        out, self._out = self._out, []
+        return out

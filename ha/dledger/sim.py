@@ -1,0 +1,387 @@
+"""A seeded deterministic simulation of a DLedger group driving the real `DLedgerNode`.
+
+One `random.Random(seed)` draws the run's fault mix (swarm testing: every seed picks its own
+drop, duplicate and delay rates, disk latency, partitions, crashes, retention), then every
+event. Events sit in one heap ordered by (time, sequence), so a seed replays exactly:
+
+    python -m ha.dledger.sim --seed 1234        # replay one run
+    python -m ha.dledger.sim --seeds 10000      # many runs, prints count and duration
+
+Each node has a durable log and a queue of writes not yet durable; a crash drops the queue.
+The invariants (ha/dledger/invariants.py) are checked on every event; at the end faults stop,
+every node comes back, and the group must commit every acknowledged append everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ha.dledger.actions import (
+    Action,
+    AdvanceCommit,
+    AppendEntries,
+    AppendStatus,
+    CompleteAppend,
+    PersistTermVote,
+    Send,
+    TruncateFrom,
+    Write,
+)
+from ha.dledger.config import DLedgerConfig
+from ha.dledger.invariants import Invariants, InvariantViolation
+from ha.dledger.log import EntryLog
+from ha.dledger.member import HardState, Role
+from ha.dledger.messages import Message
+from ha.dledger.node import DLedgerNode
+
+EVENTS_MAX = 400_000  # a bound on one run, whatever the seed draws
+
+
+class SimulationFailure(AssertionError):
+    """An invariant or an assertion broke; the message names the seed and the event."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    drop_rate: float
+    duplicate_rate: float
+    delay_ticks_max: int
+    disk_latency_ticks_max: int
+    nemesis_every_ticks: int
+    retain_entries: int
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Faults:
+        return cls(drop_rate=rng.choice([0.0, 0.02, 0.1, 0.25]),
+                   duplicate_rate=rng.choice([0.0, 0.05, 0.2]),
+                   delay_ticks_max=rng.choice([1, 2, 4, 8]),
+                   disk_latency_ticks_max=rng.choice([0, 1, 3, 6]),
+                   nemesis_every_ticks=rng.choice([15, 40, 100]),
+                   retain_entries=rng.choice([4, 32, 1_000_000]))
+
+
+@dataclass
+class SimDisk:
+    """What survives a crash: the durable term, vote and log."""
+
+    hard_state: HardState = field(default_factory=HardState)
+    log: EntryLog = field(default_factory=EntryLog)
+    queue: deque[Write] = field(default_factory=deque)  # issued, not yet durable
+
+    def apply(self, write: Write) -> None:
+        if isinstance(write, PersistTermVote):
+            self.hard_state = HardState(write.term, write.voted_for)
+        elif isinstance(write, AppendEntries):
+            for entry in write.entries:
+                self.log.append(entry)
+        elif isinstance(write, TruncateFrom):
+            self.log.truncate_from(write.index)
+        else:
+            self.log.reset(write.base_index, write.base_term)
+
+    def copy_log(self) -> EntryLog:
+        return EntryLog(self.log.base_index, self.log.base_term, self.log.entries())
+
+
+@dataclass
+class SimMember:
+    node: DLedgerNode | None
+    disk: SimDisk
+    incarnation: int = 0
+    disk_flush_scheduled: bool = False
+
+
+@dataclass(frozen=True)
+class SimResult:
+    seed: int
+    events: int
+    acknowledged: int
+    committed: int
+    leaders: int
+
+
+class Simulation:
+    def __init__(self, seed: int, node_count: int | None = None,
+                 fault_ticks: int = 1500, heal_ticks: int = 400) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.node_count = node_count or self.rng.choice([3, 5])
+        self.faults = Faults.draw(self.rng)
+        self.config = DLedgerConfig()
+        self.fault_ticks = fault_ticks
+        self.end_tick = fault_ticks + heal_ticks
+        self.ids = [f"n{i}" for i in range(self.node_count)]
+        self.members = {node_id: SimMember(None, SimDisk()) for node_id in self.ids}
+        self.invariants = Invariants()
+        self.cut_links: set[tuple[str, str]] = set()
+        self.now = 0
+        self._heap: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self._sequence = 0
+        self._events = 0
+        self._request_id = 0
+        self._requests: dict[int, bytes] = {}
+        self._last_event = "start"
+        self._commits: dict[str, int] = {}  # commit index of each running node
+
+    # ----- running -----
+
+    def run(self) -> SimResult:
+        for node_id in self.ids:
+            self._start(node_id)
+        self._schedule(1, "client", ())
+        self._schedule(self.faults.nemesis_every_ticks, "nemesis", ())
+        self._schedule(self.fault_ticks, "heal", ())
+        while self._heap and self._events < EVENTS_MAX:
+            self.now, _, kind, payload = heapq.heappop(self._heap)
+            if self.now > self.end_tick:
+                break
+            self._events += 1
+            self._last_event = f"#{self._events} t={self.now} {kind} {payload}"
+            try:
+                self._handle(kind, payload)
+            except AssertionError as error:
+                raise self._failure(error) from error
+        try:
+            self._check_converged()
+        except AssertionError as error:
+            raise self._failure(error) from error
+        return SimResult(self.seed, self._events, len(self.invariants.acknowledged),
+                         len(self.invariants.committed), len(self.invariants.leader_by_term))
+
+    def _failure(self, error: AssertionError) -> SimulationFailure:
+        kind = "invariant" if isinstance(error, InvariantViolation) else "assertion"
+        return SimulationFailure(
+            f"seed={self.seed} {kind} broke at event {self._last_event}: {error}\n"
+            f"replay: python -m ha.dledger.sim --seed {self.seed}")
+
+    def _schedule(self, delay_ticks: int, kind: str, payload: tuple[object, ...]) -> None:
+        self._sequence += 1
+        heapq.heappush(self._heap, (self.now + delay_ticks, self._sequence, kind, payload))
+
+    def _handle(self, kind: str, payload: tuple[object, ...]) -> None:
+        if kind == "tick":
+            self._on_tick(str(payload[0]), int(str(payload[1])))
+        elif kind == "deliver":
+            self._on_deliver(payload)
+        elif kind == "flush":
+            self._on_flush(str(payload[0]), int(str(payload[1])))
+        elif kind == "client":
+            self._on_client()
+        elif kind == "nemesis":
+            self._on_nemesis()
+        elif kind == "restart":
+            self._start(str(payload[0]))
+        elif kind == "heal":
+            self._on_heal()
+
+    def _faulty(self) -> bool:
+        return self.now < self.fault_ticks
+
+    # ----- node lifecycle -----
+
+    def _start(self, node_id: str) -> None:
+        member = self.members[node_id]
+        if member.node is not None:
+            return
+        member.incarnation += 1
+        rng = random.Random(self.rng.getrandbits(64))
+        member.node = DLedgerNode(node_id, self.ids, self.config, rng, member.disk.hard_state,
+                                  member.disk.copy_log())
+        self._commits[node_id] = member.node.commit_index
+        self._schedule(1, "tick", (node_id, member.incarnation))
+
+    def _crash(self, node_id: str) -> None:
+        member = self.members[node_id]
+        member.node = None
+        member.disk.queue.clear()  # whatever was not durable is lost
+        member.disk_flush_scheduled = False
+        self._schedule(self.rng.randint(5, 60), "restart", (node_id,))
+
+    def _live(self, node_id: str, incarnation: int) -> DLedgerNode | None:
+        member = self.members[node_id]
+        return member.node if member.incarnation == incarnation else None
+
+    # ----- events -----
+
+    def _on_tick(self, node_id: str, incarnation: int) -> None:
+        node = self._live(node_id, incarnation)
+        if node is None:
+            return
+        self._run(node_id, node.tick())
+        self._schedule(1, "tick", (node_id, incarnation))
+
+    def _on_deliver(self, payload: tuple[object, ...]) -> None:
+        source_id, target_id, message = str(payload[0]), str(payload[1]), payload[2]
+        node = self.members[target_id].node
+        if node is None or (self._faulty() and (source_id, target_id) in self.cut_links):
+            return
+        self._run(target_id, node.receive(message))  # type: ignore[arg-type]
+
+    def _on_flush(self, node_id: str, incarnation: int) -> None:
+        member = self.members[node_id]
+        member.disk_flush_scheduled = False
+        node = self._live(node_id, incarnation)
+        if node is None or not member.disk.queue:
+            return
+        last_write_id = 0
+        while member.disk.queue:
+            write = member.disk.queue.popleft()
+            member.disk.apply(write)
+            last_write_id = write.write_id
+        self._run(node_id, node.persisted(last_write_id))
+
+    def _on_client(self) -> None:
+        live = [i for i in self.ids if self.members[i].node is not None]
+        leaders = [i for i in live if self.members[i].node.role is Role.LEADER]  # type: ignore[union-attr]
+        if live:
+            target = self.rng.choice(leaders if leaders and self.rng.random() < 0.9 else live)
+            self._request_id += 1
+            payload = b"r%d" % self._request_id
+            self._requests[self._request_id] = payload
+            node = self.members[target].node
+            assert node is not None
+            self._run(target, node.client_append(self._request_id, payload))
+        if self.now < self.end_tick - 150:
+            self._schedule(self.rng.randint(1, 6), "client", ())
+
+    def _on_nemesis(self) -> None:
+        if not self._faulty():
+            return
+        choice = self.rng.random()
+        if choice < 0.3:
+            self._crash_someone()
+        elif choice < 0.6:
+            self._partition()
+        elif choice < 0.8:
+            self.cut_links.clear()
+        else:
+            self._compact_all()
+        self._schedule(self.faults.nemesis_every_ticks, "nemesis", ())
+
+    def _on_heal(self) -> None:
+        self.cut_links.clear()
+        for node_id in self.ids:
+            self._start(node_id)
+
+    def _crash_someone(self) -> None:
+        down = [i for i in self.ids if self.members[i].node is None]
+        if len(down) < (self.node_count - 1) // 2:
+            self._crash(self.rng.choice([i for i in self.ids if i not in down]))
+
+    def _partition(self) -> None:
+        shuffled = list(self.ids)
+        self.rng.shuffle(shuffled)
+        side = set(shuffled[:self.rng.randint(1, self.node_count // 2)])
+        one_way = self.rng.random() < 0.2
+        self.cut_links = {(a, b) for a in self.ids for b in self.ids
+                          if (a in side) != (b in side) and not (one_way and a in side)}
+
+    def _compact_all(self) -> None:
+        for node_id in self.ids:
+            member = self.members[node_id]
+            node = member.node
+            if node is None:
+                continue
+            index = min(node.commit_index, node.durable_index) - self.faults.retain_entries
+            if index > node.log.base_index:
+                node.compact(index)
+                member.disk.log.compact_to(index)
+
+    # ----- actions -----
+
+    def _run(self, node_id: str, actions: list[Action]) -> None:
+        member = self.members[node_id]
+        node = member.node
+        assert node is not None
+        leader_by_term = self.invariants.leader_by_term
+        for action in actions:
+            if isinstance(action, Send):
+                self._send(node_id, action.target_id, action.message)
+            elif isinstance(action, AdvanceCommit):
+                self._commit(node_id, node, action.commit_index)
+            elif isinstance(action, CompleteAppend):
+                self._complete(action)
+            else:
+                self._write(node_id, member, node, action)
+        if node.role is Role.LEADER and leader_by_term.get(node.term) != node_id:
+            self.invariants.leader_elected(node_id, node.term, node.log)
+
+    def _send(self, source_id: str, target_id: str, message: Message) -> None:
+        if self._faulty():
+            if (source_id, target_id) in self.cut_links:
+                return
+            if self.rng.random() < self.faults.drop_rate:
+                return
+            if self.rng.random() < self.faults.duplicate_rate:
+                self._schedule(self._delay(), "deliver", (source_id, target_id, message))
+        self._schedule(self._delay(), "deliver", (source_id, target_id, message))
+
+    def _delay(self) -> int:
+        return self.rng.randint(1, self.faults.delay_ticks_max if self._faulty() else 1)
+
+    def _commit(self, node_id: str, node: DLedgerNode, commit_index: int) -> None:
+        self.invariants.commit_advanced(node_id, self._commits[node_id], commit_index, node.log)
+        self._commits[node_id] = commit_index
+
+    def _complete(self, action: CompleteAppend) -> None:
+        if action.status is AppendStatus.OK:
+            payload = self._requests[action.request_id]
+            self.invariants.append_acknowledged(action.index, action.term, payload)
+
+    def _write(self, node_id: str, member: SimMember, node: DLedgerNode, write: Write) -> None:
+        if isinstance(write, AppendEntries):
+            self.invariants.entries_appended(node_id, write.entries, node.log)
+        member.disk.queue.append(write)
+        if not member.disk_flush_scheduled:
+            member.disk_flush_scheduled = True
+            latency = self.rng.randint(0, self.faults.disk_latency_ticks_max)
+            self._schedule(latency, "flush", (node_id, member.incarnation))
+
+    # ----- the end -----
+
+    def _check_converged(self) -> None:
+        """After healing, every node holds every acknowledged append as committed."""
+        for node_id in self.ids:
+            node = self.members[node_id].node
+            assert node is not None
+            for index, (term, payload) in self.invariants.acknowledged.items():
+                assert node.commit_index >= index, (
+                    f"liveness: {node_id} commit {node.commit_index} < acknowledged {index}")
+                if index > node.log.base_index:
+                    held = node.log.entry(index)
+                    assert (held.term, held.payload) == (term, payload), (node_id, index)
+
+
+def run_seeds(first_seed: int, count: int) -> list[SimResult]:
+    return [Simulation(seed).run() for seed in range(first_seed, first_seed + count)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seed", type=int, help="replay this one seed")
+    parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
+    parser.add_argument("--first-seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    first, count = (args.seed, 1) if args.seed is not None else (args.first_seed, args.seeds)
+    started = time.monotonic()
+    try:
+        results = run_seeds(first, count)
+    except SimulationFailure as failure:
+        print(failure, file=sys.stderr)
+        return 1
+    elapsed_s = time.monotonic() - started
+    events = sum(r.events for r in results)
+    acknowledged = sum(r.acknowledged for r in results)
+    print(f"{count} seeds from {first} passed in {elapsed_s:.1f} s "
+          f"({events} events, {acknowledged} acknowledged appends)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""A hand-driven DLedger group for unit tests: messages delivered in FIFO order on demand,
+writes durable at once unless a node's disk is held, links cut by hand."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from ha.dledger.actions import Action, CompleteAppend, Send, Write
+from ha.dledger.config import DLedgerConfig
+from ha.dledger.log import EntryLog
+from ha.dledger.member import HardState, Role
+from ha.dledger.messages import Entry, Message
+from ha.dledger.node import DLedgerNode
+
+WRITE_TYPES = Write.__args__
+
+
+def entries(*terms: int, first_index: int = 1) -> tuple[Entry, ...]:
+    """Entries with the given terms from `first_index`, payloads naming index and term."""
+    return tuple(Entry(first_index + i, term, b"e%d-t%d" % (first_index + i, term))
+                 for i, term in enumerate(terms))
+
+
+def make_node(node_id: str, ids: list[str], log: EntryLog | None = None, term: int = 0,
+              voted_for: str | None = None, config: DLedgerConfig | None = None,
+              seed: int = 7) -> DLedgerNode:
+    return DLedgerNode(node_id, ids, config or DLedgerConfig(), random.Random(seed),
+                       HardState(term, voted_for), log or EntryLog())
+
+
+class Group:
+    def __init__(self, nodes: list[DLedgerNode]) -> None:
+        self.nodes = {node.member.self_id: node for node in nodes}
+        self.in_flight: deque[tuple[str, str, Message]] = deque()
+        self.cut: set[tuple[str, str]] = set()
+        self.completed: list[CompleteAppend] = []
+        self.actions: list[tuple[str, Action]] = []  # every action, for assertions
+
+    def run(self, node_id: str, actions: list[Action]) -> None:
+        node = self.nodes[node_id]
+        for action in actions:
+            self.actions.append((node_id, action))
+            if isinstance(action, Send):
+                if (node_id, action.target_id) not in self.cut:
+                    self.in_flight.append((node_id, action.target_id, action.message))
+            elif isinstance(action, CompleteAppend):
+                self.completed.append(action)
+            elif isinstance(action, WRITE_TYPES):
+                self.run(node_id, node.persisted(action.write_id))
+
+    def tick(self, node_id: str, count: int = 1) -> None:
+        for _ in range(count):
+            self.run(node_id, self.nodes[node_id].tick())
+
+    def tick_all(self, count: int = 1) -> None:
+        for _ in range(count):
+            for node_id in sorted(self.nodes):
+                self.tick(node_id)
+            self.deliver()
+
+    def deliver(self, messages_max: int = 100_000) -> None:
+        for _ in range(messages_max):
+            if not self.in_flight:
+                return
+            source_id, target_id, message = self.in_flight.popleft()
+            if (source_id, target_id) not in self.cut:
+                self.run(target_id, self.nodes[target_id].receive(message))
+        raise AssertionError("messages never stopped flowing")
+
+    def elect(self, node_id: str) -> None:
+        """Time out `node_id` alone, then deliver until the group is quiet."""
+        node = self.nodes[node_id]
+        while node.role is Role.FOLLOWER:
+            self.tick(node_id)
+        self.deliver()
+        assert node.role is Role.LEADER, node.role
+
+    def append(self, node_id: str, request_id: int, payload: bytes) -> None:
+        self.run(node_id, self.nodes[node_id].client_append(request_id, payload))
+
+    def isolate(self, node_id: str) -> None:
+        for other in self.nodes:
+            if other != node_id:
+                self.cut |= {(node_id, other), (other, node_id)}
+
+    def sends(self, source_id: str, message_type: type) -> list[Send]:
+        return [a for s, a in self.actions
+                if s == source_id and isinstance(a, Send) and isinstance(a.message, message_type)]
