@@ -9,7 +9,7 @@ from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, Role
 from ha.dledger.messages import PushRequest, PushResponse, VoteResponse
 from ha.dledger.node import DLedgerNode
-from tests.ha.dledger.harness import Group, entries, make_node
+from tests.ha.dledger.harness import WRITE_TYPES, Group, entries, make_node
 
 IDS = ["n0", "n1", "n2"]
 FIVE = ["n0", "n1", "n2", "n3", "n4"]
@@ -20,13 +20,11 @@ def leader_with_log(terms: tuple[int, ...], term: int, ids: list[str]) -> DLedge
     node = make_node("n0", ids, log=EntryLog(entries=entries(*terms)), term=term)
     while node.role is Role.FOLLOWER:
         node.tick()
-    for voter in ids[1:]:
-        node.receive(VoteResponse(voter, term + 1, True, True))
-    write_id = 0
-    for voter in ids[1:]:
-        for action in node.receive(VoteResponse(voter, term + 1, True, False)):
-            write_id = getattr(action, "write_id", write_id)
-    node.persisted(node._last_write_id)
+    actions = []
+    for pre_vote in (True, False):
+        for voter in ids[1:]:
+            actions += node.receive(VoteResponse(voter, term + 1, True, pre_vote))
+    node.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
     assert node.role is Role.LEADER and node.term == term + 1
     return node
 
