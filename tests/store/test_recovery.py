@@ -435,12 +435,13 @@ def test_checkpoint_after_the_first_record_is_trusted(
     assert store.recovery.scanned_record_count == 19
 
 
-@pytest.mark.parametrize("damage", ["stale_offset", "negative_body_size", "body_past_record"])
+@pytest.mark.parametrize("damage", ["stale_offset", "negative_body_size", "body_past_record",
+                                    "topic_length"])
 def test_scan_stops_at_a_copied_or_inconsistent_record(
         open_store: OpenStore, tmp_path: Path, damage: str) -> None:
     """Bytes after the last record that look like a record but name another offset (stale
-    bytes of an earlier life of the file) or a body length that does not fit end the scan:
-    recovery cuts them, whatever the checkpoint said."""
+    bytes of an earlier life of the file), or whose body length or topic length does not fit
+    the record, end the scan: recovery cuts them."""
     store = open_store()
     placed = _write(store, 40)
     end = store.max_offset
@@ -448,8 +449,11 @@ def test_scan_stops_at_a_copied_or_inconsistent_record(
     store.halt()
     if damage != "stale_offset":
         copy[28:36] = end.to_bytes(8, "big")  # the physical offset it would have here
+    if damage in ("negative_body_size", "body_past_record"):
         body_size = -1 if damage == "negative_body_size" else len(copy)
         copy[84:88] = body_size.to_bytes(4, "big", signed=True)
+    if damage == "topic_length":  # the body and its CRC are whole; the fields after are not
+        copy[HEADER_SIZE + int.from_bytes(copy[84:88], "big")] = 200
     path = _last_file(tmp_path)
     with path.open("r+b") as file:
         file.seek(end - int(path.name))
