@@ -44,6 +44,10 @@ MODULE_TESTS: dict[str, list[str]] = {
     "store/flush.py": ["tests/store/test_flush.py", "tests/store/test_put_api.py"],
     "ha/connection.py": ["tests/ha/test_connection.py"],
     "ha/service.py": ["tests/ha/test_service.py"],
+    # The DLedger node is a pure state machine: its own tests drive it without sockets.
+    "ha/dledger/node.py": [
+        "tests/ha/dledger/test_election.py", "tests/ha/dledger/test_replication.py",
+    ],
     "app/errors.py": [
         "tests/app/test_errors.py", "tests/app/test_openapi.py::test_file_matches_the_app",
     ],
