@@ -12,6 +12,8 @@ import mmap
 import os
 from pathlib import Path
 
+from store import durability
+
 
 class Disk:
     """The real calls. Subclass in tests to record or fail them."""
@@ -30,6 +32,8 @@ class Disk:
             os.fsync(fd)
         finally:
             os.close(fd)
+        for listener in durability.listeners:
+            listener.names_synced(directory)
 
     def allocate(self, fd: int, size_bytes: int) -> None:
         """Reserve every block of [0, size_bytes): a full disk answers ENOSPC here, not SIGBUS

@@ -1,5 +1,6 @@
-"""A seam at the places where bytes become durable (the msync of a mapped file's range, the
-atomic replace of a small file such as the checkpoint) and where a log file is created.
+"""A seam at the places where bytes or names become durable (the msync of a mapped file's
+range, the atomic replace of a small file such as the checkpoint, the fsync of a directory)
+and where a log file is created.
 Listeners learn exactly what each made durable, so that tests can play a power cut that keeps
 only that (tests/support/power.py), in this process or, through a journal, in a broker's.
 
@@ -19,6 +20,9 @@ class DurabilityListener(Protocol):
 
     def synced(self, path: Path, position: int, data: bytes) -> None:
         """Bytes [position, position + len(data)) of `path` reached the disk as `data`."""
+
+    def names_synced(self, directory: Path) -> None:
+        """The names in `directory` (files created, renamed, removed) are durable."""
 
     def replaced(self, path: Path, data: bytes) -> None:
         """`path` now durably holds exactly `data` (written, fsynced, renamed, dir fsynced)."""

@@ -3,9 +3,10 @@ against a plain list model after every step.
 
 A power cut (tests/support/power.py) halts the store and then, in every commit-log and
 consume-queue file, drops or keeps each page that differs from what the store's msyncs made
-durable; the checkpoint keeps only its last durable content. The machine is weighted to hold
-several commit-log files (small files, batches of large bodies), to crash with unflushed data
-across file rolls, and to cut inside records; `COUNTS` says how often it did (printed with
+durable, and drops or keeps each file created since its directory's last fsync; the checkpoint
+keeps only its last durable content. The machine is weighted to hold several commit-log files
+(small files, batches of large bodies), to crash with unflushed data across file rolls, and to
+cut inside records; `COUNTS` says how often it did (printed with
 `-s`, and asserted on in aggregate). TWINLOG_STATEFUL_EXAMPLES=400 runs a heavier profile.
 """
 
@@ -131,7 +132,8 @@ class StoreMachine(RuleBasedStateMachine):
         chooser = random.Random(seed)
         max_offset = self.store.max_offset
         self.store.halt()
-        report = self.image.cut(self.root, lambda _path, _page: chooser.random() < keep_ratio)
+        report = self.image.cut(self.root, lambda _path, _page: chooser.random() < keep_ratio,
+                                lambda _path: chooser.random() < keep_ratio)
         self._count(report, max_offset)
         self.store = self._open()
         assert self.store.recovery is not None
@@ -161,6 +163,8 @@ class StoreMachine(RuleBasedStateMachine):
             covered.append("a dirty page kept after a dropped one")
         if any("consumequeue" in path.parts for path in report.dropped_pages):
             covered.append("consume-queue pages dropped")
+        if report.files_lost:
+            covered.append("a new file lost (its name was not durable)")
         if report.checkpoint_reverted:
             covered.append("checkpoint reverted")
         for label in covered:
@@ -207,5 +211,5 @@ def test_store_survives_power_cuts() -> None:
     print(f"\npower-cut coverage over {EXAMPLES} examples: {dict(sorted(COUNTS.items()))}")
     for label in ("with unflushed data", "unflushed data across a file roll",
                   "cut inside a record", "a dirty page kept after a dropped one",
-                  "consume-queue pages dropped"):
-        assert COUNTS[label] >= EXAMPLES // 4, (label, COUNTS)
+                  "consume-queue pages dropped", "a new file lost (its name was not durable)"):
+        assert COUNTS[label] >= max(1, EXAMPLES // 8), (label, COUNTS)

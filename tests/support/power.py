@@ -6,12 +6,13 @@ file, the bytes each msync covered, and the last content of each atomically repl
 process, which keeps the page cache), `cut` plays the power loss on the files: every page of a
 commit-log or consume-queue file whose content differs from the durable image is either
 dropped (reverted to the image: zeros where nothing was ever synced) or kept (the kernel wrote
-it back on its own), as the caller's `keep_page` decides; the checkpoint reverts to its last
-durable content, or goes when it never had one.
+it back on its own), as the caller's `keep_page` decides; a log file created since the last
+fsync of its directory goes (its name was never durable) unless `keep_name` says the kernel
+committed it anyway; the checkpoint reverts to its last durable content, or goes when it never
+had one.
 
 Assumptions, on the generous side of a real disk: a page is written back whole (no torn
-sector inside a page), and file creation and deletion are durable at once (the directory
-entries are not part of the model).
+sector inside a page); new directories and file deletions are durable at once.
 """
 
 from __future__ import annotations
@@ -30,10 +31,15 @@ from store.paths import StorePaths
 PAGE_SIZE_BYTES = mmap.PAGESIZE
 
 KeepPage = Callable[[Path, int], bool]  # (path, page index) -> whether the dirty page survives
+KeepName = Callable[[Path], bool]  # whether a file whose name was not durable survives
 
 
 def drop_every_page(path: Path, page_index: int) -> bool:
     """The strictest cut: only what was synced survives."""
+    return False
+
+
+def drop_every_name(path: Path) -> bool:
     return False
 
 
@@ -45,6 +51,8 @@ class CutReport:
     dropped_pages: dict[Path, list[int]] = field(default_factory=dict)
     # Per file, the first byte a dropped page changed (file position), if any did.
     first_dropped_byte: dict[Path, int] = field(default_factory=dict)
+    # Log files whose names were not durable: gone with the power.
+    files_lost: list[Path] = field(default_factory=list)
     checkpoint_reverted: bool = False
 
     @property
@@ -72,12 +80,18 @@ class DurableImage:
         self._lock = threading.Lock()
         self._files: dict[Path, bytearray] = {}
         self._replaced: dict[Path, bytes] = {}
+        self._unnamed: set[Path] = set()  # created since their directory's last fsync
 
     # -- the listener ---------------------------------------------------------------------
 
     def created(self, path: Path) -> None:
         with self._lock:
             self._files[path] = bytearray()
+            self._unnamed.add(path)
+
+    def names_synced(self, directory: Path) -> None:
+        with self._lock:
+            self._unnamed = {path for path in self._unnamed if path.parent != directory}
 
     def synced(self, path: Path, position: int, data: bytes) -> None:
         with self._lock:
@@ -99,11 +113,18 @@ class DurableImage:
             image = bytes(self._files.get(path, b""))[:size_bytes]
         return image + bytes(size_bytes - len(image))
 
-    def cut(self, root: Path, keep_page: KeepPage = drop_every_page) -> CutReport:
+    def cut(self, root: Path, keep_page: KeepPage = drop_every_page,
+            keep_name: KeepName = drop_every_name) -> CutReport:
         """Play a power loss on the stopped store under `root` (see the module doc)."""
         report = CutReport()
+        with self._lock:
+            unnamed, self._unnamed = self._unnamed, set()
         for path in log_files(root):
-            self._cut_file(path, keep_page, report)
+            if path in unnamed and not keep_name(path):
+                report.files_lost.append(path)
+                path.unlink()
+            else:
+                self._cut_file(path, keep_page, report)
         checkpoint = StorePaths(root).checkpoint
         with self._lock:
             durable = self._replaced.get(checkpoint)
@@ -162,7 +183,7 @@ def _first_difference(left: bytes, right: bytes) -> int:
 
 # kind, path length, position, data length; then the path and the data.
 _EVENT = struct.Struct(">BHqi")
-_CREATED, _SYNCED, _REPLACED = 1, 2, 3
+_CREATED, _SYNCED, _REPLACED, _NAMES_SYNCED = 1, 2, 3, 4
 
 
 class DurabilityJournal:
@@ -197,6 +218,9 @@ class DurabilityJournal:
     def replaced(self, path: Path, data: bytes) -> None:
         self._write(_REPLACED, path, 0, data)
 
+    def names_synced(self, directory: Path) -> None:
+        self._write(_NAMES_SYNCED, directory, 0, b"")
+
 
 def replay(journal_path: Path, image: DurableImage) -> int:
     """Feed a journal's events to `image`; return how many (a torn last event is ignored)."""
@@ -214,6 +238,8 @@ def replay(journal_path: Path, image: DurableImage) -> int:
             image.created(path)
         elif kind == _SYNCED:
             image.synced(path, file_position, data)
+        elif kind == _NAMES_SYNCED:
+            image.names_synced(path)
         else:
             image.replaced(path, data)
         position, count = end, count + 1
