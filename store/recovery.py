@@ -37,6 +37,7 @@ from store.record import (
     RECORD_OVERHEAD,
     RecordError,
 )
+from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)
 
@@ -212,10 +213,19 @@ def _scan_file(
 
 
 def _tail_fields_fit(view: memoryview, position: int, total_size: int, body_size: int) -> bool:
+    """The topic and properties fill the record exactly, and the topic is a valid name: the
+    CRC covers only the body, so a record torn inside its topic (a page lost after the body,
+    zeros in the name) would otherwise pass, and dispatch would file it under that name."""
     topic_at = position + HEADER_SIZE + body_size
     topic_size = view[topic_at]
     properties_at = topic_at + 1 + topic_size
     if properties_at + 2 > position + total_size:
         return False
     properties_size: int = struct.unpack_from(">H", view, properties_at)[0]
-    return properties_at + 2 + properties_size == position + total_size
+    if properties_at + 2 + properties_size != position + total_size:
+        return False
+    try:
+        topic = bytes(view[topic_at + 1 : properties_at]).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return is_valid_topic(topic)

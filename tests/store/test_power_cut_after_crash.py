@@ -83,3 +83,22 @@ def test_checkpoint_after_a_crash_restart_holds_after_a_power_cut(
     image.cut(tmp_path)
     store = open_store(**NO_TIMED_FLUSH)
     assert _bodies(store) == [_body(0), _body(1), _body(2)]
+
+
+def test_record_torn_inside_its_topic_is_cut_at_recovery(
+    open_store: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A record whose page was lost from inside its topic name (body and sizes intact, so
+    the body CRC and the size checks pass) is a torn record: recovery cuts the log there."""
+    store = open_store(**NO_TIMED_FLUSH)
+    _put(store, [_body(0)])
+    result, _ = store.put_message(Message("Torn", b"body"))
+    store.halt()
+    topic_at = result.commit_log_offset + 88 + len(b"body") + 1  # header, body, topic size
+    with (tmp_path / "commitlog" / f"{0:020d}").open("r+b") as file:
+        file.seek(topic_at + 2)
+        file.write(bytes(2))  # "To\0\0": the page holding the rest of the name never arrived
+    store = open_store(**NO_TIMED_FLUSH)
+    assert store.recovery is not None
+    assert store.recovery.end_offset == result.commit_log_offset
+    assert _bodies(store) == [_body(0)]
