@@ -8,8 +8,8 @@ commit-log or consume-queue file whose content differs from the durable image is
 dropped (reverted to the image: zeros where nothing was ever synced) or kept (the kernel wrote
 it back on its own), as the caller's `keep_page` decides; a log file created since the last
 fsync of its directory goes (its name was never durable) unless `keep_name` says the kernel
-committed it anyway; the checkpoint reverts to its last durable content, or goes when it never
-had one.
+committed it anyway (names are kept in creation order: once one goes, all later ones go);
+the checkpoint reverts to its last durable content, or goes when it never had one.
 
 Assumptions, on the generous side of a real disk: a page is written back whole (no torn
 sector inside a page); new directories and file deletions are durable at once.
@@ -80,18 +80,22 @@ class DurableImage:
         self._lock = threading.Lock()
         self._files: dict[Path, bytearray] = {}
         self._replaced: dict[Path, bytes] = {}
-        self._unnamed: set[Path] = set()  # created since their directory's last fsync
+        # Created since their directory's last fsync, in creation order (a dict as an ordered
+        # set): a journaling file system commits names in that order, so the names a cut
+        # keeps are a prefix of it.
+        self._unnamed: dict[Path, None] = {}
 
     # -- the listener ---------------------------------------------------------------------
 
     def created(self, path: Path) -> None:
         with self._lock:
             self._files[path] = bytearray()
-            self._unnamed.add(path)
+            self._unnamed.pop(path, None)
+            self._unnamed[path] = None
 
     def names_synced(self, directory: Path) -> None:
         with self._lock:
-            self._unnamed = {path for path in self._unnamed if path.parent != directory}
+            self._unnamed = {path: None for path in self._unnamed if path.parent != directory}
 
     def synced(self, path: Path, position: int, data: bytes) -> None:
         with self._lock:
@@ -118,9 +122,10 @@ class DurableImage:
         """Play a power loss on the stopped store under `root` (see the module doc)."""
         report = CutReport()
         with self._lock:
-            unnamed, self._unnamed = self._unnamed, set()
+            unnamed, self._unnamed = self._unnamed, {}
+        lost = _names_lost([path for path in unnamed if path.exists()], keep_name)
         for path in log_files(root):
-            if path in unnamed and not keep_name(path):
+            if path in lost:
                 report.files_lost.append(path)
                 path.unlink()
             else:
@@ -167,6 +172,15 @@ class DurableImage:
                         current[start:end], durable[start:end])
                 file.seek(start)
                 file.write(durable[start:end])
+
+
+def _names_lost(unnamed: list[Path], keep_name: KeepName) -> set[Path]:
+    """The files whose names a cut loses: from the first one `keep_name` refuses on, in
+    creation order (a later name is never durable without the earlier ones)."""
+    for index, path in enumerate(unnamed):
+        if not keep_name(path):
+            return set(unnamed[index:])
+    return set()
 
 
 def log_files(root: Path) -> Iterator[Path]:
