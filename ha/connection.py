@@ -228,8 +228,13 @@ class HAConnection:
         self.slave_id = answer.slave_id.hex()
         self._send_tags = handshake.master_to_slave()
         receive_tags = handshake.slave_to_master()
-        self.state = ConnectionState.WAITING_REPORT
-        refusal = self._on_handshake(self) or self._agree_on_epochs(receive_tags, deadline_s)
+        # The service moves an accepted connection out of HANDSHAKE under its lock (that is
+        # taking the slot); a refused one stays there until it is closed, holding no slot.
+        refusal = self._on_handshake(self)
+        if not refusal:
+            if self.state is ConnectionState.HANDSHAKE:
+                self.state = ConnectionState.WAITING_REPORT
+            refusal = self._agree_on_epochs(receive_tags, deadline_s)
         if refusal:
             self.close(refusal)
         if receive_tags.tag_size == 0:

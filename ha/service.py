@@ -157,6 +157,8 @@ class HAService:
             slotted = [c for c in self._connections if c is not connection
                        and c not in stale and c.state is not ConnectionState.HANDSHAKE]
             full = len(slotted) >= self.config.ha_connections_max
+            if not full:  # the slot is taken under the lock: two handshakes cannot share it
+                connection.state = ConnectionState.WAITING_REPORT
         if full:
             self.refused_connection_count += 1
             log.warning("ha: refusing slave %s at %s: all %d slots are taken",
