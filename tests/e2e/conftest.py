@@ -204,3 +204,27 @@ def caught_up(master: BrokerProcess, slaves: int = 1) -> bool:
     diff = master_diff(master)
     return (len(diff["slaves"]) == slaves and diff["max_diff_bytes"] == 0
             and all(s["ack_offset"] == diff["master_max_offset"] for s in diff["slaves"]))
+
+
+def read_queues(broker: BrokerProcess, topic: str, queue_count: int = 4) -> list[list[Any]]:
+    """Every message of each of the topic's queues, in queue order (UTF-8 bodies)."""
+    queues = []
+    for queue_id in range(queue_count):
+        messages: list[Any] = []
+        offset = 0
+        while True:
+            page = broker.get_json(f"/v1/topics/{topic}/queues/{queue_id}/messages",
+                                   offset=offset, max_messages=500, body_encoding="utf8")
+            messages += page["messages"]
+            if page["next_offset"] >= page["max_offset"]:
+                break
+            offset = page["next_offset"]
+        queues.append(messages)
+    return queues
+
+
+def log_bytes(data_dir: Path, end_offset: int) -> bytes:
+    """A stopped broker's commit log, [0, end_offset), read straight from its files."""
+    files = sorted((path for path in (data_dir / "commitlog").iterdir() if path.name.isdigit()),
+                   key=lambda path: int(path.name))
+    return b"".join(path.read_bytes() for path in files)[:end_offset]

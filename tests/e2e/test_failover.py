@@ -4,18 +4,23 @@ promote its slave, bring the old master back as the new master's slave."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from app.cli import main
-from tests.e2e.conftest import BrokerProcess, Launcher, caught_up, master_diff, wait_for
+from tests.e2e.conftest import (
+    BrokerProcess,
+    Launcher,
+    caught_up,
+    log_bytes,
+    master_diff,
+    read_queues,
+    wait_for,
+)
 
 TOPIC = "Failover"
 PRODUCERS = 16
-QUEUES = 4
 
 
 def _produce_until(broker: BrokerProcess, stop: threading.Event, acked: set[str],
@@ -32,28 +37,6 @@ def _produce_until(broker: BrokerProcess, stop: threading.Event, acked: set[str]
                 return  # the master was killed
             if response.status_code == 201:
                 acked.add(body)
-
-
-def _read_all(broker: BrokerProcess) -> list[list[dict[str, Any]]]:
-    queues = []
-    for queue_id in range(QUEUES):
-        messages: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            page = broker.get_json(f"/v1/topics/{TOPIC}/queues/{queue_id}/messages",
-                                   offset=offset, max_messages=500, body_encoding="utf8")
-            messages += page["messages"]
-            if page["next_offset"] >= page["max_offset"]:
-                break
-            offset = page["next_offset"]
-        queues.append(messages)
-    return queues
-
-
-def _log_bytes(data_dir: Path, end_offset: int) -> bytes:
-    files = sorted((path for path in (data_dir / "commitlog").iterdir() if path.name.isdigit()),
-                   key=lambda path: int(path.name))
-    return b"".join(path.read_bytes() for path in files)[:end_offset]
 
 
 @pytest.mark.parametrize("rejoin", ["restart-as-slave", "demote"])
@@ -86,7 +69,7 @@ def test_kill_promote_rejoin_loses_no_put_ok(launch: Launcher, rejoin: str) -> N
     wait_for(promote, 15, "promotion (the dead master's link must drop first)")
 
     def missing() -> set[str]:  # its dispatch may still trail its log right after the kill
-        return acked - {m["body"] for queue in _read_all(slave) for m in queue}
+        return acked - {m["body"] for queue in read_queues(slave, TOPIC) for m in queue}
 
     try:
         wait_for(lambda: not missing(), 30, "every PUT_OK on the promoted broker")
@@ -108,10 +91,10 @@ def test_kill_promote_rejoin_loses_no_put_ok(launch: Launcher, rejoin: str) -> N
                              json={"body": "with the old master back"}).status_code in (201, 202)
     wait_for(lambda: caught_up(slave), 30, "old master caught up")
     end = master_diff(slave)["master_max_offset"]
-    wait_for(lambda: _read_all(rejoined) == _read_all(slave), 30,
+    wait_for(lambda: read_queues(rejoined, TOPIC) == read_queues(slave, TOPIC), 30,
              "the rejoined broker's queues equal the new master's")
     assert rejoined.stop() == 0 and slave.stop() == 0
-    assert _log_bytes(rejoined.data_dir, end) == _log_bytes(slave.data_dir, end)
+    assert log_bytes(rejoined.data_dir, end) == log_bytes(slave.data_dir, end)
 
 
 def test_promotion_is_refused_while_the_master_is_connected(launch: Launcher) -> None:

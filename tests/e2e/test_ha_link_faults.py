@@ -9,40 +9,24 @@ from __future__ import annotations
 import os
 import random
 import threading
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import BrokerProcess, Launcher, caught_up, master_diff, wait_for
+from tests.e2e.conftest import (
+    BrokerProcess,
+    Launcher,
+    caught_up,
+    log_bytes,
+    master_diff,
+    read_queues,
+    wait_for,
+)
 from tests.support.power_cut import lose_tail
 from tests.support.tcp_proxy import TcpProxy
 
 SEEDS = range(int(os.environ.get("TWINLOG_FAULT_SEEDS", "3")))
-QUEUES = 4
-
-
-def _read_all(broker: BrokerProcess, topic: str) -> list[list[dict[str, Any]]]:
-    queues = []
-    for queue_id in range(QUEUES):
-        messages: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            page = broker.get_json(f"/v1/topics/{topic}/queues/{queue_id}/messages",
-                                   offset=offset, max_messages=500, body_encoding="utf8")
-            messages += page["messages"]
-            if page["next_offset"] >= page["max_offset"]:
-                break
-            offset = page["next_offset"]
-        queues.append(messages)
-    return queues
-
-
-def _log_bytes(data_dir: Path, end_offset: int) -> bytes:
-    files = sorted((path for path in (data_dir / "commitlog").iterdir() if path.name.isdigit()),
-                   key=lambda path: int(path.name))
-    return b"".join(path.read_bytes() for path in files)[:end_offset]
 
 
 def _put(broker: BrokerProcess, topic: str, body: str) -> dict[str, Any]:
@@ -76,10 +60,10 @@ def test_a_slave_ahead_of_a_master_that_lost_its_tail_ends_identical(
     wait_for(lambda: caught_up(master), 30, "slave caught up again")
     assert slave.get_json("/admin/diff")["slave"]["truncated_bytes_total"] == slave_max - cut
     end = master_diff(master)["master_max_offset"]
-    wait_for(lambda: _read_all(slave, "Tail") == _read_all(master, "Tail"), 30,
+    wait_for(lambda: read_queues(slave, "Tail") == read_queues(master, "Tail"), 30,
              "the slave's queues equal the master's")
     assert slave.stop() == 0 and master.stop() == 0
-    assert _log_bytes(slave.data_dir, end) == _log_bytes(master.data_dir, end)
+    assert log_bytes(slave.data_dir, end) == log_bytes(master.data_dir, end)
 
 
 def _producer(master: BrokerProcess, index: int, count: int,
@@ -135,12 +119,12 @@ def test_link_cut_stalled_and_reordered_while_producing(launch: Launcher, seed: 
         put_ok = {body for body, status in answers.items() if status == 201}
 
         def all_put_ok_consumable() -> bool:  # the slave's dispatch may trail its log
-            return put_ok <= {m["body"] for queue in _read_all(slave, "Link") for m in queue}
+            return put_ok <= {m["body"] for queue in read_queues(slave, "Link") for m in queue}
 
         wait_for(all_put_ok_consumable, 30, f"every 201 on the slave (seed {seed}, {faults})")
         assert set(answers.values()) <= {201, 202}, f"seed {seed}"
         end = master_diff(master)["master_max_offset"]
         assert slave.stop() == 0 and master.stop() == 0
-        assert _log_bytes(slave.data_dir, end) == _log_bytes(master.data_dir, end)
+        assert log_bytes(slave.data_dir, end) == log_bytes(master.data_dir, end)
     finally:
         proxy.close()
