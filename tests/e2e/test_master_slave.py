@@ -124,6 +124,9 @@ def test_metadata_reaches_the_slave(pair: Pair) -> None:
                                                   "write_queue_count": 2}).status_code == 201
     assert master.client.post("/v1/topics/Synced/messages",
                               json={"body": "x", "queue_id": 1}).status_code == 201
+    # Dispatch makes a stored message consumable a moment after its answer; an offset past
+    # the queue's end is refused, so commit once the entry is there.
+    wait_for(lambda: len(_read_all(master, "Synced", 1)) == 1, what="message dispatched")
     committed = master.client.put("/v1/groups/Readers/offsets/Synced/queues/1",
                                   json={"offset": 1})
     assert committed.status_code == 200, committed.text
@@ -172,4 +175,5 @@ def test_stopped_slave_makes_puts_slave_not_available(
     response = master.client.post(_topic_url("E2EStopped"), json={"body": "alone", "queue_id": 2})
     assert response.status_code == 202
     assert response.json()["status"] == "SLAVE_NOT_AVAILABLE"
-    assert [m["body"] for m in _read_all(master, "E2EStopped", 2)][-1] == "alone"
+    wait_for(lambda: [m["body"] for m in _read_all(master, "E2EStopped", 2)][-1:] == ["alone"],
+             what="the 202 message consumable on the master (after dispatch)")
