@@ -313,7 +313,9 @@ def test_view_and_eligibility(store: MessageStore, open_link: OpenLink) -> None:
     link.slave.report(0)
     link.slave.receive_until(end)
     link.slave.report(end)
-    wait_until(lambda: connection.ack_offset == end)
+    # The writer moves transfer_from_offset after its send returns, which can be after the
+    # slave's ack arrived: wait for both.
+    wait_until(lambda: connection.ack_offset == end and connection.transfer_from_offset == end)
     assert connection.is_eligible(end, 1)
     assert connection.is_eligible(end + 10, 11)
     assert not connection.is_eligible(end + 10, 10)
