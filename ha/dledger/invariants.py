@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ha.dledger.log import EntryLog
 from ha.dledger.messages import Entry
+from ha.dledger.storage import NodeLog
 
 
 class InvariantViolation(AssertionError):
@@ -30,7 +30,7 @@ class Invariants:
     committed: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # index -> entry
     acknowledged: dict[int, tuple[int, bytes]] = field(default_factory=dict)
 
-    def leader_elected(self, node_id: str, term: int, log: EntryLog) -> None:
+    def leader_elected(self, node_id: str, term: int, log: NodeLog) -> None:
         holder = self.leader_by_term.setdefault(term, node_id)
         if holder != node_id:
             raise InvariantViolation(f"election safety: {holder} and {node_id} lead term {term}")
@@ -44,7 +44,7 @@ class Invariants:
                         f"leader completeness: {node_id} leads term {term} without the "
                         f"{name} entry {index} (term {entry_term}); holds {held}")
 
-    def entries_appended(self, node_id: str, entries: tuple[Entry, ...], log: EntryLog) -> None:
+    def entries_appended(self, node_id: str, entries: tuple[Entry, ...], log: NodeLog) -> None:
         for entry in entries:
             prev_term = log.term_at(entry.index - 1)
             assert prev_term is not None
@@ -56,7 +56,7 @@ class Invariants:
                     f"{identity}, elsewhere {known}")
 
     def commit_advanced(self, node_id: str, old_index: int, new_index: int,
-                        log: EntryLog) -> None:
+                        log: NodeLog) -> None:
         if new_index <= old_index:
             raise InvariantViolation(f"{node_id} commit went {old_index} -> {new_index}")
         for index in range(max(old_index, log.base_index) + 1, new_index + 1):

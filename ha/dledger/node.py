@@ -36,7 +36,6 @@ from ha.dledger.actions import (
     Write,
 )
 from ha.dledger.config import DLedgerConfig
-from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, MemberState, Role
 from ha.dledger.messages import (
     Entry,
@@ -48,11 +47,12 @@ from ha.dledger.messages import (
 )
 from ha.dledger.progress import DispatcherState, EntryDispatcher
 from ha.dledger.quorum import PendingAppend, QuorumAckChecker, quorum_index
+from ha.dledger.storage import NodeLog
 
 
 class DLedgerNode:
     def __init__(self, self_id: str, member_ids: Sequence[str], config: DLedgerConfig,
-                 rng: random.Random, hard_state: HardState, log: EntryLog) -> None:
+                 rng: random.Random, hard_state: HardState, log: NodeLog) -> None:
         assert self_id in member_ids and len(set(member_ids)) == len(member_ids)
         self.config = config
         self.member = MemberState(self_id, hard_state.term, hard_state.voted_for)
