@@ -6,7 +6,10 @@ is rebuilt from the messages stored within the last `window_s`. Bounded twice: e
 than `window_s` are dropped, and at most `keys_max` entries are kept (oldest dropped first).
 
 Used from the event loop only: a key being stored right now is a pending future that a
-concurrent retry awaits, so two racing requests with one key still store one message.
+concurrent retry awaits, so two racing requests with one key still store one message. A request
+never holds a key while it waits for another request's key: `claim` takes all of a request's
+keys in one step or none of them, so no two requests can wait on each other (issue 12: two
+batches that each held a key the other awaited hung until restart).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from app.schemas import PROPERTY_IDEMPOTENCY_KEY
@@ -78,6 +81,31 @@ class IdempotencyWindow:
                 return entry.put
             del self._entries[entry_key]
         return self._pending.get(entry_key)
+
+    def claim(self, topic: str, keys: Iterable[str]) -> dict[str, RememberedPut] | asyncio.Future[
+            RememberedPut | None]:
+        """Claim every key of one request in one step, or none of them.
+
+        When another request is storing one of the keys, nothing is claimed and its future is
+        returned: await it holding no key, then claim again. Otherwise the keys the window
+        remembers are returned (to replay) and every other key is begun (call `finish` for
+        each). Keys must be distinct.
+        """
+        keys = tuple(keys)
+        pending = self._pending
+        for key in keys:
+            in_flight = pending.get((topic, key))
+            if in_flight is not None:
+                return in_flight
+        remembered: dict[str, RememberedPut] = {}
+        for key in keys:
+            known = self.lookup(topic, key)
+            if known is None:
+                self.begin(topic, key)
+            else:
+                assert isinstance(known, RememberedPut)
+                remembered[key] = known
+        return remembered
 
     def begin(self, topic: str, key: str) -> None:
         """Mark a key as being stored (call after lookup returned None)."""

@@ -221,18 +221,11 @@ async def put_one(broker: Broker, message: Message, key: str | None) -> Answer:
         return _answer(message.topic, result, status)
     window = broker.idempotency
     topic = message.topic
-    while True:
-        known = window.lookup(topic, key)
-        if known is None:
-            break
-        remembered = known if isinstance(known, RememberedPut) else await known
-        if remembered is not None:
-            return Answer(remembered.status.value, PUT_HTTP_STATUS[remembered.status],
-                          orjson.dumps(_replay_document(topic, remembered)), replayed=True)
-        # The request in flight with this key stored nothing: this one tries.
+    remembered = (await claim_keys(window, topic, [key])).get(key)
+    if remembered is not None:
+        return Answer(remembered.status.value, PUT_HTTP_STATUS[remembered.status],
+                      orjson.dumps(_replay_document(topic, remembered)), replayed=True)
     message.properties[PROPERTY_IDEMPOTENCY_KEY] = key
-    window.begin(topic, key)
-    remembered = None
     try:
         result, status = await _put(broker, message)
         if status.is_stored:
@@ -291,31 +284,27 @@ async def put_batch(broker: Broker, topic: str,
                     entries: list[tuple[Message, str | None]]) -> tuple[int, list[dict[str, Any]]]:
     """Store a batch under one lock hold; one result per entry, in order. Entries whose key the
     window (or an earlier entry of this batch) holds are replayed, not stored again."""
+    window = broker.idempotency
+    keys = list(dict.fromkeys(key for _, key in entries if key is not None))
+    remembered = await claim_keys(window, topic, keys)
     documents: list[dict[str, Any] | None] = [None] * len(entries)
     to_store: list[int] = []
     first_index_of_key: dict[str, int] = {}
     later_duplicates: list[tuple[int, int]] = []
-    window = broker.idempotency
-    begun: list[str] = []
-    try:
-        for index, (_, key) in enumerate(entries):
-            if key is None:
-                to_store.append(index)
-                continue
-            if key in first_index_of_key:
-                later_duplicates.append((index, first_index_of_key[key]))
-                continue
-            remembered = await _known_put(window, topic, key)
-            if remembered is not None:
-                documents[index] = _replay_document(topic, remembered)
-                continue
-            first_index_of_key[key] = index
-            window.begin(topic, key)
-            begun.append(key)
+    for index, (_, key) in enumerate(entries):
+        if key is None:
             to_store.append(index)
+        elif key in first_index_of_key:
+            later_duplicates.append((index, first_index_of_key[key]))
+        elif key in remembered:
+            documents[index] = _replay_document(topic, remembered[key])
+        else:
+            first_index_of_key[key] = index
+            to_store.append(index)
+    try:
         outcomes = await _put_many(broker, [entries[index][0] for index in to_store])
     except BaseException:
-        for key in begun:
+        for key in first_index_of_key:
             window.finish(topic, key, None)
         raise
     for index, (result, status) in zip(to_store, outcomes, strict=True):
@@ -333,14 +322,15 @@ async def put_batch(broker: Broker, topic: str,
     return _batch_http_status(results), results
 
 
-async def _known_put(window: IdempotencyWindow, topic: str, key: str) -> RememberedPut | None:
+async def claim_keys(window: IdempotencyWindow, topic: str,
+                     keys: list[str]) -> dict[str, RememberedPut]:
+    """Claim all `keys` (see IdempotencyWindow.claim), waiting for other requests' puts while
+    holding none of them; the remembered puts to replay."""
     while True:
-        known = window.lookup(topic, key)
-        if known is None or isinstance(known, RememberedPut):
-            return known
-        remembered: RememberedPut | None = await known
-        if remembered is not None:
-            return remembered
+        claimed = window.claim(topic, keys)
+        if isinstance(claimed, dict):
+            return claimed
+        await claimed
 
 
 async def _put_many(broker: Broker, messages: list[Message]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import app.broker
 from app.idempotency import IdempotencyWindow, RememberedPut, rebuild, wall_clock_ms
+from app.produce import put_batch
 from app.settings import Settings
 from store import Message, MessageStore, PutMessageStatus
 from tests.app.conftest import ServeFactory, app_settings, serving
@@ -365,3 +367,78 @@ def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
         assert window.lookup("T", "k199") is not None and window.lookup("T", "k194") is None
     finally:
         store.shutdown()
+
+
+# -- no request holds a key while it waits for another's -----------------------------------
+
+
+async def _yield_until(condition: Callable[[], bool], deadline_s: float = 5.0) -> None:
+    """Let the event loop run other tasks until `condition` holds (no timer involved)."""
+    give_up_at = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < give_up_at, "the condition never held"
+        await asyncio.sleep(0)
+
+
+def _keyed(topic: str, keys: list[str]) -> list[tuple[Message, str | None]]:
+    return [(Message(topic, key.encode(), {"IDEMPOTENCY_KEY": key}, queue_id=0), key)
+            for key in keys]
+
+
+async def test_batches_waiting_on_each_others_keys_do_not_deadlock(serve: ServeFactory) -> None:
+    """The interleaving of issue 12: single put C holds k2; batch A = [k1, k2, k3] waits for
+    k2; batch B = [k3, k1] starts; when C ends, A and B both finish (within a deadline), and
+    later puts with k1 or k3 replay instead of hanging."""
+    async with serve() as served:
+        broker = served.broker
+        created = await served.client.post(URL, json={"body": "creates the topic"})
+        assert created.status_code == 201
+        window = broker.idempotency
+        window.begin("Pay", "k2")  # C: a single put of k2 in flight (the seam: C's put step)
+        batch_a = asyncio.create_task(put_batch(broker, "Pay", _keyed("Pay", ["k1", "k2", "k3"])))
+        await _yield_until(lambda: batch_a_waits_on(window, "k2"))
+        batch_b = asyncio.create_task(put_batch(broker, "Pay", _keyed("Pay", ["k3", "k1"])))
+        await _yield_until(lambda: batch_b.done() or batch_b_waits(window))
+        window.finish("Pay", "k2", None)  # C stored nothing: A must store k2 itself
+        async with asyncio.timeout(5.0):
+            (_, results_a), (_, results_b) = await asyncio.gather(batch_a, batch_b)
+        assert [r["status"] for r in results_a + results_b] == ["PUT_OK"] * 5
+        ids = {r["msg_id"] for r in results_a + results_b}
+        assert len(ids) == 3 and served.stored_count() == 4  # k1, k2, k3 once, plus the first
+        async with asyncio.timeout(5.0):
+            for key in ("k1", "k3"):
+                retry = await served.client.post(URL, json={"body": "x"},
+                                                 headers={"idempotency-key": key})
+                assert retry.json()["replayed"] and retry.json()["msg_id"] in ids
+
+
+def batch_a_waits_on(window: IdempotencyWindow, key: str) -> bool:
+    """Batch A reached its wait: k2 is still in flight and A has run up to awaiting it."""
+    in_flight = window.lookup("Pay", key)
+    return isinstance(in_flight, asyncio.Future) and _awaited(in_flight)
+
+
+def batch_b_waits(window: IdempotencyWindow) -> bool:
+    """Batch B is waiting on a key some other request holds."""
+    return any(_awaited(future) for key, future in window._pending.items() if key[1] == "k1")
+
+
+def _awaited(future: asyncio.Future[Any]) -> bool:
+    # asyncio keeps a future's done-callbacks; a task awaiting it has added its wakeup.
+    return bool(getattr(future, "_callbacks", None))
+
+
+async def test_claim_takes_every_key_or_none() -> None:
+    """claim begins no key while another request holds one of them (it answers that request's
+    future); otherwise it answers the remembered keys and begins all the others at once."""
+    window = IdempotencyWindow(60.0, 10, clock_ms=FakeClock())
+    window.remember("T", "old", _put(1), 1_000_000)
+    window.begin("T", "busy")
+    held = window.claim("T", ["new", "busy", "old"])
+    assert held is window.lookup("T", "busy")
+    assert window.lookup("T", "new") is None and window.replay_count == 0
+    window.finish("T", "busy", None)
+    assert window.claim("T", ["new", "busy", "old"]) == {"old": _put(1)}
+    assert isinstance(window.lookup("T", "new"), asyncio.Future)
+    assert isinstance(window.lookup("T", "busy"), asyncio.Future)
+    assert window.claim("Other", ["new"]) == {}
