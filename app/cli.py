@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import signal
@@ -150,10 +151,19 @@ def _openapi(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed distribution's version (its metadata, not a constant kept in step)."""
+    try:
+        return importlib.metadata.version("twinlog")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout without installing
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="twinlog", description="twinlog: a replicated message store (RocketMQ-style)."
     )
+    parser.add_argument("--version", action="version", version=f"twinlog {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("store-info", help="recover a data dir and print its offsets")
     info.add_argument("--data-dir", required=True)

@@ -1,8 +1,10 @@
 """Alembic migrations run from code: the broker upgrades its metadata database at start.
 
 The Config is built here rather than read from alembic.ini, so this works from any working
-directory; the migrations directory is found relative to this package (repository checkout or
-editable install).
+directory. The migrations live in the repository's top-level `migrations/`; the built
+distribution ships them as the `store.metadata.migrations` package (see pyproject.toml), so an
+installed broker finds them next to this module and a checkout (or editable install) finds
+them at the repository root.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
-# store/metadata/migrate.py -> the repository root, which holds migrations/.
-MIGRATIONS_DIRECTORY = Path(__file__).resolve().parents[2] / "migrations"
+_HERE = Path(__file__).resolve().parent
+# An installed distribution first, then the repository root of a checkout.
+MIGRATIONS_CANDIDATES = (_HERE / "migrations", _HERE.parents[1] / "migrations")
 # How env.py finds what to migrate when it is run from code (see migrations/env.py).
 DATABASE_URL_ATTRIBUTE = "twinlog_database_url"
 CONNECTION_ATTRIBUTE = "connection"
@@ -56,9 +59,16 @@ def head_revision() -> str:
     return head
 
 
+def migrations_directory() -> Path:
+    """Where the Alembic environment (env.py, versions/) of this installation is."""
+    for candidate in MIGRATIONS_CANDIDATES:
+        if (candidate / "env.py").is_file():
+            return candidate
+    searched = ", ".join(str(candidate) for candidate in MIGRATIONS_CANDIDATES)
+    raise FileNotFoundError(f"Alembic migrations not found (searched {searched})")
+
+
 def _scripts_config() -> Config:
-    if not (MIGRATIONS_DIRECTORY / "env.py").is_file():
-        raise FileNotFoundError(f"Alembic migrations not found at {MIGRATIONS_DIRECTORY}")
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIRECTORY))
+    config.set_main_option("script_location", str(migrations_directory()))
     return config

@@ -61,8 +61,11 @@ class BrokerProcess:
     process: subprocess.Popen[bytes] | None = None
     http_port: int = 0  # known once started (from the port file)
     ha_port: int | None = None
-    # What runs `serve`: the CLI itself, or a wrapper around it (tests/support/power_broker.py).
+    # What runs `serve`: the CLI itself, or a wrapper around it (tests/support/power_broker.py),
+    # or an installed `twinlog` script (tests/e2e/test_wheel.py), from `cwd`.
     entry_point: list[str] = field(default_factory=lambda: ["-m", "app.cli"])
+    executable: str = sys.executable
+    cwd: Path = ROOT
     client: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,8 +91,8 @@ class BrokerProcess:
         self.port_file.unlink(missing_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, *self.entry_point, "serve", *self.arguments, "--http-port", "0",
-                 "--ha-port", "0", "--port-file", str(self.port_file)], cwd=ROOT,
+                [self.executable, *self.entry_point, "serve", *self.arguments, "--http-port", "0",
+                 "--ha-port", "0", "--port-file", str(self.port_file)], cwd=self.cwd,
                 env=self.environment, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ports()
         self.client.close()

@@ -25,7 +25,7 @@ from store.metadata import (
     sqlite_database_url,
     upgrade_to_head,
 )
-from store.metadata.migrate import MIGRATIONS_DIRECTORY
+from store.metadata.migrate import migrations_directory
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
 METADATA_TABLES = {table.value for table in MetadataTable} | {"data_version"}
@@ -118,12 +118,12 @@ def test_env_takes_url_from_x_argument_then_environment(
     monkeypatch.setenv("TWINLOG_DATABASE_URL", from_environment)
     # No ini file: env.py then leaves the test run's logging alone.
     config = Config(cmd_opts=Namespace(x=[f"url={from_x}"]))
-    config.set_main_option("script_location", str(MIGRATIONS_DIRECTORY))
+    config.set_main_option("script_location", str(migrations_directory()))
     command.upgrade(config, "head")
     assert _current_revision(from_x) == head_revision()
     assert not (tmp_path / "environment.sqlite3").exists()
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIRECTORY))
+    config.set_main_option("script_location", str(migrations_directory()))
     command.upgrade(config, "head")
     assert _current_revision(from_environment) == head_revision()
 
@@ -133,9 +133,9 @@ def test_alembic_ini_and_revision_file_names() -> None:
     ini = configparser.ConfigParser(interpolation=None)
     ini.read(REPOSITORY_ROOT / "alembic.ini")
     assert ini["alembic"]["script_location"] == "migrations"
-    assert MIGRATIONS_DIRECTORY == REPOSITORY_ROOT / "migrations"
+    assert migrations_directory() == REPOSITORY_ROOT / "migrations"
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIRECTORY))
+    config.set_main_option("script_location", str(migrations_directory()))
     scripts = list(ScriptDirectory.from_config(config).walk_revisions())
     assert scripts, "no revisions"
     for script in scripts:
