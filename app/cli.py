@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cli_ha import add_commands as add_ha_commands
+from app.cli_messages import add_commands as add_message_commands
+from app.cli_metadata import add_commands as add_metadata_commands
 from app.cli_snapshots import add_commands as add_snapshot_commands
 from store import BrokerRole, MessageStore, StoreConfig, StoreError
 from store.config import ConfigError
@@ -204,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     spec.set_defaults(handler=_openapi)
     add_snapshot_commands(commands)
     add_ha_commands(commands)
+    add_metadata_commands(commands)
+    add_message_commands(commands)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""`twinlog ha promote` and `twinlog ha demote`: failover by hand through a broker's admin API."""
+"""`twinlog ha status`, `twinlog ha promote` and `twinlog ha demote`: replication seen and
+steered through a broker's admin API."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from app.cli_client import BrokerClient, add_connection_arguments, print_json, print_table, run
 
 _TIMEOUT_S = 30.0
 
@@ -36,9 +39,40 @@ def _demote(arguments: argparse.Namespace) -> int:
         "master_http_address": arguments.master_http_address})
 
 
+def _status(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    """A table like mqadmin haStatus: the master's offset, then per slave its ack offset,
+    diff, transfer rate and whether it is in sync; on a slave, its view of the master."""
+    answer = client.call("GET", "/admin/ha")
+    if arguments.as_json:
+        print_json(answer)
+        return 0
+    master, slave = answer.get("master"), answer.get("slave")
+    if master is not None:
+        print(f"{answer['role']} at {master['listen_address']}, epoch {master['epoch']}, "
+              f"master offset {master['master_max_offset']}, in sync "
+              f"{master['in_sync_slave_count']} of {master['slaves_needed']} needed")
+        print_table(["SLAVE", "ADDRESS", "STATE", "ACK_OFFSET", "DIFF_BYTES", "BYTES_PER_S",
+                     "IN_SYNC"],
+                    [[s["slave_id"], s["address"], s["state"], s["ack_offset"], s["diff_bytes"],
+                      s["transfer_bytes_per_s"], s["in_sync"]] for s in master["slaves"]])
+    if slave is not None:
+        print(f"{answer['role']} of {slave['master_address']}: "
+              f"{'connected' if slave['connected'] else 'not connected'}, local offset "
+              f"{slave['local_max_offset']}, diff {slave['diff_bytes']} bytes, master epoch "
+              f"{slave['master_epoch']}")
+        for field in ("refusal", "apply_error", "last_error"):
+            if slave.get(field):
+                print(f"{field}: {slave[field]}")
+    return 0
+
+
 def add_commands(commands: Any) -> None:
-    ha = commands.add_parser("ha", help="failover by hand: promote a slave, demote a master")
+    ha = commands.add_parser(
+        "ha", help="replication status; failover by hand: promote a slave, demote a master")
     actions = ha.add_subparsers(dest="ha_command", required=True)
+    status = actions.add_parser("status", help="master offset, per slave ack, diff, in sync")
+    add_connection_arguments(status)
+    status.set_defaults(handler=run(_status))
     promote = actions.add_parser(
         "promote", help="make a slave a master in a new epoch (refused while its master is "
                         "connected, unless --force)")

@@ -1,0 +1,173 @@
+"""`twinlog topic ...` and `twinlog group ...`: topics, groups and consumer offsets over HTTP,
+in the spirit of mqadmin's topicList, updateTopic, topicStatus and consumerProgress."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+from urllib.parse import quote
+
+from app.cli_client import (
+    BrokerClient,
+    CliError,
+    add_connection_arguments,
+    print_json,
+    print_table,
+    run,
+)
+
+_PERMISSION_NAMES = {6: "rw", 4: "r", 2: "w", 0: "-"}
+
+
+def _path(*parts: str | int) -> str:
+    return "/" + "/".join(quote(str(part), safe="") for part in parts)
+
+
+def _topic_list(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    answer = client.call("GET", "/v1/topics")
+    if arguments.as_json:
+        print_json(answer)
+        return 0
+    print_table(["TOPIC", "READ_QUEUES", "WRITE_QUEUES", "PERM"],
+                [[t["name"], t["read_queue_count"], t["write_queue_count"],
+                  _PERMISSION_NAMES.get(t["permission"], str(t["permission"]))]
+                 for t in answer["topics"]])
+    return 0
+
+
+def _topic_create(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    body: dict[str, Any] = {"name": arguments.topic,
+                            "read_queue_count": arguments.read_queues or arguments.queues,
+                            "write_queue_count": arguments.write_queues or arguments.queues}
+    answer = client.call("POST", "/v1/topics", json=body, ok=(200, 201))
+    if arguments.as_json:
+        print_json(answer)
+    else:
+        print(f"created {answer['name']}: {answer['read_queue_count']} read / "
+              f"{answer['write_queue_count']} write queues")
+    return 0
+
+
+def _topic_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    answer = client.call("GET", _path("v1", "topics", arguments.topic))
+    if arguments.as_json:
+        print_json(answer)
+        return 0
+    print(f"{answer['name']}: {answer['read_queue_count']} read / "
+          f"{answer['write_queue_count']} write queues, "
+          f"{_PERMISSION_NAMES.get(answer['permission'], answer['permission'])}")
+    print_table(["QUEUE", "MIN_OFFSET", "MAX_OFFSET", "MESSAGES"],
+                [[q["queue_id"], q["min_offset"], q["max_offset"], q["message_count"]]
+                 for q in answer["queues"]])
+    return 0
+
+
+def _group_list(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    answer = client.call("GET", "/v1/groups")
+    if arguments.as_json:
+        print_json(answer)
+        return 0
+    print_table(["GROUP", "CONSUME", "BROADCAST", "RETRY_QUEUES", "RETRY_MAX"],
+                [[g["name"], g["consume_enabled"], g["broadcast_enabled"],
+                  g["retry_queue_count"], g["retry_times_max"]] for g in answer["groups"]])
+    return 0
+
+
+def _group_create(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    answer = client.call("POST", "/v1/groups", json={"name": arguments.group}, ok=(200, 201))
+    if arguments.as_json:
+        print_json(answer)
+    else:
+        print(f"created {answer['name']}")
+    return 0
+
+
+def _group_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    group = client.call("GET", _path("v1", "groups", arguments.group))
+    offsets = client.call("GET", _path("v1", "groups", arguments.group, "offsets"))
+    if arguments.as_json:
+        print_json({"group": group, "offsets": offsets["offsets"]})
+        return 0
+    print(f"{group['name']}: consume {'on' if group['consume_enabled'] else 'off'}, "
+          f"{group['retry_queue_count']} retry queues, at most {group['retry_times_max']} retries")
+    print_table(["TOPIC", "QUEUE", "OFFSET"],
+                [[o["topic"], o["queue_id"], o["offset"]] for o in offsets["offsets"]])
+    return 0
+
+
+def _group_lag(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    answer = client.call("GET", _path("v1", "groups", arguments.group, "lag"))
+    if arguments.as_json:
+        print_json(answer)
+        return 0
+    print_table(["TOPIC", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"],
+                [[q["topic"], q["queue_id"], q["broker_offset"], q["consumer_offset"], q["lag"]]
+                 for q in answer["queues"]])
+    print(f"total lag {answer['total_lag']}, max {answer['max_lag']}")
+    return 0
+
+
+def _group_reset(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    """Set the group's offset on each queue of a topic (or one queue): to a given offset, or
+    to the queue's first or next offset. Going backwards is allowed: that is what a reset is."""
+    topic = client.call("GET", _path("v1", "topics", arguments.topic))
+    queues = [q for q in topic["queues"]
+              if arguments.queue is None or q["queue_id"] == arguments.queue]
+    if not queues:
+        raise CliError(4, f"{arguments.topic} has no queue {arguments.queue}")
+    done = []
+    for queue in queues:
+        offset = (queue["min_offset"] if arguments.earliest else
+                  queue["max_offset"] if arguments.latest else arguments.offset)
+        client.call("PUT", _path("v1", "groups", arguments.group, "offsets", arguments.topic,
+                                 "queues", queue["queue_id"]),
+                    json={"offset": offset, "allow_backwards": True}, ok=(200, 201, 204))
+        done.append({"topic": arguments.topic, "queue_id": queue["queue_id"], "offset": offset})
+    if arguments.as_json:
+        print_json({"group": arguments.group, "offsets": done})
+    else:
+        print_table(["TOPIC", "QUEUE", "OFFSET"],
+                    [[d["topic"], d["queue_id"], d["offset"]] for d in done])
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    topic = commands.add_parser("topic", help="list, create and describe topics")
+    topic_actions = topic.add_subparsers(dest="topic_command", required=True)
+    listing = topic_actions.add_parser("list", help="every topic with its queues")
+    listing.set_defaults(handler=run(_topic_list))
+    create = topic_actions.add_parser("create", help="create a topic (409 if it exists)")
+    create.add_argument("topic")
+    create.add_argument("--queues", type=int, default=4, help="read and write queues")
+    create.add_argument("--read-queues", type=int)
+    create.add_argument("--write-queues", type=int)
+    create.set_defaults(handler=run(_topic_create))
+    describe = topic_actions.add_parser("describe", help="a topic and its queues' offsets")
+    describe.add_argument("topic")
+    describe.set_defaults(handler=run(_topic_describe))
+
+    group = commands.add_parser("group", help="list, create, describe groups; lag; reset")
+    group_actions = group.add_subparsers(dest="group_command", required=True)
+    group_listing = group_actions.add_parser("list", help="every subscription group")
+    group_listing.set_defaults(handler=run(_group_list))
+    group_create = group_actions.add_parser("create", help="create a subscription group")
+    group_create.add_argument("group")
+    group_create.set_defaults(handler=run(_group_create))
+    group_describe = group_actions.add_parser("describe", help="a group and its offsets")
+    group_describe.add_argument("group")
+    group_describe.set_defaults(handler=run(_group_describe))
+    lag = group_actions.add_parser("lag", help="per queue: broker offset, consumer offset, lag")
+    lag.add_argument("group")
+    lag.set_defaults(handler=run(_group_lag))
+    reset = group_actions.add_parser("reset", help="move a group's offsets on a topic")
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True)
+    reset.add_argument("--queue", type=int, help="one queue (default: every queue)")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--offset", type=int)
+    target.add_argument("--earliest", action="store_true", help="each queue's first offset")
+    target.add_argument("--latest", action="store_true", help="each queue's next offset")
+    reset.set_defaults(handler=run(_group_reset))
+    for parser in (listing, create, describe, group_listing, group_create, group_describe, lag,
+                   reset):
+        add_connection_arguments(parser)
