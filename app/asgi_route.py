@@ -16,12 +16,14 @@ answer every error themselves (problem+json, 500 included), so no middleware is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+BodyGuardCall = Callable[[Scope, Receive, Send, ASGIApp], Awaitable[None]]
 
 
 class ASGIOperation(APIRoute):
@@ -42,6 +44,8 @@ class TwinlogAPI(FastAPI):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._fast_operations: tuple[ASGIOperation, ...] = ()
+        # Set by create_app (app/body_guard.py): the other routes' auth-before-body check.
+        self.body_guard: BodyGuardCall | None = None
 
     def add_fast_operation(self, operation: ASGIOperation) -> None:
         assert operation.methods == {"POST"}, operation.methods
@@ -50,15 +54,18 @@ class TwinlogAPI(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # With a root_path the route path differs from scope["path"]: take the normal lane.
-        if scope["type"] == "http" and scope["method"] == "POST" and not self.root_path \
-                and not scope.get("root_path"):
-            path = scope["path"]
-            for operation in self._fast_operations:
-                match = operation.path_regex.match(path)
-                if match is not None:
-                    scope["app"] = self
-                    scope["route"] = operation
-                    scope["path_params"] = match.groupdict()
-                    await operation.app(scope, receive, send)
-                    return
+        if scope["type"] == "http":
+            if scope["method"] == "POST" and not self.root_path and not scope.get("root_path"):
+                path = scope["path"]
+                for operation in self._fast_operations:
+                    match = operation.path_regex.match(path)
+                    if match is not None:
+                        scope["app"] = self
+                        scope["route"] = operation
+                        scope["path_params"] = match.groupdict()
+                        await operation.app(scope, receive, send)
+                        return
+            if self.body_guard is not None:
+                await self.body_guard(scope, receive, send, super().__call__)
+                return
         await super().__call__(scope, receive, send)

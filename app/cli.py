@@ -61,6 +61,8 @@ _SERVE_FLAGS = {
     "master_http_address": "master_http_address",
     "data_dir": "data_dir",
     "flush_disk_type": "flush_disk_type",
+    "tls_cert": "tls_cert",
+    "tls_key": "tls_key",
 }
 
 
@@ -78,10 +80,9 @@ def _serve_overrides(arguments: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(arguments: argparse.Namespace) -> int:
-    import uvicorn
-
+    from app.fd_budget import FdBudgetError, fd_budget, raise_nofile_limit
+    from app.http_server import build_server
     from app.main import create_app
-    from app.port_file import PortReportingServer
     from app.settings import SettingsError, load_settings
 
     config_file = Path(arguments.config) if arguments.config else None
@@ -101,13 +102,14 @@ def _serve(arguments: argparse.Namespace) -> int:
             f"anyone who reaches port {settings.ha_listen_port} can read the whole commit log "
             "and acknowledge SYNC_MASTER puts")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per slave sync request
+    try:
+        budget = fd_budget(settings, raise_nofile_limit())
+    except FdBudgetError as error:
+        print(f"twinlog: {error}", file=sys.stderr)
+        return 2
     app = create_app(settings)
-    server = PortReportingServer(uvicorn.Config(
-        app, host=settings.http_host, port=settings.http_port,
-        loop=_available("uvloop", "auto"), http=_available("httptools", "auto"),
-        lifespan="on", access_log=False, log_level=settings.log_level, server_header=False,
-        timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s)),
-        app, Path(arguments.port_file) if arguments.port_file else None)
+    server = build_server(app, settings, budget,
+                          Path(arguments.port_file) if arguments.port_file else None)
     # uvicorn re-raises the stop signal after its graceful shutdown; with these handlers in
     # place that ends here, and a broker stopped cleanly by SIGTERM or Ctrl-C exits with 0.
     stop_signals: list[int] = []
@@ -115,14 +117,6 @@ def _serve(arguments: argparse.Namespace) -> int:
         signal.signal(stop_signal, lambda signum, _: stop_signals.append(signum))
     server.run()
     return 0 if server.started else 3
-
-
-def _available(module: str, fallback: str) -> str:
-    try:
-        __import__(module)
-    except ImportError:
-        return fallback
-    return module
 
 
 def _dev(arguments: argparse.Namespace) -> int:
@@ -186,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="http://host:port of the master (a slave's metadata sync)")
     serve.add_argument("--data-dir")
     serve.add_argument("--flush-disk-type", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    serve.add_argument("--tls-cert", help="PEM certificate (chain): serve HTTPS")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
     serve.add_argument("--port-file", help="once serving, write the bound HTTP and HA ports "
                                            "here as JSON (for --http-port 0 --ha-port 0)")
     serve.add_argument("--set", action="append", metavar="NAME=VALUE",

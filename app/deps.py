@@ -38,14 +38,22 @@ BrokerDep = Annotated[Broker, Depends(get_broker)]
 MasterBrokerDep = Annotated[Broker, Depends(get_master_broker)]
 
 
+class ScopeCheck:
+    """The dependency `requires` adds; `token_scope` lets the body guard (app/body_guard.py)
+    check the same scope before the body is read."""
+
+    def __init__(self, token_scope: Scope) -> None:
+        self.token_scope = token_scope
+
+    def __call__(self, request: Request, gateway: GatewayDep,
+                 _: Annotated[HTTPAuthorizationCredentials | None,
+                              Security(bearer_scheme)]) -> None:
+        gateway.auth.check(request.headers.get("authorization"), self.token_scope)
+
+
 def requires(scope: Scope) -> Any:
     """A dependency that refuses a request without a token holding `scope` (401/403)."""
-
-    def check(request: Request, gateway: GatewayDep,
-              _: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)]) -> None:
-        gateway.auth.check(request.headers.get("authorization"), scope)
-
-    return Depends(check)
+    return Depends(ScopeCheck(scope))
 
 
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="Topic name.")]

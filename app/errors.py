@@ -50,6 +50,10 @@ PROBLEMS: dict[str, ProblemKind] = {
     "REQUEST_TOO_LARGE": ProblemKind(413, "The request body is too large"),
     "MESSAGE_TOO_LARGE": ProblemKind(413, "The message body is too large"),
     "TOO_MANY_MESSAGES": ProblemKind(413, "Too many messages in one batch"),
+    "REQUEST_HEADERS_TOO_LARGE": ProblemKind(431, "The request headers are too large"),
+    "REQUEST_TIMEOUT": ProblemKind(408, "The request did not arrive in time"),
+    "TOO_MANY_CONNECTIONS": ProblemKind(503, "The broker holds as many connections as it "
+                                             "allows; retry later", RETRY_AFTER_S),
     "UNAUTHORIZED": ProblemKind(401, "A valid bearer token is required"),
     "FORBIDDEN": ProblemKind(403, "The token lacks the scope this operation needs"),
     "NOT_FOUND": ProblemKind(404, "No such resource"),

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from app import openapi
 from app.asgi_route import TwinlogAPI
 from app.auth import Authenticator
+from app.body_guard import BodyGuard
 from app.broker import Broker
 from app.errors import ApiError, code_for_http_status, from_metadata_error, render
 from app.gateway import Gateway
@@ -48,8 +49,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                      **options)
     app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
     produce.install(app)
-    for router in (consume.router, topics.router, groups.router, admin.router, health.router):
+    routers = (consume.router, topics.router, groups.router, admin.router, health.router)
+    for router in routers:
         app.include_router(router)
+    app.body_guard = BodyGuard(app, routers)
     _install_error_handlers(app)
     openapi.install(app)
     return app

@@ -9,6 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -54,6 +55,17 @@ class LatencyHistogram:
         return buckets
 
 
+@dataclass(slots=True)
+class RefusalCounts:
+    """HTTP connections refused or cut by the protocol's limits (app/http_protocol.py)."""
+
+    connections_refused: int = 0
+    heads_too_large: int = 0
+    head_timeouts: int = 0
+    body_timeouts: int = 0
+    lingers_cut: int = 0
+
+
 class Metrics:
     def __init__(self, broker: Callable[[], Broker | None]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -63,6 +75,7 @@ class Metrics:
         # before the store (MALFORMED_JSON, UNAUTHORIZED, ...).
         self.puts: Counter[str] = Counter()
         self.request_bytes_total = 0
+        self.http_refusals = RefusalCounts()
         self.registry.register(_BrokerCollector(self, broker))
 
     def render(self) -> bytes:
@@ -90,6 +103,12 @@ class _BrokerCollector(Collector):
         yield CounterMetricFamily("twinlog_http_produce_request_bytes",
                                   "Produce request body bytes received",
                                   value=self._metrics.request_bytes_total)
+        refused = CounterMetricFamily("twinlog_http_connections_cut",
+                                      "HTTP connections refused or cut by a limit, by reason",
+                                      labels=["reason"])
+        for reason, count in asdict(self._metrics.http_refusals).items():
+            refused.add_metric([reason], count)
+        yield refused
         broker = self._broker()
         if broker is None or not broker.is_running:
             return

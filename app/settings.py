@@ -34,6 +34,7 @@ from store.paths import StorePaths
 CONFIG_FILE_VARIABLE = "TWINLOG_CONFIG_FILE"
 GIB = 1 << 30
 MIB = 1 << 20
+KIB = 1 << 10
 
 _config_file: ContextVar[Path | None] = ContextVar("twinlog_config_file", default=None)
 
@@ -69,6 +70,30 @@ class Settings(BaseSettings):
     max_body_size_bytes: int = Field(8 * MIB, ge=1024)
     idempotency_window_s: float = Field(300.0, gt=0, le=7 * 24 * 3600)
     idempotency_keys_max: int = Field(100_000, ge=1, le=10_000_000)
+    # -- HTTP connection limits (docs/gateway-limits.md) ------------------------------------------
+    max_metadata_body_size_bytes: int = Field(
+        MIB, ge=1024, le=64 * MIB,
+        description="request body limit of every route but produce (topics, groups, offsets, "
+                    "admin); checked after the token and before a byte is read")
+    http_header_bytes_max: int = Field(32 * KIB, ge=1024, le=MIB,
+                                       description="request line and headers, in bytes")
+    http_headers_max: int = Field(100, ge=8, le=10_000,
+                                  description="header fields in one request")
+    http_header_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="a request's line and headers must arrive within this "
+                                        "of the connection opening or the previous response")
+    http_body_timeout_s: float = Field(
+        30.0, gt=0, le=3600, description="a request body must arrive whole within this of its "
+                                         "headers")
+    http_keep_alive_timeout_s: int = Field(5, ge=1, le=3600,
+                                           description="an idle keep-alive connection is closed "
+                                                       "after this")
+    http_connections_max: int = Field(
+        1024, ge=1, le=1_000_000,
+        description="open HTTP connections; lowered at start to what the descriptor budget "
+                    "leaves (app/fd_budget.py); past it a new connection gets 503 and a close")
+    tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     # -- store ---------------------------------------------------------------------------------
     data_dir: Path = Path("data")
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
@@ -111,6 +136,8 @@ class Settings(BaseSettings):
     master_auth_token: str | None = None
     slave_sync_interval_s: float = Field(60.0, gt=0)
     slave_sync_timeout_s: float = Field(5.0, gt=0, le=60)
+    master_ca_file: Path | None = Field(None, description="PEM CA bundle that verifies an https "
+                                        "master_http_address (default: the system's CAs)")
     # -- metadata ------------------------------------------------------------------------------
     database_url: str | None = None
     auto_create_topics: bool = True
@@ -157,6 +184,8 @@ class Settings(BaseSettings):
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ValueError("master_http_address: expected http://host:port "
                                  f"(got {self.master_http_address!r})")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_key: tls_cert and tls_key go together (got only one)")
         if self.max_body_size_bytes < self.message_size_max_bytes:
             raise ValueError(
                 f"max_body_size_bytes: must be >= message_size_max_bytes "

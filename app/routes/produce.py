@@ -2,8 +2,9 @@
 
 Both are ASGIOperations (app/asgi_route.py): the functions at the bottom describe them for the
 OpenAPI spec; the `*_asgi` callables serve them, checking what those signatures declare. Order:
-token, role (a slave answers 503 naming its master), topic name, content type, idempotency key,
-body size, body schema, queue id; then the put, awaited without blocking a thread.
+token, role (a slave answers 503 naming its master), declared body size, topic name, content
+type, idempotency key, body size as read, body schema, queue id; then the put, awaited without
+blocking a thread.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import orjson
 from fastapi import Body, Header, Query
 from starlette.types import Receive, Scope, Send
 
+from app.asgi_answer import send_answer, send_problem
+from app.asgi_body import Disconnected, check_declared_size, read_body
 from app.asgi_route import ASGIOperation, TwinlogAPI, documentation_only
 from app.deps import TopicPath, requires
-from app.errors import ApiError, render
+from app.errors import ApiError
 from app.gateway import Gateway
 from app.openapi import problem_responses
 from app.produce import (
@@ -52,10 +55,6 @@ OCTET_STREAM = b"application/octet-stream"
 _JSON_HEADERS = [(b"content-type", JSON)]
 _REPLAYED_HEADERS = [*_JSON_HEADERS, (b"idempotent-replayed", b"true")]
 _ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
-
-
-class _Disconnected(Exception):
-    """The client went away before its body arrived: nothing to answer."""
 
 
 @dataclass(slots=True)
@@ -112,32 +111,6 @@ def _idempotency_key(value: bytes | None) -> str | None:
     return value.decode("ascii")
 
 
-async def _read_body(receive: Receive, content_length: bytes | None, size_max: int) -> bytes:
-    if content_length is not None and content_length.isdigit() and int(content_length) > size_max:
-        raise _request_too_large(int(content_length), size_max)
-    message = await receive()
-    if message["type"] != "http.request":
-        raise _Disconnected
-    body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
-        if len(body) > size_max:
-            raise _request_too_large(len(body), size_max)
-        return body
-    chunks = [body]
-    size = len(body)
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise _Disconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > size_max:
-            raise _request_too_large(size, size_max)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 def _request_too_large(size: int, size_max: int) -> ApiError:
     return ApiError("REQUEST_TOO_LARGE", f"request body of {size} bytes or more is over the "
                     f"limit of {size_max} bytes (max_body_size_bytes)", put_status=_ILLEGAL)
@@ -150,21 +123,9 @@ def _query_queue_id(query_string: bytes) -> str | None:
     return values[-1] if values else None
 
 
-async def _send(send: Send, http_status: int, body: bytes,
-                headers: list[tuple[bytes, bytes]]) -> None:
-    await send({"type": "http.response.start", "status": http_status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_problem(send: Send, scope: Scope, error: ApiError) -> None:
-    problem = render(error, scope.get("path"))
-    await _send(send, problem.http_status, problem.body, problem.headers)
-
-
 async def _refuse(send: Send, scope: Scope, gateway: Gateway, error: ApiError) -> None:
     gateway.metrics.puts[error.put_status.value if error.put_status else error.code] += 1
-    await _send_problem(send, scope, error)
+    await send_problem(send, scope, error)
 
 
 async def _fail(send: Send, scope: Scope, gateway: Gateway) -> None:
@@ -181,13 +142,13 @@ async def produce_message_asgi(scope: Scope, receive: Receive, send: Send) -> No
         answer = await _produce_message(scope, receive, gateway)
     except ApiError as error:
         await _refuse(send, scope, gateway, error)
-    except _Disconnected:
+    except Disconnected:
         return
     except Exception:
         await _fail(send, scope, gateway)
     else:
         gateway.metrics.puts[answer.status_name] += 1
-        await _send(send, answer.http_status, answer.body,
+        await send_answer(send, answer.http_status, answer.body,
                     _REPLAYED_HEADERS if answer.replayed else _JSON_HEADERS)
     gateway.metrics.single_latency.observe(time.perf_counter() - started_s)
 
@@ -196,12 +157,15 @@ async def _produce_message(scope: Scope, receive: Receive, gateway: Gateway) -> 
     headers = _headers(scope["headers"])
     gateway.auth.check(headers.authorization, TokenScope.PRODUCE)
     broker = gateway.master_broker(for_put=True)
+    # Before anything else about the request: a refusal here reads no byte of the body.
+    check_declared_size(headers.content_length, gateway.settings.max_body_size_bytes,
+                        _request_too_large)
     topic: str = scope["path_params"]["topic"]
     check_topic(topic)
     media_type = _media_type(headers.content_type)
     key = _idempotency_key(headers.idempotency_key)
     settings = gateway.settings
-    body = await _read_body(receive, headers.content_length, settings.max_body_size_bytes)
+    body = await read_body(receive, None, settings.max_body_size_bytes, _request_too_large)
     gateway.metrics.request_bytes_total += len(body)
     born_host = born_host_of(scope.get("client"))
     queue_id = _query_queue_id(scope.get("query_string", b""))
@@ -226,7 +190,7 @@ async def produce_batch_asgi(scope: Scope, receive: Receive, send: Send) -> None
         http_status, results = await _produce_batch(scope, receive, gateway)
     except ApiError as error:
         await _refuse(send, scope, gateway, error)
-    except _Disconnected:
+    except Disconnected:
         return
     except Exception:
         await _fail(send, scope, gateway)
@@ -234,7 +198,7 @@ async def produce_batch_asgi(scope: Scope, receive: Receive, send: Send) -> None
         puts = gateway.metrics.puts
         for result in results:
             puts[result["status"]] += 1
-        await _send(send, http_status, orjson.dumps({"results": results}), _JSON_HEADERS)
+        await send_answer(send, http_status, orjson.dumps({"results": results}), _JSON_HEADERS)
     gateway.metrics.batch_latency.observe(time.perf_counter() - started_s)
 
 
@@ -243,6 +207,9 @@ async def _produce_batch(scope: Scope, receive: Receive,
     headers = _headers(scope["headers"])
     gateway.auth.check(headers.authorization, TokenScope.PRODUCE)
     broker = gateway.master_broker(for_put=True)
+    # Before anything else about the request: a refusal here reads no byte of the body.
+    check_declared_size(headers.content_length, gateway.settings.max_body_size_bytes,
+                        _request_too_large)
     topic: str = scope["path_params"]["topic"]
     check_topic(topic)
     if _media_type(headers.content_type) != JSON:
@@ -252,7 +219,7 @@ async def _produce_batch(scope: Scope, receive: Receive,
         raise ApiError("VALIDATION_FAILED", "a batch takes idempotency_key per entry, not the "
                        "Idempotency-Key header", put_status=_ILLEGAL)
     settings = gateway.settings
-    body = await _read_body(receive, headers.content_length, settings.max_body_size_bytes)
+    body = await read_body(receive, None, settings.max_body_size_bytes, _request_too_large)
     gateway.metrics.request_bytes_total += len(body)
     entries = batch_from_json(topic, body, settings.max_batch_messages,
                               settings.message_size_max_bytes, born_host_of(scope.get("client")))

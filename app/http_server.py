@@ -1,0 +1,57 @@
+"""The uvicorn server of `twinlog serve`: the guarded protocol, its deadlines, TLS.
+
+`build_server` turns the settings into a uvicorn config: the connection cap from the
+descriptor budget (app/fd_budget.py), the guarded httptools protocol (app/http_protocol.py),
+the keep-alive timeout, and the certificate and key when TLS is on. The server checks the
+connections' deadlines every EXPIRE_EVERY_TICKS of uvicorn's 0.1 s ticks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from app.fd_budget import FdBudget
+from app.http_protocol import ConnectionLimits, expire_overdue, protocol_class
+from app.metrics import RefusalCounts
+from app.port_file import PortReportingServer
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# 0.5 s: a deadline is enforced at most this late.
+EXPIRE_EVERY_TICKS = 5
+
+
+class TwinlogServer(PortReportingServer):
+    async def on_tick(self, counter: int) -> bool:
+        if counter % EXPIRE_EVERY_TICKS == 0:
+            expire_overdue(self.server_state.connections, asyncio.get_running_loop().time())
+        return await super().on_tick(counter)
+
+
+def _available(module: str, fallback: str) -> str:
+    try:
+        __import__(module)
+    except ImportError:
+        return fallback
+    return module
+
+
+def build_server(app: FastAPI, settings: Settings, budget: FdBudget,
+                 port_file: Path | None) -> TwinlogServer:
+    counts: RefusalCounts = app.state.gateway.metrics.http_refusals
+    limits = ConnectionLimits.from_settings(settings, budget.connections_max)
+    config = uvicorn.Config(
+        app, host=settings.http_host, port=settings.http_port,
+        loop=_available("uvloop", "auto"), http=protocol_class(limits, counts),
+        lifespan="on", access_log=False, log_level=settings.log_level, server_header=False,
+        timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s),
+        ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
+    log.info("%s (http_connections_max %d)", budget.describe(), settings.http_connections_max)
+    return TwinlogServer(config, app, port_file)
