@@ -6,13 +6,17 @@ diffs, connections, dispatch lag) are read when Prometheus scrapes.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -21,6 +25,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from app.latency import LatencyHistogram
+from app.metrics_usage import ConsumeStats, UsageCollector
 from ha import MasterDiff
 from store import MessageStore
 
@@ -28,31 +34,6 @@ if TYPE_CHECKING:
     from app.broker import Broker
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
-                     5.0, 10.0)
-
-
-class LatencyHistogram:
-    """Fixed buckets and no lock: observed from the event loop's thread only (a
-    prometheus_client Histogram takes a lock per observation)."""
-
-    def __init__(self, upper_bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
-        self.upper_bounds_s = upper_bounds_s
-        self.counts = [0] * (len(upper_bounds_s) + 1)  # the last one is +Inf
-        self.sum_s = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(self.upper_bounds_s, seconds)] += 1
-        self.sum_s += seconds
-
-    def cumulative_buckets(self) -> list[tuple[str, float]]:
-        buckets = []
-        total = 0
-        for bound, count in zip((*map(str, self.upper_bounds_s), "+Inf"), self.counts,
-                                strict=True):
-            total += count
-            buckets.append((bound, float(total)))
-        return buckets
 
 
 @dataclass(slots=True)
@@ -76,7 +57,12 @@ class Metrics:
         self.puts: Counter[str] = Counter()
         self.request_bytes_total = 0
         self.http_refusals = RefusalCounts()
+        self.consume = ConsumeStats()
         self.registry.register(_BrokerCollector(self, broker))
+        self.registry.register(UsageCollector(broker, self.consume))
+        # process_* (CPU seconds, resident memory, open fds) and python_info.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
 from app.broker import Broker
-from app.deps import BrokerDep, QueueIdPath, TopicPath, requires
+from app.deps import BrokerDep, GatewayDep, QueueIdPath, TopicPath, requires
 from app.errors import ApiError
 from app.openapi import problem_responses
 from app.schemas import PROPERTY_IDEMPOTENCY_KEY, ConsumedMessage, ConsumeResult
@@ -28,6 +29,7 @@ def consume_messages(
     topic: TopicPath,
     queue_id: QueueIdPath,
     broker: BrokerDep,
+    gateway: GatewayDep,
     offset: Annotated[int, Query(ge=0, le=2**53 - 1,
                                  description="The queue offset to read from.")] = 0,
     max_messages: Annotated[int, Query(ge=1, le=READ_MESSAGES_MAX)] = 32,
@@ -37,8 +39,11 @@ def consume_messages(
 ) -> ConsumeResult:
     """Messages of one queue from `offset` on, with `next_offset` for the next read. An offset
     below the queue's minimum answers OFFSET_TOO_SMALL with next_offset = the minimum."""
+    started_s = time.perf_counter()
     check_readable_queue(broker, topic, queue_id)
     result = broker.store.get_messages(topic, queue_id, offset, max_messages)
+    gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
+                                    [message.store_timestamp_ms for message in result.messages])
     return ConsumeResult(
         topic=topic, queue_id=queue_id, status=result.status, next_offset=result.next_offset,
         min_offset=result.min_offset, max_offset=result.max_offset,

@@ -1,0 +1,31 @@
+"""A latency histogram with fixed buckets and no lock of its own (see its users)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
+                     5.0, 10.0)
+
+
+class LatencyHistogram:
+    """Fixed buckets and no lock: observed from the event loop's thread only, or under its
+    user's lock (a prometheus_client Histogram takes a lock per observation)."""
+
+    def __init__(self, upper_bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self.upper_bounds_s = upper_bounds_s
+        self.counts = [0] * (len(upper_bounds_s) + 1)  # the last one is +Inf
+        self.sum_s = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.upper_bounds_s, seconds)] += 1
+        self.sum_s += seconds
+
+    def cumulative_buckets(self) -> list[tuple[str, float]]:
+        buckets = []
+        total = 0
+        for bound, count in zip((*map(str, self.upper_bounds_s), "+Inf"), self.counts,
+                                strict=True):
+            total += count
+            buckets.append((bound, float(total)))
+        return buckets
