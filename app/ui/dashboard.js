@@ -1,0 +1,169 @@
+// The broker's dashboard: polls /admin/ha and /metrics with the token given (a read-only
+// monitor token is enough) and draws the master/slave diff per slave over the last minutes.
+// No library and no network beyond the broker itself. State is kept in `window.twinlogDashboard`
+// so that a test (or a curious operator) can read what the page drew.
+"use strict";
+
+const HISTORY_MS = 5 * 60 * 1000;
+const SAMPLES_MAX = 2000; // per slave: a bound even with a short interval
+const params = new URLSearchParams(location.search);
+const intervalMs = Math.max(100, Number(params.get("interval_ms")) || 2000);
+const colors = ["#3b6fd4", "#d9822b", "#147a3d", "#b42318", "#7a3bd4", "#2b9ad9"];
+
+const state = {
+  history: {},   // slave id -> [{t, diff}]
+  lastPuts: null, // {t, total} for the put rate
+  errors: 0,
+  polls: 0,
+};
+window.twinlogDashboard = state;
+
+function token() {
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromHash) sessionStorage.setItem("twinlog-token", fromHash);
+  return sessionStorage.getItem("twinlog-token") || "";
+}
+
+async function get(path, asText) {
+  const headers = token() ? { Authorization: `Bearer ${token()}` } : {};
+  const response = await fetch(path, { headers, cache: "no-store" });
+  if (!response.ok) {
+    let detail = response.statusText;
+    try { detail = (await response.json()).detail || detail; } catch (_) { /* not JSON */ }
+    throw new Error(`${path}: ${response.status} ${detail}`);
+  }
+  return asText ? response.text() : response.json();
+}
+
+// Prometheus text format: `name{label="value",...} number` lines (comments skipped).
+function parseMetrics(text) {
+  const samples = [];
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const match = line.match(/^([a-zA-Z_:][\w:]*)(\{(.*)\})?\s+(\S+)/);
+    if (!match) continue;
+    const labels = {};
+    for (const pair of (match[3] || "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[pair[1]] = pair[2];
+    }
+    samples.push({ name: match[1], labels, value: Number(match[4]) });
+  }
+  return samples;
+}
+
+function escapeXml(text) {
+  return String(text).replace(/[<>&"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+function setText(id, value) { document.getElementById(id).textContent = value; }
+
+function fillTable(id, rows) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.replaceChildren(...rows.map((cells) => {
+    const row = document.createElement("tr");
+    for (const cell of cells) {
+      const td = document.createElement("td");
+      if (typeof cell === "number") td.className = "number";
+      if (typeof cell === "boolean") td.className = cell ? "yes" : "no";
+      td.textContent = typeof cell === "boolean" ? (cell ? "yes" : "NO") : String(cell);
+      row.appendChild(td);
+    }
+    return row;
+  }));
+}
+
+function record(now, slaves) {
+  for (const slave of slaves) {
+    const series = (state.history[slave.slave_id] ||= []);
+    series.push({ t: now, diff: slave.diff_bytes });
+    while (series.length > SAMPLES_MAX || (series.length && series[0].t < now - HISTORY_MS)) {
+      series.shift();
+    }
+  }
+}
+
+function drawChart(now) {
+  const svg = document.getElementById("diff-chart");
+  const width = 800, height = 240, pad = 4;
+  const all = Object.values(state.history).flat();
+  const top = Math.max(1, ...all.map((p) => p.diff));
+  // The window is the last five minutes, or since the first sample when the page is younger.
+  const first = all.length ? Math.min(...all.map((p) => p.t)) : now;
+  const spanMs = Math.max(1000, now - Math.max(now - HISTORY_MS, first));
+  const x = (t) => pad + (width - 2 * pad) * (1 - (now - t) / spanMs);
+  const y = (d) => height - pad - (height - 2 * pad) * (d / top);
+  const parts = [`<text x="6" y="14" font-size="12" fill="#6b7280">max ${top} bytes</text>`];
+  Object.entries(state.history).forEach(([id, series], index) => {
+    const points = series.map((p) => `${x(p.t).toFixed(1)},${y(p.diff).toFixed(1)}`).join(" ");
+    const color = colors[index % colors.length];
+    parts.push(`<polyline data-slave="${escapeXml(id)}" fill="none" stroke="${color}" stroke-width="2" ` +
+               `points="${points}"/>`);
+    parts.push(`<text x="6" y="${30 + 14 * index}" font-size="12" fill="${color}">${escapeXml(id)}</text>`);
+  });
+  svg.innerHTML = parts.join("");
+}
+
+function showMetrics(now, samples) {
+  const puts = samples.filter((s) => s.name === "twinlog_puts_total" &&
+                                     s.labels.status === "PUT_OK")
+                      .reduce((sum, s) => sum + s.value, 0);
+  if (state.lastPuts) {
+    const seconds = (now - state.lastPuts.t) / 1000;
+    setText("put-rate", seconds > 0 ? ((puts - state.lastPuts.total) / seconds).toFixed(1) : "-");
+  }
+  state.lastPuts = { t: now, total: puts };
+  fillTable("topics", samples.filter((s) => s.name === "twinlog_topic_messages_total")
+                             .map((s) => [s.labels.topic, s.value]));
+  fillTable("lag", samples.filter((s) => s.name === "twinlog_consumer_lag_messages")
+                          .map((s) => [s.labels.group, s.labels.topic, s.value]));
+}
+
+function showHa(ha) {
+  setText("role", ha.role);
+  const master = ha.master;
+  if (master) {
+    setText("epoch", master.epoch);
+    setText("connections", master.connection_count);
+    setText("in-sync", `${master.in_sync_slave_count} / ${master.slaves_needed} needed`);
+    fillTable("slaves", master.slaves.map((s) => [s.slave_id, s.address, s.state, s.ack_offset,
+                                                  s.diff_bytes, s.in_sync]));
+    return [...master.slaves];
+  }
+  const slave = ha.slave;
+  setText("epoch", slave ? slave.master_epoch : "-");
+  setText("connections", slave && slave.connected ? 1 : 0);
+  setText("in-sync", "-");
+  const self = slave ? [{ slave_id: "this slave", address: slave.master_address,
+                          state: slave.connected ? "connected" : "down",
+                          ack_offset: slave.local_max_offset, diff_bytes: slave.diff_bytes,
+                          in_sync: slave.connected }] : [];
+  fillTable("slaves", self.map((s) => [s.slave_id, s.address, s.state, s.ack_offset,
+                                       s.diff_bytes, s.in_sync]));
+  return self;
+}
+
+async function poll() {
+  const now = Date.now();
+  try {
+    const [ha, metrics] = await Promise.all([get("/admin/ha"), get("/metrics", true)]);
+    record(now, showHa(ha));
+    showMetrics(now, parseMetrics(metrics));
+    drawChart(now);
+    document.getElementById("error").hidden = true;
+    state.polls += 1;
+  } catch (error) {
+    state.errors += 1;
+    const box = document.getElementById("error");
+    box.textContent = String(error.message || error);
+    box.hidden = false;
+  } finally {
+    setTimeout(poll, intervalMs);
+  }
+}
+
+document.getElementById("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem("twinlog-token", document.getElementById("token").value);
+});
+setText("interval", intervalMs);
+poll();
