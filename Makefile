@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test lint types unit bench mutate faults sim clean
+.PHONY: setup run test lint types unit bench mutate faults sim sim-timing clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,8 +58,12 @@ mutate: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .mutmut-cache
 
-# The DLedger simulation over many seeds (not part of `make test`, which runs a fixed set):
-# `make sim SEEDS=10000`; a failure prints its seed, `python -m ha.dledger.sim --seed N` replays it.
-SEEDS ?= 10000
+# The DLedger simulation over many seeds (not part of `make test`, which runs seeds 0-299):
+# `make sim` runs 10,000 over 2 processes and prints how many and how long (`SEEDS=N`,
+# `WORKERS=N`); a failure prints its seed, `python -m ha.dledger.sim --seed N` replays it.
+# The timing model (failover p50/max, quiet healthy group): `make sim-timing`.
 sim: setup
-	$(BIN)/python -m ha.dledger.sim --seeds $(SEEDS)
+	$(BIN)/python -m ha.dledger.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
+
+sim-timing: setup
+	$(BIN)/python -m ha.dledger.scenarios --seeds $(or $(SEEDS),200)

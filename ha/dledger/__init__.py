@@ -10,15 +10,25 @@ from ha.dledger.actions import (
     AppendEntries,
     AppendStatus,
     CompleteAppend,
+    CompleteTransfer,
     PersistTermVote,
     ResetLog,
     Send,
+    TransferStatus,
     TruncateFrom,
 )
 from ha.dledger.config import DLedgerConfig
 from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, MemberState, Role
-from ha.dledger.messages import Entry, Message, PushRequest, PushResponse, VoteRequest, VoteResponse
+from ha.dledger.messages import (
+    Entry,
+    Message,
+    PushRequest,
+    PushResponse,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+)
 from ha.dledger.node import DLedgerNode
 from ha.dledger.progress import DispatcherState, EntryDispatcher
 
@@ -28,6 +38,7 @@ __all__ = [
     "AppendEntries",
     "AppendStatus",
     "CompleteAppend",
+    "CompleteTransfer",
     "DLedgerConfig",
     "DLedgerNode",
     "DispatcherState",
@@ -43,6 +54,8 @@ __all__ = [
     "ResetLog",
     "Role",
     "Send",
+    "TimeoutNow",
+    "TransferStatus",
     "TruncateFrom",
     "VoteRequest",
     "VoteResponse",

@@ -20,12 +20,30 @@ class AppendStatus(enum.Enum):
     OK = "OK"  # committed on a quorum in the leader's term
     NOT_LEADER = "NOT_LEADER"  # refused, nothing appended
     LEADER_PENDING_FULL = "LEADER_PENDING_FULL"  # refused, nothing appended
+    # refused, nothing appended: leadership is being handed over, retry on the new leader
+    LEADER_TRANSFERRING = "LEADER_TRANSFERRING"
     WAIT_QUORUM_ACK_TIMEOUT = "WAIT_QUORUM_ACK_TIMEOUT"  # indeterminate
     LEADERSHIP_LOST = "LEADERSHIP_LOST"  # indeterminate (DLedger's TERM_CHANGED 501)
 
     @property
     def indeterminate(self) -> bool:
         return self in (AppendStatus.WAIT_QUORUM_ACK_TIMEOUT, AppendStatus.LEADERSHIP_LOST)
+
+
+class TransferStatus(enum.Enum):
+    """How a leadership transfer request ended (the admin endpoint's answer)."""
+
+    OK = "OK"  # the target got TimeoutNow and a new term started: this node is a follower
+    NOT_LEADER = "NOT_LEADER"  # refused: only the leader transfers
+    NOT_MEMBER = "NOT_MEMBER"  # refused: the target is not in the group
+    TARGET_IS_SELF = "TARGET_IS_SELF"  # refused: the leader already leads
+    IN_PROGRESS = "IN_PROGRESS"  # refused: another transfer is running
+    # refused: the target's match stayed below the leader's end for transfer_catchup_ticks
+    NOT_CAUGHT_UP = "NOT_CAUGHT_UP"
+    # TimeoutNow went out but no new term came within an election timeout: still the leader
+    TIMEOUT = "TIMEOUT"
+    # the leader stepped down for another reason (lost its quorum) before handing over
+    LEADERSHIP_LOST = "LEADERSHIP_LOST"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,5 +98,13 @@ class CompleteAppend:
     term: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompleteTransfer:
+    """The answer to `transfer_leadership(target_id)`, given once per request."""
+
+    target_id: str
+    status: TransferStatus
+
+
 Write = PersistTermVote | AppendEntries | TruncateFrom | ResetLog
-Action = Send | Write | AdvanceCommit | CompleteAppend
+Action = Send | Write | AdvanceCommit | CompleteAppend | CompleteTransfer

@@ -19,15 +19,33 @@ class Entry:
     payload: bytes
 
 
+def payload_bytes(entries: tuple[Entry, ...]) -> int:
+    return sum(len(entry.payload) for entry in entries)
+
+
+def within_bytes(entries: tuple[Entry, ...], bytes_max: int) -> tuple[Entry, ...]:
+    """The longest prefix of `entries` whose payloads fit in `bytes_max`, and at least one
+    entry: a push must make progress whatever the size of one message."""
+    total_bytes = 0
+    for count, entry in enumerate(entries):
+        total_bytes += len(entry.payload)
+        if total_bytes > bytes_max and count > 0:
+            return entries[:count]
+    return entries
+
+
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
-    """A (pre-)vote request; a pre-vote asks for `term` without anyone raising their term."""
+    """A (pre-)vote request; a pre-vote asks for `term` without anyone raising their term.
+    `transfer` marks the election a leader asked for (TimeoutNow): voters grant it even within
+    their leader lease, which would otherwise ignore it (the log check still applies)."""
 
     source_id: str
     term: int
     last_index: int
     last_term: int
     pre_vote: bool
+    transfer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,4 +85,14 @@ class PushResponse:
     last_index: int
 
 
-Message = VoteRequest | VoteResponse | PushRequest | PushResponse
+@dataclass(frozen=True, slots=True)
+class TimeoutNow:
+    """Leadership transfer (Raft thesis 3.10, etcd's MsgTimeoutNow): the leader of `term`, whose
+    log the target holds in full, asks the target to start a real election at once, without
+    pre-vote or waiting for its timeout."""
+
+    source_id: str
+    term: int
+
+
+Message = VoteRequest | VoteResponse | PushRequest | PushResponse | TimeoutNow

@@ -29,9 +29,11 @@ from ha.dledger.actions import (
     AppendEntries,
     AppendStatus,
     CompleteAppend,
+    CompleteTransfer,
     PersistTermVote,
     ResetLog,
     Send,
+    TransferStatus,
     TruncateFrom,
     Write,
 )
@@ -42,12 +44,16 @@ from ha.dledger.messages import (
     Message,
     PushRequest,
     PushResponse,
+    TimeoutNow,
     VoteRequest,
     VoteResponse,
+    payload_bytes,
+    within_bytes,
 )
 from ha.dledger.progress import DispatcherState, EntryDispatcher
 from ha.dledger.quorum import PendingAppend, QuorumAckChecker, quorum_index
 from ha.dledger.storage import NodeLog
+from ha.dledger.transfer import LeadershipTransfer
 
 
 class DLedgerNode:
@@ -75,6 +81,7 @@ class DLedgerNode:
         self.durable_index = log.last_index
         self._write_ends: deque[tuple[int, int]] = deque()  # (write id, log end after it)
         self._deferred: deque[tuple[int, Send]] = deque()  # sends waiting for a write
+        self.transfer: LeadershipTransfer | None = None
 
     # ----- views -----
 
@@ -107,13 +114,18 @@ class DLedgerNode:
             self._on_vote_response(message)
         elif isinstance(message, PushRequest):
             self._on_push_request(message)
-        else:
+        elif isinstance(message, PushResponse):
             self._on_push_response(message)
+        else:
+            self._on_timeout_now(message)
         return self._drain()
 
     def client_append(self, request_id: int, payload: bytes) -> list[Action]:
         if not self.member.is_leader:
             self._out.append(CompleteAppend(request_id, AppendStatus.NOT_LEADER, 0, 0))
+        elif self.transfer is not None:
+            # Frozen so that the target can catch up; the client retries on the new leader.
+            self._out.append(CompleteAppend(request_id, AppendStatus.LEADER_TRANSFERRING, 0, 0))
         elif self._checker.is_full():
             self._out.append(CompleteAppend(request_id, AppendStatus.LEADER_PENDING_FULL, 0, 0))
         else:
@@ -121,6 +133,18 @@ class DLedgerNode:
             deadline_tick = self._now_tick + self.config.quorum_deadline_ticks
             self._checker.add(PendingAppend(request_id, entry.index, entry.term, deadline_tick))
             self._dispatch_all()
+        return self._drain()
+
+    def transfer_leadership(self, target_id: str) -> list[Action]:
+        """Hand leadership to `target_id`; answered by one CompleteTransfer, at once when
+        refused, else when the target took over, did not catch up, or timed out."""
+        refusal = self._transfer_refusal(target_id)
+        if refusal is not None:
+            self._out.append(CompleteTransfer(target_id, refusal))
+            return self._drain()
+        deadline_tick = self._now_tick + self.config.transfer_catchup_ticks
+        self.transfer = LeadershipTransfer(target_id, deadline_tick)
+        self._try_hand_over()
         return self._drain()
 
     def persisted(self, write_id: int) -> list[Action]:
@@ -162,7 +186,7 @@ class DLedgerNode:
         for peer_id in self.peer_ids:
             self._out.append(Send(peer_id, request))
 
-    def _start_election(self) -> None:
+    def _start_election(self, transfer: bool = False) -> None:
         self._reset_timer()
         self.member.role = Role.CANDIDATE
         self.member.term += 1
@@ -172,13 +196,13 @@ class DLedgerNode:
         if len(self._votes) >= self.quorum_size:
             self._become_leader()
             return
-        request = self._vote_request(self.member.term, pre_vote=False)
+        request = self._vote_request(self.member.term, pre_vote=False, transfer=transfer)
         for peer_id in self.peer_ids:
             self._send_after_writes(peer_id, request)
 
-    def _vote_request(self, term: int, pre_vote: bool) -> VoteRequest:
+    def _vote_request(self, term: int, pre_vote: bool, transfer: bool = False) -> VoteRequest:
         return VoteRequest(self.member.self_id, term, self.log.last_index, self.log.last_term,
-                           pre_vote)
+                           pre_vote, transfer)
 
     def _in_lease(self) -> bool:
         return (self.member.leader_id is not None
@@ -191,8 +215,8 @@ class DLedgerNode:
                                     VoteResponse(member.self_id, member.term, False,
                                                  request.pre_vote))
             return
-        if request.term > member.term and self._in_lease():
-            return  # check-quorum lease: a live leader is not disturbed
+        if request.term > member.term and self._in_lease() and not request.transfer:
+            return  # check-quorum lease: a live leader is not disturbed, unless it asked
         if request.term > member.term and not request.pre_vote:
             self._become_follower(request.term, None)
         can_vote = (member.voted_for == request.source_id
@@ -228,6 +252,10 @@ class DLedgerNode:
 
     def _become_follower(self, term: int, leader_id: str | None) -> None:
         was_leader = self.member.is_leader
+        if self.transfer is not None:
+            handed_over = self.transfer.timeout_now_sent and term > self.member.term
+            self._end_transfer(TransferStatus.OK if handed_over
+                               else TransferStatus.LEADERSHIP_LOST)
         if term > self.member.term:
             self.member.term = term
             self.member.voted_for = None
@@ -238,6 +266,52 @@ class DLedgerNode:
         self.dispatchers = {}
         if was_leader:
             self._out.extend(self._checker.complete_all(AppendStatus.LEADERSHIP_LOST))
+
+    def _on_timeout_now(self, message: TimeoutNow) -> None:
+        """Our leader holds no entry we lack and asks us to take over: a real election now,
+        with no pre-vote (the leader itself asked) and no wait for our timeout."""
+        if message.term < self.member.term or self.member.is_leader:
+            return  # a stale request, or one from a deposed leader
+        if message.term > self.member.term:
+            self._become_follower(message.term, message.source_id)
+        self._start_election(transfer=True)
+
+    # ----- leadership transfer -----
+
+    def _transfer_refusal(self, target_id: str) -> TransferStatus | None:
+        if not self.member.is_leader:
+            return TransferStatus.NOT_LEADER
+        if target_id == self.member.self_id:
+            return TransferStatus.TARGET_IS_SELF
+        if target_id not in self.dispatchers:
+            return TransferStatus.NOT_MEMBER
+        if self.transfer is not None:
+            return TransferStatus.IN_PROGRESS
+        return None
+
+    def _try_hand_over(self) -> None:
+        """Send TimeoutNow once the target holds our whole log (appends are frozen, so the
+        end no longer moves)."""
+        transfer = self.transfer
+        if transfer is None or transfer.timeout_now_sent:
+            return
+        if self.dispatchers[transfer.target_id].match_index < self.log.last_index:
+            return
+        transfer.timeout_now_sent = True
+        transfer.deadline_tick = self._now_tick + self.config.election_timeout_ticks
+        self._out.append(Send(transfer.target_id, TimeoutNow(self.member.self_id,
+                                                              self.member.term)))
+
+    def _tick_transfer(self) -> None:
+        transfer = self.transfer
+        if transfer is not None and self._now_tick >= transfer.deadline_tick:
+            self._end_transfer(TransferStatus.TIMEOUT if transfer.timeout_now_sent
+                               else TransferStatus.NOT_CAUGHT_UP)
+
+    def _end_transfer(self, status: TransferStatus) -> None:
+        assert self.transfer is not None
+        self._out.append(CompleteTransfer(self.transfer.target_id, status))
+        self.transfer = None
 
     def _reset_timer(self) -> None:
         self._election_elapsed_ticks = 0
@@ -259,12 +333,15 @@ class DLedgerNode:
                                      self.config.inflight_pushes_max)
             for peer_id in self.peer_ids
         }
+        for dispatcher in self.dispatchers.values():
+            dispatcher.push_budget_bytes = self.config.far_behind_push_bytes_per_tick
         # The no-op lets entries of earlier terms commit under a current-term entry.
         self._append_local(b"")
         self._dispatch_all()
 
     def _tick_leader(self) -> None:
         self._out.extend(self._checker.complete_expired(self._now_tick))
+        self._tick_transfer()
         self._election_elapsed_ticks += 1
         if self._election_elapsed_ticks >= self.config.election_timeout_ticks:
             self._election_elapsed_ticks = 0
@@ -277,6 +354,7 @@ class DLedgerNode:
             self._heartbeat_elapsed_ticks = 0
         for peer_id in self.peer_ids:
             dispatcher = self.dispatchers[peer_id]
+            dispatcher.push_budget_bytes = self.config.far_behind_push_bytes_per_tick
             dispatcher.timed_out(self._now_tick, self.config.push_timeout_ticks)
             # Pushes in flight are the heartbeat of a peer being caught up.
             if heartbeat and dispatcher.state is DispatcherState.COMMIT:
@@ -307,9 +385,29 @@ class DLedgerNode:
                 return
             if state is DispatcherState.APPEND and dispatcher.next_index > self.log.last_index:
                 return
-            self._send_push(dispatcher, with_entries=state is not DispatcherState.COMPARE)
+            with_entries = state is not DispatcherState.COMPARE
+            if with_entries and self._far_behind(dispatcher) \
+                    and dispatcher.push_budget_bytes <= 0:
+                return  # throttled: the rest waits for the next tick's budget
+            self._send_push(dispatcher, with_entries)
             if state is not DispatcherState.APPEND:
                 return
+
+    def _far_behind(self, dispatcher: EntryDispatcher) -> bool:
+        return self.log.last_index - dispatcher.match_index > self.config.far_behind_entries
+
+    def _push_entries(self, dispatcher: EntryDispatcher, first_index: int) -> tuple[Entry, ...]:
+        """The next batch for a peer: at most push_entries_max entries and push_bytes_max
+        payload bytes, and for a far-behind peer at most its budget left in this tick (always
+        at least one entry, so one large message still goes)."""
+        entries = self.log.slice(first_index, self.config.push_entries_max)
+        if not self._far_behind(dispatcher):
+            return within_bytes(entries, self.config.push_bytes_max)
+        bytes_max = min(self.config.push_bytes_max, dispatcher.push_budget_bytes)
+        entries = within_bytes(entries, bytes_max)
+        dispatcher.push_budget_bytes = max(0, dispatcher.push_budget_bytes
+                                           - payload_bytes(entries))
+        return entries
 
     def _send_push(self, dispatcher: EntryDispatcher, with_entries: bool) -> None:
         if dispatcher.next_index <= self.log.base_index:
@@ -318,8 +416,7 @@ class DLedgerNode:
         prev_index = dispatcher.next_index - 1
         prev_term = self.log.term_at(prev_index)
         assert prev_term is not None
-        entries = self.log.slice(prev_index + 1, self.config.push_entries_max) \
-            if with_entries else ()
+        entries = self._push_entries(dispatcher, prev_index + 1) if with_entries else ()
         from_base = prev_index == self.log.base_index > 0
         request = PushRequest(self.member.self_id, self.member.term, prev_index, prev_term,
                               entries, self.commit_index, from_base)
@@ -339,6 +436,7 @@ class DLedgerNode:
             dispatcher.acked(response.match_index, response.last_index, self.log.last_index,
                              self._now_tick)
             self._advance_commit()
+            self._try_hand_over()
         else:
             next_probe_index = self.log.conflict_hint(response.hint_index,
                                                       response.hint_term)[0] + 1

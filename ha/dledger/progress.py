@@ -30,6 +30,9 @@ class EntryDispatcher:
         self._inflight: deque[int] = deque()  # last index of each push in flight
         self.waiting_since_tick: int | None = None  # oldest unanswered push or probe
         self.recent_active = False
+        # Payload bytes this peer may still be pushed in this tick while it is far behind;
+        # the leader refills it every tick (the throttle, DLedgerConfig.far_behind_*).
+        self.push_budget_bytes = 0
 
     @property
     def inflight_count(self) -> int:

@@ -16,6 +16,14 @@ from ha.dledger.node import DLedgerNode
 WRITE_TYPES = Write.__args__
 
 
+def unit_config(**overrides: int) -> DLedgerConfig:
+    """Short timings, so that hand-driven tests tick little; the production defaults (longer,
+    for a real host's tick) are checked by the simulation's healthy-group and failover runs."""
+    settings = {"election_timeout_ticks": 10, "heartbeat_ticks": 2, "push_timeout_ticks": 6,
+                "quorum_deadline_ticks": 40, **overrides}
+    return DLedgerConfig(**settings)
+
+
 def entries(*terms: int, first_index: int = 1) -> tuple[Entry, ...]:
     """Entries with the given terms from `first_index`, payloads naming index and term."""
     return tuple(Entry(first_index + i, term, b"e%d-t%d" % (first_index + i, term))
@@ -25,7 +33,7 @@ def entries(*terms: int, first_index: int = 1) -> tuple[Entry, ...]:
 def make_node(node_id: str, ids: list[str], log: EntryLog | None = None, term: int = 0,
               voted_for: str | None = None, config: DLedgerConfig | None = None,
               seed: int = 7) -> DLedgerNode:
-    return DLedgerNode(node_id, ids, config or DLedgerConfig(), random.Random(seed),
+    return DLedgerNode(node_id, ids, config or unit_config(), random.Random(seed),
                        HardState(term, voted_for), log or EntryLog())
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ha.dledger.actions import AppendStatus, PersistTermVote, Send
 from ha.dledger.log import EntryLog
 from ha.dledger.member import Role
@@ -129,3 +131,28 @@ def test_a_deposed_leader_learns_the_new_term_from_its_stale_push() -> None:
     assert len(answer) == 1 and isinstance(answer[0], Send)
     assert isinstance(answer[0].message, PushResponse)
     assert answer[0].message.term == 5 and not answer[0].message.success
+
+
+@pytest.mark.parametrize("deposing", ["push_reply", "push_request", "vote_request"])
+def test_a_leader_deposed_by_a_higher_term_answers_every_pending_append_once(
+        deposing: str) -> None:
+    """Whatever message carries the higher term (a push reply, a new leader's push, a transfer
+    election's vote request), every append waiting on the old leader completes with
+    LEADERSHIP_LOST and none is left pending (DLedger #309 leaked them)."""
+    group = group_of()
+    group.elect("n0")
+    group.tick_all(3)
+    group.cut = {("n0", "n1"), ("n0", "n2")}
+    for request_id in (1, 2, 3):
+        group.append("n0", request_id, b"p%d" % request_id)
+    leader = group.nodes["n0"]
+    assert leader.pending_count == 3 and not group.completed
+    message = {"push_reply": PushResponse("n1", 9, False, 1, 0, 0, 0, 1),
+               "push_request": PushRequest("n1", 9, 0, 0, (), 0),
+               "vote_request": VoteRequest("n1", 9, 99, 8, False, transfer=True)}[deposing]
+    group.run("n0", leader.receive(message))
+    assert leader.role is Role.FOLLOWER and leader.term == 9
+    assert [(c.request_id, c.status) for c in group.completed] == [
+        (1, AppendStatus.LEADERSHIP_LOST), (2, AppendStatus.LEADERSHIP_LOST),
+        (3, AppendStatus.LEADERSHIP_LOST)]
+    assert leader.pending_count == 0

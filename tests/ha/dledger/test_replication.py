@@ -4,12 +4,11 @@ leader's base, the bounded pipeline and pending appends."""
 from __future__ import annotations
 
 from ha.dledger.actions import AppendStatus, ResetLog, Send, TruncateFrom
-from ha.dledger.config import DLedgerConfig
 from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, Role
 from ha.dledger.messages import PushRequest, PushResponse, VoteResponse
 from ha.dledger.node import DLedgerNode
-from tests.ha.dledger.harness import WRITE_TYPES, Group, entries, make_node
+from tests.ha.dledger.harness import WRITE_TYPES, Group, entries, make_node, unit_config
 
 IDS = ["n0", "n1", "n2"]
 FIVE = ["n0", "n1", "n2", "n3", "n4"]
@@ -125,7 +124,7 @@ def test_a_wiped_follower_is_found_and_refilled_by_heartbeats_alone() -> None:
 
 def test_pushes_in_flight_per_peer_stay_within_the_window() -> None:
     """With followers silent, 100 appends put at most inflight_pushes_max pushes on each link."""
-    config = DLedgerConfig(inflight_pushes_max=3, push_entries_max=2)
+    config = unit_config(inflight_pushes_max=3, push_entries_max=2)
     group = Group([make_node(i, IDS, config=config, seed=n) for n, i in enumerate(IDS)])
     group.elect("n0")
     group.tick_all(3)
@@ -140,7 +139,7 @@ def test_pushes_in_flight_per_peer_stay_within_the_window() -> None:
 def test_pending_appends_are_bounded_and_time_out_indeterminate() -> None:
     """Past pending_appends_max an append is refused at once; a waiting one gets
     WAIT_QUORUM_ACK_TIMEOUT at its deadline (it may still commit later)."""
-    config = DLedgerConfig(pending_appends_max=2, quorum_deadline_ticks=4)
+    config = unit_config(pending_appends_max=2, quorum_deadline_ticks=4)
     group = Group([make_node(i, IDS, config=config, seed=n) for n, i in enumerate(IDS)])
     group.elect("n0")
     group.tick_all(3)
@@ -167,7 +166,7 @@ def test_an_append_to_a_follower_is_refused_and_one_to_the_leader_commits() -> N
 
 def test_a_single_node_group_commits_on_its_own_write() -> None:
     """With one member the quorum is the leader's own durable write."""
-    node = DLedgerNode("n0", ["n0"], DLedgerConfig(), __import__("random").Random(1),
+    node = DLedgerNode("n0", ["n0"], unit_config(), __import__("random").Random(1),
                        HardState(), EntryLog())
     group = Group([node])
     group.elect("n0")
