@@ -9,6 +9,13 @@ dedupes messages by commit-log offset, and writes Parquet tables plus a summary 
 per-topic counts, bytes, rate per minute and top keys; consumer lag per group and queue at the
 latest snapshot; replication lag percentiles per slave. Self-contained on purpose: a cluster
 gets this one file.
+
+Paths may be URIs (`file:///data/snapshots`, or any scheme pyarrow and Spark both read, e.g.
+`hdfs://` or `s3a://` with their libraries set up) or plain local paths, which are made
+absolute `file://` URIs. The driver lists and reads manifests through pyarrow's filesystem
+layer and hands Spark only URIs, so nothing depends on the driver's working directory: on a
+cluster every executor reads the same URIs (they must reach them: a shared or object store,
+or one machine).
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
 
 log = logging.getLogger("snapshot_report")
 
@@ -29,43 +39,95 @@ _NAME = re.compile(r"snapshot-(\d{20})-(\d{20})")
 TOP_KEYS = 5
 
 
+def as_uri(location: str | Path) -> str:
+    """A URI for a path or URI: plain paths become absolute file:// URIs."""
+    text = str(location)
+    if urlparse(text).scheme:
+        return text.rstrip("/")
+    return Path(text).resolve().as_uri()
+
+
+@dataclass(frozen=True)
+class Location:
+    """A directory or file as a URI, with the pyarrow filesystem that reads it."""
+
+    uri: str
+    filesystem: pafs.FileSystem
+    path: str  # inside `filesystem`
+
+    @classmethod
+    def of(cls, location: str | Path) -> Location:
+        uri = as_uri(location)
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        return cls(uri, filesystem, path)
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    def child(self, name: str) -> Location:
+        return Location(f"{self.uri}/{name}", self.filesystem, f"{self.path}/{name}")
+
+    def kind(self) -> pafs.FileType:
+        return self.filesystem.get_file_info(self.path).type
+
+    def is_dir(self) -> bool:
+        return bool(self.kind() == pafs.FileType.Directory)
+
+    def exists(self) -> bool:
+        return bool(self.kind() != pafs.FileType.NotFound)
+
+    def children(self) -> list[Location]:
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.path))
+        return sorted((self.child(info.base_name) for info in infos), key=lambda c: c.name)
+
+    def read_text(self) -> str:
+        with self.filesystem.open_input_stream(self.path) as stream:
+            return bytes(stream.read()).decode()
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    path: Path
+    location: Location
     range_from: int
     range_to: int
     manifest: dict[str, Any]
 
+    @property
+    def uri(self) -> str:
+        return self.location.uri
 
-def discover(roots: list[Path]) -> list[Snapshot]:
-    """Complete snapshots under `roots` (each a root of snapshots or one snapshot)."""
-    found: dict[Path, Snapshot] = {}
-    for root in roots:
-        candidates = [root] if _NAME.fullmatch(root.name) else sorted(root.iterdir())
+
+def discover(roots: list[str] | list[Path]) -> list[Snapshot]:
+    """Complete snapshots under `roots` (each a root of snapshots or one snapshot; a path or
+    a URI)."""
+    found: dict[str, Snapshot] = {}
+    for root in map(Location.of, roots):
+        candidates = [root] if _NAME.fullmatch(root.name) else root.children()
         for entry in candidates:
             snapshot = _snapshot(entry)
             if snapshot is not None:
-                found[entry.resolve()] = snapshot
+                found[entry.uri] = snapshot
     return sorted(found.values(), key=lambda s: (s.range_from, s.range_to))
 
 
-def _snapshot(entry: Path) -> Snapshot | None:
+def _snapshot(entry: Location) -> Snapshot | None:
     if entry.name.startswith(".tmp-"):
         return None  # an export in progress or one that died: never read, quietly
     match = _NAME.fullmatch(entry.name)
     if not entry.is_dir() or match is None:
-        log.warning("skipping %s: not a snapshot directory", entry)
+        log.warning("skipping %s: not a snapshot directory", entry.uri)
         return None
     try:
-        manifest = json.loads((entry / "_manifest.json").read_text())
+        manifest = json.loads(entry.child("_manifest.json").read_text())
         valid = (manifest["schema_version"] in SCHEMA_VERSIONS
                  and (manifest["range_from"], manifest["range_to"])
                  == (int(match[1]), int(match[2])))
     except (OSError, ValueError, KeyError, TypeError) as error:
-        log.warning("skipping %s: unreadable manifest (%s)", entry, error)
+        log.warning("skipping %s: unreadable manifest (%s)", entry.uri, error)
         return None
     if not valid:
-        log.warning("skipping %s: manifest does not match the directory", entry)
+        log.warning("skipping %s: manifest does not match the directory", entry.uri)
         return None
     return Snapshot(entry, int(match[1]), int(match[2]), manifest)
 
@@ -76,9 +138,8 @@ def build_report(spark: Any, snapshots: list[Snapshot]) -> dict[str, Any]:
     from pyspark.sql.window import Window
 
     # One read per snapshot (each is its own partitioned table), then one union.
-    parts = [spark.read.option("basePath", str(s.path / "messages"))
-             .parquet(str(s.path / "messages")) for s in snapshots
-             if (s.path / "messages").is_dir()]
+    parts = [spark.read.option("basePath", f"{s.uri}/messages").parquet(f"{s.uri}/messages")
+             for s in snapshots if s.location.child("messages").is_dir()]
     messages = parts[0]
     for part in parts[1:]:
         messages = messages.unionByName(part, allowMissingColumns=True)
@@ -104,10 +165,10 @@ def build_report(spark: Any, snapshots: list[Snapshot]) -> dict[str, Any]:
     queue_ends = messages.groupBy("topic", "queue_id").agg(
         (F.max("queue_offset") + 1).alias("max_queue_offset"))
     latest = snapshots[-1]
-    offsets_path = latest.path / "metadata" / "consumer_offset.parquet"
+    offsets = latest.location.child("metadata").child("consumer_offset.parquet")
     consumer_lag = None
-    if offsets_path.exists():
-        committed = spark.read.parquet(str(offsets_path))
+    if offsets.exists():
+        committed = spark.read.parquet(offsets.uri)
         if "group_name" in committed.columns:
             consumer_lag = (committed.join(queue_ends, ["topic", "queue_id"], "left")
                             .select("group_name", "topic", "queue_id",
@@ -117,7 +178,7 @@ def build_report(spark: Any, snapshots: list[Snapshot]) -> dict[str, Any]:
                             .withColumn("lag", F.greatest(
                                 F.lit(0), F.col("max_queue_offset") - F.col("committed_offset")))
                             .orderBy("group_name", "topic", "queue_id"))
-    sample_paths = [str(s.path / "replication" / "diff_samples.parquet") for s in snapshots]
+    sample_paths = [f"{s.uri}/replication/diff_samples.parquet" for s in snapshots]
     samples = spark.read.parquet(*sample_paths)
     replication_lag = (samples.groupBy("slave").agg(
         F.count(F.lit(1)).alias("sample_count"),
@@ -131,11 +192,12 @@ def build_report(spark: Any, snapshots: list[Snapshot]) -> dict[str, Any]:
             "replication_lag": replication_lag, "messages": messages}
 
 
-def write_report(report: dict[str, Any], out: Path) -> None:
+def write_report(report: dict[str, Any], out: str | Path) -> None:
+    out_uri = as_uri(out)
     for name in ("topics", "top_keys", "consumer_lag", "replication_lag"):
         frame = report[name]
         if frame is not None:
-            frame.coalesce(1).write.mode("overwrite").parquet(str(out / name))
+            frame.coalesce(1).write.mode("overwrite").parquet(f"{out_uri}/{name}")
 
 
 def summary(report: dict[str, Any], snapshots: list[Snapshot]) -> str:
@@ -160,8 +222,8 @@ def summary(report: dict[str, Any], snapshots: list[Snapshot]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path, help="snapshot roots or snapshots")
-    parser.add_argument("--out", type=Path, required=True, help="report directory")
+    parser.add_argument("paths", nargs="+", help="snapshot roots or snapshots (paths or URIs)")
+    parser.add_argument("--out", required=True, help="report directory (a path or a URI)")
     parser.add_argument("--master", default=None, help="Spark master (spark-submit sets it)")
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from jobs.snapshot_report import build_report, discover, main
+from jobs.snapshot_report import build_report, discover, main, write_report
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
 from tests.store.conftest import small_config, wait_dispatched
 from tests.support.child_lines import ChildLines
+from tests.support.spark_cluster import SPARK_HOME, SparkCluster, environment
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import Row, SparkSession  # noqa: E402
@@ -164,3 +165,58 @@ def test_command_line_writes_the_report(snapshot_root: tuple[Path, dict[str, Any
     assert time.monotonic() - started < 120
     assert (tmp_path / "report" / "topics").is_dir()
     assert "Pay%ments" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A standalone master and two workers, each its own JVM, on loopback."""
+    started = SparkCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        yield started.start()
+    finally:
+        started.stop()
+
+
+def _tables(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every table of a report directory as sorted rows."""
+    import pyarrow.parquet as pq
+
+    tables = {}
+    for name in ("topics", "top_keys", "consumer_lag", "replication_lag"):
+        rows = pq.read_table(out / name).to_pylist()
+        tables[name] = sorted(rows, key=lambda row: sorted(map(str, row.items())))
+    return tables
+
+
+@pytest.mark.timeout(900)  # five JVMs; minutes on a loaded 2-core machine
+def test_standalone_cluster_writes_the_local_report(
+        spark: SparkSession, snapshot_root: tuple[Path, dict[str, Any]], cluster: SparkCluster,
+        tmp_path: Path) -> None:
+    """`spark-submit --master spark://...` of the job file, and `twinlog report --master
+    spark://...`, run on the two workers' executors and write the very tables local[1] writes;
+    the snapshots are given as file:// URIs (the executors read them, not the driver)."""
+    root, _ = snapshot_root
+    write_report(build_report(spark, discover([root])), tmp_path / "local")
+    env = {**environment(), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    submitted = subprocess.run(
+        [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url,
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m",
+         "--conf", "spark.sql.shuffle.partitions=4", "--total-executor-cores", "2",
+         str(ROOT / "jobs" / "snapshot_report.py"), root.as_uri(),
+         "--out", (tmp_path / "submitted").as_uri()],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert submitted.returncode == 0, submitted.stderr[-4000:]
+    assert "Pay%ments" in submitted.stdout
+    launched = [path for path in (cluster.work_dir).glob("worker-*.log")
+                if "Asked to launch executor" in path.read_text(errors="replace")]
+    assert len(launched) == 2, cluster.logs()
+    by_cli = subprocess.run(
+        [sys.executable, "-m", "app.cli", "report", str(root), "--out",
+         str(tmp_path / "cli"), "--master", cluster.master_url],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert by_cli.returncode == 0, by_cli.stderr[-4000:]
+    local = _tables(tmp_path / "local")
+    assert local["topics"] and local["consumer_lag"]
+    assert _tables(tmp_path / "submitted") == local
+    assert _tables(tmp_path / "cli") == local
