@@ -149,7 +149,7 @@ class Broker:
         self.slave_sync = SlaveSync(
             master_http_address, self.metadata_store,
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
-            auth_token=settings.master_auth_token)
+            auth_token=settings.master_auth_token, ca_file=settings.master_ca_file)
         self.slave_sync.start()
 
     # -- failover by hand --------------------------------------------------------------------

@@ -8,9 +8,11 @@ replaced). A failure is logged, kept for `/admin/diff`, and retried sooner (boun
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -56,14 +58,18 @@ class SlaveSync(ServiceThread):
 
     def __init__(self, master_http_address: str, metadata: MetadataStore, *,
                  interval_s: float, timeout_s: float, auth_token: str | None,
+                 ca_file: Path | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         super().__init__()
         self.master_http_address = master_http_address.rstrip("/")
         self._metadata = metadata
         self._interval_s = interval_s
         headers = {"authorization": f"Bearer {auth_token}"} if auth_token else {}
+        # An https master's certificate is always verified: against `ca_file` when given
+        # (a private CA), else the system's CAs. A failure is a sync error naming it.
+        verify = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
         self._client = httpx.Client(base_url=self.master_http_address, headers=headers,
-                                    timeout=timeout_s, transport=transport)
+                                    timeout=timeout_s, transport=transport, verify=verify)
         self.state = SyncState()
 
     def stop(self) -> None:

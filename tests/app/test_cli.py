@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli import _serve_overrides, build_parser, main
 from store import Message, MessageStore
 from tests.store.conftest import small_config
 from tests.support.ports import refused_port
@@ -46,3 +46,12 @@ def test_store_info_prints_offsets(tmp_path: Path, capsys: pytest.CaptureFixture
                  "--mapped-file-size-bytes", str(store.config.mapped_file_size_bytes)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["topics"]["Info"]["1"] == [0, 1]
+
+
+def test_serve_tls_flags_are_the_tls_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--tls-cert` without `--tls-key` is refused naming tls_key; the flags map to the
+    settings of the same names."""
+    assert main(["serve", "--tls-cert", "server.crt"]) == 2
+    assert "tls_key" in capsys.readouterr().err
+    arguments = build_parser().parse_args(["serve", "--tls-cert", "a.crt", "--tls-key", "a.key"])
+    assert _serve_overrides(arguments) == {"tls_cert": "a.crt", "tls_key": "a.key"}

@@ -46,6 +46,9 @@ def test_config_file_from_environment(tmp_path: Path, monkeypatch: pytest.Monkey
     ({"auth_tokens": {"t": ["everything"]}}, "auth_tokens"),
     ({"http_port": 70000}, "http_port"),
     ({"slave_timeout_ms": 0}, "slave_timeout_ms"),
+    ({"tls_cert": "server.crt"}, "tls_key"),
+    ({"tls_key": "server.key"}, "tls_key"),
+    ({"http_header_bytes_max": 10}, "http_header_bytes_max"),
 ])
 def test_bad_settings_name_the_setting(overrides: dict[str, Any], named: str) -> None:
     """Each bad value or combination fails at load, and the message starts with its name."""
@@ -84,3 +87,15 @@ def test_derived_store_and_ha_configs(tmp_path: Path) -> None:
     assert settings.to_store_config().store_host == ("127.0.0.1", 8088)
     assert settings.to_ha_config().slave_timeout_ms == 1234
     assert settings.metadata_database_url == f"sqlite:///{tmp_path}/metadata.sqlite3"
+
+
+def test_tls_from_toml_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tls_cert and tls_key come from the TOML file or TWINLOG_TLS_* like any setting, and
+    master_ca_file from either."""
+    config = tmp_path / "twinlog.toml"
+    config.write_text('tls_cert = "/etc/twinlog/server.crt"\nmaster_ca_file = "/etc/ca.pem"\n')
+    monkeypatch.setenv("TWINLOG_TLS_KEY", "/etc/twinlog/server.key")
+    settings = load_settings(config)
+    assert settings.tls_cert == Path("/etc/twinlog/server.crt")
+    assert settings.tls_key == Path("/etc/twinlog/server.key")
+    assert settings.master_ca_file == Path("/etc/ca.pem")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -66,10 +67,16 @@ class BrokerProcess:
     entry_point: list[str] = field(default_factory=lambda: ["-m", "app.cli"])
     executable: str = sys.executable
     cwd: Path = ROOT
+    # Set when it serves HTTPS: the CA its certificate is verified against.
+    tls_ca: Path | None = None
     client: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
-        self.client = httpx.Client(timeout=10.0)
+        self.client = httpx.Client(timeout=10.0, verify=self.verify)
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        return ssl.create_default_context(cafile=str(self.tls_ca)) if self.tls_ca else True
 
     @property
     def port_file(self) -> Path:
@@ -78,7 +85,8 @@ class BrokerProcess:
     @property
     def url(self) -> str:
         assert self.http_port, f"{self.name} is not started"
-        return f"http://127.0.0.1:{self.http_port}"
+        scheme = "https" if self.tls_ca else "http"
+        return f"{scheme}://127.0.0.1:{self.http_port}"
 
     @property
     def ha_address(self) -> str:
@@ -96,7 +104,7 @@ class BrokerProcess:
                 env=self.environment, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ports()
         self.client.close()
-        self.client = httpx.Client(base_url=self.url, timeout=10.0)
+        self.client = httpx.Client(base_url=self.url, timeout=10.0, verify=self.verify)
         self.wait_ready()
         return self
 
@@ -161,7 +169,8 @@ def _launching(root: Path) -> Iterator[Launcher]:
     started: list[BrokerProcess] = []
 
     def start(name: str, role: str, *, master: BrokerProcess | None = None,
-              environment: dict[str, str] | None = None, **settings: Any) -> BrokerProcess:
+              environment: dict[str, str] | None = None, tls_ca: Path | None = None,
+              **settings: Any) -> BrokerProcess:
         data_dir = root / name
         arguments = ["--role", role, "--data-dir", str(data_dir)]
         if master is not None:
@@ -172,7 +181,8 @@ def _launching(root: Path) -> Iterator[Launcher]:
         env = {key: value for key, value in os.environ.items()
                if not key.startswith("TWINLOG_")}
         env.update(environment or {})
-        broker = BrokerProcess(name, role, data_dir, arguments, env, root / f"{name}.log")
+        broker = BrokerProcess(name, role, data_dir, arguments, env, root / f"{name}.log",
+                               tls_ca=tls_ca)
         started.append(broker)
         return broker.start()
 
