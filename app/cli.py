@@ -1,4 +1,4 @@
-"""The `twinlog` command: serve, dev, openapi, store-info, export, report."""
+"""The `twinlog` command: serve, dev, openapi, settings-doc, store-info, export, report, ha."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from store import BrokerRole, MessageStore, StoreConfig, StoreError
 from store.config import ConfigError
 
 DEFAULT_OPENAPI_PATH = Path("openapi") / "openapi.json"
+DEFAULT_SETTINGS_DOC_PATH = Path("docs") / "settings.md"
 
 
 def _store_info(arguments: argparse.Namespace) -> int:
@@ -52,7 +53,7 @@ def _store_info(arguments: argparse.Namespace) -> int:
 
 # Flags of `serve`: flag -> setting. Only flags given on the command line override the
 # environment and the TOML file.
-_SERVE_FLAGS = {
+SERVE_FLAGS = {
     "role": "broker_role",
     "http_host": "http_host",
     "http_port": "http_port",
@@ -68,7 +69,7 @@ _SERVE_FLAGS = {
 
 def _serve_overrides(arguments: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {
-        setting: getattr(arguments, flag) for flag, setting in _SERVE_FLAGS.items()
+        setting: getattr(arguments, flag) for flag, setting in SERVE_FLAGS.items()
         if getattr(arguments, flag) is not None
     }
     for assignment in arguments.set or []:
@@ -147,6 +148,22 @@ def _openapi(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _settings_doc(arguments: argparse.Namespace) -> int:
+    from app import settings_doc
+    from app.settings import Settings
+
+    path = Path(arguments.output)
+    if arguments.check:
+        if not settings_doc.check(path, Settings, SERVE_FLAGS):
+            print(f"twinlog: {path} differs from the settings model; run "
+                  f"`{settings_doc.REGENERATE_COMMAND}`", file=sys.stderr)
+            return 1
+        return 0
+    settings_doc.write(path, Settings, SERVE_FLAGS)
+    print(f"wrote {path}")
+    return 0
+
+
 def _version() -> str:
     """The installed distribution's version (its metadata, not a constant kept in step)."""
     try:
@@ -200,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
     spec.add_argument("--output", default=str(DEFAULT_OPENAPI_PATH))
     spec.add_argument("--check", action="store_true", help="exit 1 if the file differs")
     spec.set_defaults(handler=_openapi)
+    reference = commands.add_parser(
+        "settings-doc", help="write the settings reference (docs/settings.md) from the model")
+    reference.add_argument("--output", default=str(DEFAULT_SETTINGS_DOC_PATH))
+    reference.add_argument("--check", action="store_true", help="exit 1 if the file differs")
+    reference.set_defaults(handler=_settings_doc)
     add_snapshot_commands(commands)
     add_ha_commands(commands)
     add_metadata_commands(commands)

@@ -60,16 +60,21 @@ class Settings(BaseSettings):
     )
 
     # -- HTTP ----------------------------------------------------------------------------------
-    http_host: str = "127.0.0.1"
-    http_port: Port = 8080
+    http_host: str = Field("127.0.0.1", description="address the HTTP gateway listens on; an "
+                           "IPv4 address here is also the STOREHOST written into message ids")
+    http_port: Port = Field(8080, description="HTTP gateway port (0: the kernel picks one)")
     auth_tokens: dict[str, list[Scope]] = Field(
         default_factory=dict,
         description="bearer token -> scopes; empty means open access (development only)",
     )
-    max_batch_messages: int = Field(1000, ge=1, le=100_000)
-    max_body_size_bytes: int = Field(8 * MIB, ge=1024)
-    idempotency_window_s: float = Field(300.0, gt=0, le=7 * 24 * 3600)
-    idempotency_keys_max: int = Field(100_000, ge=1, le=10_000_000)
+    max_batch_messages: int = Field(1000, ge=1, le=100_000, description="messages one "
+                                    "`...messages:batch` request may carry")
+    max_body_size_bytes: int = Field(8 * MIB, ge=1024, description="largest produce request "
+                                     "body; must be >= message_size_max_bytes")
+    idempotency_window_s: float = Field(300.0, gt=0, le=7 * 24 * 3600, description="how long "
+                                        "a produce's Idempotency-Key is remembered (per topic)")
+    idempotency_keys_max: int = Field(100_000, ge=1, le=10_000_000, description="idempotency "
+                                      "keys remembered at once; the oldest go first past it")
     # -- HTTP connection limits (docs/gateway-limits.md) ------------------------------------------
     max_metadata_body_size_bytes: int = Field(
         MIB, ge=1024, le=64 * MIB,
@@ -95,16 +100,26 @@ class Settings(BaseSettings):
     tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     # -- store ---------------------------------------------------------------------------------
-    data_dir: Path = Path("data")
-    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
-    mapped_file_size_bytes: int = GIB
-    message_size_max_bytes: int = 4 * MIB
-    flush_interval_ms: int = 500
-    sync_flush_timeout_ms: int = 5000
-    max_pending_puts: int = 10_000
-    file_reserved_hours: float = 72.0
-    disk_max_used_ratio: float = 0.75
+    data_dir: Path = Field(Path("data"), description="commit log, consume queues, checkpoint "
+                           "and (by default) the metadata database and snapshots")
+    broker_role: BrokerRole = Field(BrokerRole.ASYNC_MASTER, description="ASYNC_MASTER, "
+                                    "SYNC_MASTER (a put waits for in_sync_replicas) or SLAVE")
+    flush_disk_type: FlushDiskType = Field(FlushDiskType.ASYNC_FLUSH, description="ASYNC_FLUSH "
+                                           "(answer at once, msync every flush_interval_ms) or "
+                                           "SYNC_FLUSH (a put waits for its msync)")
+    mapped_file_size_bytes: int = Field(GIB, description="size of each commit-log file; must "
+                                        "hold the largest record")
+    message_size_max_bytes: int = Field(4 * MIB, description="largest message body accepted")
+    flush_interval_ms: int = Field(500, description="how often the flush service msyncs the "
+                                   "commit log (the group-commit period under SYNC_FLUSH)")
+    sync_flush_timeout_ms: int = Field(5000, description="how long a SYNC_FLUSH put waits for "
+                                       "its msync before answering FLUSH_DISK_TIMEOUT")
+    max_pending_puts: int = Field(10_000, description="puts waiting for a flush or a slave at "
+                                  "once; past it a put answers OS_PAGE_CACHE_BUSY")
+    file_reserved_hours: float = Field(72.0, description="retention: a commit-log file older "
+                                       "than this (by mtime) is removed")
+    disk_max_used_ratio: float = Field(0.75, description="retention: past this used fraction "
+                                       "of the data disk the oldest files are removed early")
     consume_queue_entries_per_file: int = Field(
         300_000, ge=1, le=50_000_000,
         description="20-byte entries per consume-queue file; each file is allocated whole, so "
@@ -114,47 +129,80 @@ class Settings(BaseSettings):
         description="consume-queue files mapped at once (2 descriptors each); the least "
                     "recently used idle queues are closed past it")
     # -- replication ---------------------------------------------------------------------------
-    ha_listen_host: str = "127.0.0.1"
-    ha_listen_port: Port = 10912
-    ha_master_address: str | None = None
+    ha_listen_host: str = Field("127.0.0.1", description="address a master's HA port listens "
+                                "on for slaves")
+    ha_listen_port: Port = Field(10912, description="a master's HA port (0: the kernel picks "
+                                 "one)")
+    ha_master_address: str | None = Field(None, description="host:port of the master's HA port; "
+                                          "required on a SLAVE")
     ha_secret: str | None = Field(None, description="shared secret of the HA link (mutual "
                                   "authentication, every frame tagged); required unless "
                                   "ha_allow_unauthenticated")
-    ha_allow_unauthenticated: bool = False
-    ha_handshake_timeout_ms: int = 2000
-    ha_handshakes_max: int = 8
-    ha_connections_max: int = 16
-    in_sync_replicas: int = 2
-    slave_timeout_ms: int = 3000
-    ha_slave_fall_behind_bytes_max: int = 256 * MIB
-    ha_send_heartbeat_interval_ms: int = 5000
-    ha_housekeeping_interval_ms: int = 20_000
-    ha_reconnect_interval_ms: int = 5000
-    ha_connect_timeout_ms: int = 3000
+    ha_allow_unauthenticated: bool = Field(False, description="run the HA link without a "
+                                           "secret (anyone who reaches it can read the log)")
+    ha_handshake_timeout_ms: int = Field(2000, description="how long a new HA connection may "
+                                         "take to finish the handshake")
+    ha_handshakes_max: int = Field(8, description="HA connections still in the handshake at "
+                                   "once; more are refused")
+    ha_connections_max: int = Field(16, description="slaves connected at once (slots are "
+                                    "given after the handshake); more are refused")
+    in_sync_replicas: int = Field(2, description="copies a SYNC_MASTER put needs, the master "
+                                  "included: in_sync_replicas - 1 distinct slaves must ack it")
+    slave_timeout_ms: int = Field(3000, description="how long a SYNC_MASTER put waits for its "
+                                  "slave acks before answering FLUSH_SLAVE_TIMEOUT")
+    ha_slave_fall_behind_bytes_max: int = Field(
+        256 * MIB, description="a slave further behind than this is not in sync; a SYNC_MASTER "
+                               "put without enough in-sync slaves answers SLAVE_NOT_AVAILABLE")
+    ha_send_heartbeat_interval_ms: int = Field(5000, description="an idle HA link sends a "
+                                               "heartbeat (or offset report) this often")
+    ha_housekeeping_interval_ms: int = Field(20_000, description="an HA link silent this long "
+                                             "is closed; must be > the heartbeat interval")
+    ha_reconnect_interval_ms: int = Field(5000, description="a slave waits this long before "
+                                          "reconnecting to its master")
+    ha_connect_timeout_ms: int = Field(3000, description="a slave's TCP connect timeout to its "
+                                       "master")
     # -- slave metadata sync -------------------------------------------------------------------
-    master_http_address: str | None = None
-    master_auth_token: str | None = None
-    slave_sync_interval_s: float = Field(60.0, gt=0)
-    slave_sync_timeout_s: float = Field(5.0, gt=0, le=60)
+    master_http_address: str | None = Field(None, description="http://host:port of the "
+                                            "master's gateway; a SLAVE pulls topics, groups "
+                                            "and offsets from it (required on a SLAVE)")
+    master_auth_token: str | None = Field(None, description="bearer token (admin scope) a "
+                                          "slave sends to the master's admin API")
+    slave_sync_interval_s: float = Field(60.0, gt=0, description="how often a slave pulls the "
+                                         "master's metadata")
+    slave_sync_timeout_s: float = Field(5.0, gt=0, le=60, description="timeout of one metadata "
+                                        "request to the master")
     master_ca_file: Path | None = Field(None, description="PEM CA bundle that verifies an https "
                                         "master_http_address (default: the system's CAs)")
     # -- metadata ------------------------------------------------------------------------------
-    database_url: str | None = None
-    auto_create_topics: bool = True
-    auto_create_groups: bool = True
-    default_queue_count: int = Field(4, ge=1, le=1024)
+    database_url: str | None = Field(None, description="SQLAlchemy URL of the metadata "
+                                     "database; default: SQLite at <data_dir>/metadata.sqlite3")
+    auto_create_topics: bool = Field(True, description="a produce to an unknown topic creates "
+                                     "it with default_queue_count queues")
+    auto_create_groups: bool = Field(True, description="an offset commit for an unknown "
+                                     "consumer group creates the group")
+    default_queue_count: int = Field(4, ge=1, le=1024, description="queues of a topic created "
+                                     "without a count")
     # Every topic costs a metadata row, directories and, per queue, consume-queue files and
     # memory: both counts are bounded, and past them creation answers 409/400 naming them.
-    topics_max: int = Field(10_000, ge=1, le=10_000_000)
-    queues_per_topic_max: int = Field(128, ge=1, le=1024)
-    consumer_offset_persist_interval_ms: int = Field(5000, gt=0)
+    topics_max: int = Field(10_000, ge=1, le=10_000_000, description="topics this broker "
+                            "holds; creating one more answers 409 TOPICS_MAX_REACHED")
+    queues_per_topic_max: int = Field(128, ge=1, le=1024, description="queues one topic may "
+                                      "have; more answers 400 QUEUES_PER_TOPIC_MAX_EXCEEDED")
+    consumer_offset_persist_interval_ms: int = Field(5000, gt=0, description="how often "
+                                                     "committed consumer offsets are written "
+                                                     "to the metadata database")
     # -- snapshots -----------------------------------------------------------------------------
-    snapshot_dir: Path | None = Field(None, description="default: <data_dir>/snapshots")
-    snapshot_interval_s: float = Field(0.0, ge=0, description="0: only on request")
-    snapshot_include_bodies: bool = True
+    snapshot_dir: Path | None = Field(None, description="where Parquet snapshots go; default: "
+                                      "<data_dir>/snapshots")
+    snapshot_interval_s: float = Field(0.0, ge=0, description="export a snapshot this often "
+                                       "on a master; 0: only on request")
+    snapshot_include_bodies: bool = Field(True, description="snapshots carry message bodies "
+                                          "(false: the body column is null)")
     # -- process -------------------------------------------------------------------------------
-    log_level: str = Field("info", pattern="^(critical|error|warning|info|debug)$")
-    timeout_graceful_shutdown_s: float = Field(10.0, gt=0, le=300)
+    log_level: str = Field("info", pattern="^(critical|error|warning|info|debug)$",
+                           description="critical, error, warning, info or debug")
+    timeout_graceful_shutdown_s: float = Field(10.0, gt=0, le=300, description="on SIGTERM or "
+                                               "Ctrl-C, how long open requests may finish")
     gc_tuning: bool = Field(True, description="freeze the startup heap and collect young "
                                               "objects less often (app/gc_tuning.py)")
 
