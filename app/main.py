@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from app import openapi
+from app import api_docs, openapi
 from app.asgi_route import TwinlogAPI
 from app.auth import Authenticator
 from app.body_guard import BodyGuard
@@ -45,8 +45,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     options: dict[str, Any] = {}
     if "telemetry" in inspect.signature(FastAPI).parameters:
         options["telemetry"] = _NO_TELEMETRY
-    app = TwinlogAPI(title="twinlog", version=VERSION, lifespan=_lifespan, redoc_url=None,
-                     **options)
+    app = TwinlogAPI(title="twinlog", version=VERSION, lifespan=_lifespan, docs_url=None,
+                     redoc_url=None, **options)
     app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
     produce.install(app)
     routers = (consume.router, topics.router, groups.router, admin.router, health.router,
@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.body_guard = BodyGuard(app, routers)
     _install_error_handlers(app)
     openapi.install(app)
+    api_docs.install(app)
     return app
 
 

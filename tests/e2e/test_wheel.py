@@ -66,8 +66,11 @@ def _clean_environment() -> dict[str, str]:
 
 
 def test_wheel_ships_the_migrations_and_the_license(tmp_path: Path) -> None:
-    """The wheel holds every package, the Alembic migrations and the license."""
+    """The wheel holds every package, the Alembic migrations, the license and the assets of
+    /docs and /redoc."""
     names = set(zipfile.ZipFile(_build_wheel(tmp_path)).namelist())
+    assert {"app/static/swagger-ui/swagger-ui-bundle.js", "app/static/swagger-ui/swagger-ui.css",
+            "app/static/redoc/redoc.standalone.js"} <= names
     assert "store/metadata/migrations/env.py" in names
     assert "store/metadata/migrations/script.py.mako" in names
     assert any(name.startswith("store/metadata/migrations/versions/") for name in names)
@@ -76,8 +79,8 @@ def test_wheel_ships_the_migrations_and_the_license(tmp_path: Path) -> None:
 
 def test_installed_wheel_serves_produces_and_consumes(tmp_path: Path) -> None:
     """`twinlog serve` from a fresh venv outside the checkout migrates its metadata, takes a
-    produce (201) and returns the message on a consume; `twinlog --version` reads the
-    package metadata."""
+    produce (201), returns the message on a consume and serves /docs with its assets;
+    `twinlog --version` reads the package metadata."""
     venv = _fresh_environment(tmp_path, _build_wheel(tmp_path))
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -114,6 +117,9 @@ def test_installed_wheel_serves_produces_and_consumes(tmp_path: Path) -> None:
 
         wait_for(lambda: len(read()) == 1, what="the produced message readable")
         assert read()[0]["queue_offset"] == 0
+        for asset in ("/docs", "/static/swagger-ui/swagger-ui-bundle.js",
+                      "/static/redoc/redoc.standalone.js"):
+            assert broker.client.get(asset).status_code == 200, asset
     finally:
         broker.stop()
         broker.client.close()
