@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     ha_handshake_timeout_ms: int = Field(2000, description="how long a new HA connection may "
                                          "take to finish the handshake")
     ha_handshakes_max: int = Field(8, description="HA connections still in the handshake at "
-                                   "once; more are refused")
+                                   "once; a new one past it drops the oldest")
     ha_connections_max: int = Field(16, description="slaves connected at once (slots are "
                                     "given after the handshake); more are refused")
     in_sync_replicas: int = Field(2, description="copies a SYNC_MASTER put needs, the master "
@@ -175,7 +175,7 @@ class Settings(BaseSettings):
                                         "master_http_address (default: the system's CAs)")
     # -- metadata ------------------------------------------------------------------------------
     database_url: str | None = Field(None, description="SQLAlchemy URL of the metadata "
-                                     "database; default: SQLite at <data_dir>/metadata.sqlite3")
+                                     "database; default: SQLite, metadata.sqlite3 in data_dir")
     auto_create_topics: bool = Field(True, description="a produce to an unknown topic creates "
                                      "it with default_queue_count queues")
     auto_create_groups: bool = Field(True, description="an offset commit for an unknown "
@@ -193,7 +193,7 @@ class Settings(BaseSettings):
                                                      "to the metadata database")
     # -- snapshots -----------------------------------------------------------------------------
     snapshot_dir: Path | None = Field(None, description="where Parquet snapshots go; default: "
-                                      "<data_dir>/snapshots")
+                                      "snapshots/ in data_dir")
     snapshot_interval_s: float = Field(0.0, ge=0, description="export a snapshot this often "
                                        "on a master; 0: only on request")
     snapshot_include_bodies: bool = Field(True, description="snapshots carry message bodies "

@@ -120,8 +120,10 @@ def _row(name: str, field: FieldInfo, env_prefix: str, flag: str | None) -> str:
 
 
 def _unit(name: str) -> str:
+    # A bound's suffix comes after the unit: `ha_slave_fall_behind_bytes_max` is in bytes.
+    base = name.removesuffix("_max").removesuffix("_min")
     for suffix, unit in _UNITS:
-        if name.endswith(suffix):
+        if base.endswith(suffix):
             return unit
     return ""
 
@@ -165,7 +167,7 @@ def _default(name: str, field: FieldInfo) -> str:
     if isinstance(value, dict):
         return "`{}`" if not value else f"`{value}`"
     text = f"`{value}`"
-    if isinstance(value, int) and name.endswith("_bytes"):
+    if isinstance(value, int) and _unit(name) == "bytes":
         for size, unit in _BINARY_SIZES:
             if value >= size and value % size == 0:
                 return f"{text} ({value // size} {unit})"

@@ -24,6 +24,7 @@ class _Sample(BaseSettings):
     # -- network -------------------------------------------------------------------------------
     buffer_size_bytes: int = Field(2 << 20, ge=4096, description="a buffer")
     peer: str | None = Field(None, description="an optional peer")
+    lag_bytes_max: int = Field(1 << 20, description="a bound named after its unit")
 
 
 class _Undescribed(BaseSettings):
@@ -61,6 +62,8 @@ def test_rows_carry_group_unit_default_and_bounds() -> None:
     assert ("| `buffer_size_bytes` | `SAMPLE_BUFFER_SIZE_BYTES` | integer, >= 4096 | "
             "`2097152` (2 MiB) | bytes |") in text
     assert "| `peer`<br>`--peer-flag` | `SAMPLE_PEER` | string, optional | unset |" in text
+    assert ("| `lag_bytes_max` | `SAMPLE_LAG_BYTES_MAX` | integer | `1048576` (1 MiB) | "
+            "bytes |") in text
 
 
 def test_a_setting_without_description_stops_the_generator() -> None:
