@@ -33,6 +33,7 @@ def _export(arguments: argparse.Namespace) -> int:
             metadata.stop()
     request = ExportRequest(
         data_dir=data_dir, out_root=Path(arguments.out), broker_name=arguments.broker_name,
+        broker_group=arguments.broker_group,
         range_from=arguments.range_from, range_to=arguments.range_to,
         include_bodies=not arguments.no_bodies, metadata_rows=rows,
         progress=_progress if sys.stderr.isatty() else None,
@@ -61,7 +62,8 @@ def add_commands(commands: Any) -> None:
     export.add_argument("--to", dest="range_to", type=int, default=None,
                         help="commit-log offset (default: the end of the log)")
     export.add_argument("--no-bodies", action="store_true", help="leave message bodies out")
-    export.add_argument("--broker-name", default="broker")
+    export.add_argument("--broker-name", default="broker", help="this broker (one member)")
+    export.add_argument("--broker-group", help="the group a master and its slaves share")
     export.set_defaults(handler=_export)
     report = commands.add_parser("report", help="run the Spark snapshot report locally")
     report.add_argument("paths", nargs="+", help="snapshot roots or snapshot directories")

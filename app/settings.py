@@ -192,6 +192,10 @@ class Settings(BaseSettings):
                                                      "committed consumer offsets are written "
                                                      "to the metadata database")
     # -- snapshots -----------------------------------------------------------------------------
+    broker_group: str = Field(
+        "broker-a", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the group a master and its slaves share (RocketMQ's brokerName); "
+                    "snapshots carry it so that a report counts a pair's copies once")
     snapshot_dir: Path | None = Field(None, description="where Parquet snapshots go; default: "
                                       "snapshots/ in data_dir")
     snapshot_interval_s: float = Field(0.0, ge=0, description="export a snapshot this often "

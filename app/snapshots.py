@@ -56,6 +56,7 @@ class Snapshots:
             out_root=settings.snapshot_root,
             broker_name=f"{settings.http_host}:{settings.http_port}",
             broker_role=broker.role.value,
+            broker_group=settings.broker_group,
             range_to=broker.store.confirmed_offset,
             include_bodies=settings.snapshot_include_bodies,
             metadata_rows=metadata_rows(broker.metadata_store),

@@ -94,6 +94,7 @@ class ExportRequest:
     out_root: Path
     broker_name: str = "broker"
     broker_role: str = "ASYNC_MASTER"
+    broker_group: str | None = None
     range_from: int | None = None
     range_to: int | None = None
     include_bodies: bool = True
@@ -143,6 +144,7 @@ def export_snapshot(request: ExportRequest) -> Manifest:
             snapshot_id=uuid.uuid4().hex,
             broker_name=request.broker_name,
             broker_role=request.broker_role,
+            broker_group=request.broker_group,
             range_from=range_from,
             range_to=end,
             message_count=writer.count,

@@ -41,6 +41,9 @@ class Manifest:
     created_ms: int
     schema_version: int = SCHEMA_VERSION
     skipped_before_bytes: int = 0
+    # The group a master and its slaves share (RocketMQ's brokerName): a report counts the
+    # pair's copies of one message once. None in snapshots written before it existed.
+    broker_group: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:

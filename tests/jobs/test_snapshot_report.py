@@ -30,18 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPICS = ("Orders", "Pay%ments", "Logs")
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = (SparkSession.builder.master("local[1]").appName("twinlog-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", "1")
-               .getOrCreate())
-    yield session
-    session.stop()
-
-
 def _produce(store: MessageStore, start: int, count: int, expected: dict[str, Any]) -> None:
     for index in range(start, start + count):
         topic = TOPICS[index % 3]
@@ -182,7 +170,7 @@ def _tables(out: Path) -> dict[str, list[dict[str, Any]]]:
     import pyarrow.parquet as pq
 
     tables = {}
-    for name in ("topics", "top_keys", "consumer_lag", "replication_lag"):
+    for name in ("topics", "group_topics", "top_keys", "consumer_lag", "replication_lag"):
         rows = pq.read_table(out / name).to_pylist()
         tables[name] = sorted(rows, key=lambda row: sorted(map(str, row.items())))
     return tables
