@@ -1,0 +1,239 @@
+"""The binary wire format of DLedger peer messages, and a bounded frame reader.
+
+A frame is `length (u32, big-endian) + body (length bytes) + tag` where the tag (16 bytes on
+an authenticated link, none on an open one) authenticates the body (ha/auth.py's FrameTagger).
+A length above the reader's `frame_bytes_max` is refused before anything is buffered.
+
+Every body starts with `type (u8) + source id (u8 length + ASCII) + term (i64)`; the rest per
+type is in docs/dledger.md. Integers are big-endian; indexes and terms are i64 and never
+negative. Entries of a push are consecutive from `prev_index + 1`, so only their terms and
+payloads travel. Decoding is strict: an unknown type or flag bit, a negative or out-of-order
+number, a length past the body, or a byte left over is a `WireError`, and no size field is
+trusted before it is checked against the bytes actually present (no large allocation).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from ha.dledger.messages import Entry, Message, PushRequest, PushResponse, VoteRequest, VoteResponse
+from ha.dledger.peers import is_valid_id
+from ha.protocol import ProtocolError
+
+TYPE_VOTE_REQUEST = 1
+TYPE_VOTE_RESPONSE = 2
+TYPE_PUSH_REQUEST = 3
+TYPE_PUSH_RESPONSE = 4
+# Type 5 is kept for the leadership-transfer message (TimeoutNow); until it exists a frame of
+# that type is refused like any unknown type.
+TYPE_TIMEOUT_NOW = 5
+
+LENGTH = struct.Struct(">I")
+_HEAD = struct.Struct(">Bq")  # flags, term (after type and id)
+_VOTE_REQUEST = struct.Struct(">qq")  # last_index, last_term
+_PUSH_REQUEST = struct.Struct(">qqqI")  # prev_index, prev_term, commit_index, entry count
+_ENTRY = struct.Struct(">qI")  # term, payload size
+_PUSH_RESPONSE = struct.Struct(">qqqqq")  # prev, match, hint index, hint term, last index
+_ID_SIZE = struct.Struct(">B")
+
+FLAG_PRE_VOTE = 0x01  # vote request and response
+FLAG_GRANTED = 0x02  # vote response
+FLAG_FROM_BASE = 0x01  # push request
+FLAG_SUCCESS = 0x01  # push response
+_FLAGS_ALLOWED = {
+    TYPE_VOTE_REQUEST: FLAG_PRE_VOTE,
+    TYPE_VOTE_RESPONSE: FLAG_PRE_VOTE | FLAG_GRANTED,
+    TYPE_PUSH_REQUEST: FLAG_FROM_BASE,
+    TYPE_PUSH_RESPONSE: FLAG_SUCCESS,
+}
+FRAME_BYTES_MAX_DEFAULT = 8 << 20
+
+
+class WireError(ProtocolError):
+    """A frame the protocol does not allow: the connection that carried it is closed."""
+
+
+# ----- encoding -----
+
+
+def encode_message(message: Message) -> bytes:
+    """The body of one frame (no length, no tag)."""
+    if isinstance(message, VoteRequest):
+        head = _head(TYPE_VOTE_REQUEST, message.source_id, message.pre_vote, message.term)
+        return head + _VOTE_REQUEST.pack(message.last_index, message.last_term)
+    if isinstance(message, VoteResponse):
+        flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_GRANTED * message.granted
+        return _head(TYPE_VOTE_RESPONSE, message.source_id, flags, message.term)
+    if isinstance(message, PushRequest):
+        return _encode_push_request(message)
+    return _head(TYPE_PUSH_RESPONSE, message.source_id, message.success, message.term) + \
+        _PUSH_RESPONSE.pack(message.prev_index, message.match_index, message.hint_index,
+                            message.hint_term, message.last_index)
+
+
+def encode_frame(body: bytes, tag: bytes) -> bytes:
+    return LENGTH.pack(len(body)) + body + tag
+
+
+def _head(message_type: int, source_id: str, flags: int, term: int) -> bytes:
+    raw_id = source_id.encode("ascii")
+    return bytes([message_type]) + _ID_SIZE.pack(len(raw_id)) + raw_id + _HEAD.pack(flags, term)
+
+
+def _encode_push_request(message: PushRequest) -> bytes:
+    parts = [_head(TYPE_PUSH_REQUEST, message.source_id, message.from_base, message.term),
+             _PUSH_REQUEST.pack(message.prev_index, message.prev_term, message.commit_index,
+                                len(message.entries))]
+    for position, entry in enumerate(message.entries):
+        assert entry.index == message.prev_index + 1 + position, "entries must be consecutive"
+        parts.append(_ENTRY.pack(entry.term, len(entry.payload)))
+        parts.append(entry.payload)
+    return b"".join(parts)
+
+
+# ----- decoding -----
+
+
+class _Reader:
+    """Reads fields from one body; running past its end is a WireError, never an IndexError."""
+
+    def __init__(self, body: bytes | memoryview) -> None:
+        self._body = memoryview(body)
+        self._position = 0
+
+    @property
+    def remaining_bytes(self) -> int:
+        return len(self._body) - self._position
+
+    def take(self, size_bytes: int) -> memoryview:
+        if size_bytes > self.remaining_bytes:
+            raise WireError(f"truncated message: {size_bytes} bytes needed at "
+                            f"{self._position}, {self.remaining_bytes} left")
+        start = self._position
+        self._position += size_bytes
+        return self._body[start:self._position]
+
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        return layout.unpack(self.take(layout.size))
+
+    def finish(self) -> None:
+        if self.remaining_bytes:
+            raise WireError(f"{self.remaining_bytes} bytes left over after the message")
+
+
+def decode_message(body: bytes | memoryview) -> Message:
+    """The message in one frame body, or WireError."""
+    reader = _Reader(body)
+    (message_type,) = reader.take(1)
+    if message_type not in _FLAGS_ALLOWED:
+        raise WireError(f"unknown message type {message_type}")
+    source_id = _decode_id(reader)
+    flags, term = reader.unpack(_HEAD)
+    if flags & ~_FLAGS_ALLOWED[message_type]:
+        raise WireError(f"unknown flags {flags:#x} for message type {message_type}")
+    _check_non_negative(term)
+    message = _DECODERS[message_type](reader, source_id, flags, term)
+    reader.finish()
+    return message
+
+
+def _decode_id(reader: _Reader) -> str:
+    (size,) = reader.unpack(_ID_SIZE)
+    raw = bytes(reader.take(size))
+    if not raw.isascii() or not is_valid_id(raw.decode("ascii")):
+        raise WireError(f"invalid source id {raw!r}")
+    return raw.decode("ascii")
+
+
+def _check_non_negative(*numbers: int) -> None:
+    if min(numbers) < 0:
+        raise WireError(f"negative index or term in {numbers}")
+
+
+def _decode_vote_request(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
+    last_index, last_term = reader.unpack(_VOTE_REQUEST)
+    _check_non_negative(last_index, last_term)
+    return VoteRequest(source_id, term, last_index, last_term, bool(flags & FLAG_PRE_VOTE))
+
+
+def _decode_vote_response(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
+    return VoteResponse(source_id, term, bool(flags & FLAG_GRANTED), bool(flags & FLAG_PRE_VOTE))
+
+
+def _decode_push_request(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
+    prev_index, prev_term, commit_index, entry_count = reader.unpack(_PUSH_REQUEST)
+    _check_non_negative(prev_index, prev_term, commit_index)
+    if entry_count * _ENTRY.size > reader.remaining_bytes:
+        raise WireError(f"{entry_count} entries cannot fit in {reader.remaining_bytes} bytes")
+    entries: list[Entry] = []
+    previous_term = prev_term
+    for position in range(entry_count):
+        entry_term, payload_size = reader.unpack(_ENTRY)
+        # The node appends only non-decreasing terms no newer than the sender's.
+        if not previous_term <= entry_term <= term:
+            raise WireError(f"entry term {entry_term} after {previous_term} in a push of "
+                            f"term {term}")
+        entries.append(Entry(prev_index + 1 + position, entry_term,
+                             bytes(reader.take(payload_size))))
+        previous_term = entry_term
+    return PushRequest(source_id, term, prev_index, prev_term, tuple(entries), commit_index,
+                       bool(flags & FLAG_FROM_BASE))
+
+
+def _decode_push_response(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
+    numbers = reader.unpack(_PUSH_RESPONSE)
+    _check_non_negative(*numbers)
+    prev_index, match_index, hint_index, hint_term, last_index = numbers
+    return PushResponse(source_id, term, bool(flags & FLAG_SUCCESS), prev_index, match_index,
+                        hint_index, hint_term, last_index)
+
+
+_DECODERS: dict[int, Callable[[_Reader, str, int, int], Message]] = {
+    TYPE_VOTE_REQUEST: _decode_vote_request,
+    TYPE_VOTE_RESPONSE: _decode_vote_response,
+    TYPE_PUSH_REQUEST: _decode_push_request,
+    TYPE_PUSH_RESPONSE: _decode_push_response,
+}
+
+
+# ----- frames -----
+
+TagCheck = Callable[[bytes, bytes], None]  # check(tag, body) raises on a bad tag
+
+
+class FrameReader:
+    """Cuts a byte stream into frame bodies. Holds at most one frame (the length is checked
+    against `frame_bytes_max` before its body is waited for), so a peer cannot make it grow."""
+
+    def __init__(self, frame_bytes_max: int, tag_size: int, check: TagCheck) -> None:
+        assert frame_bytes_max >= 1 and tag_size >= 0
+        self._frame_bytes_max = frame_bytes_max
+        self._tag_size = tag_size
+        self._check = check
+        self._buffer = bytearray()
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The complete, authenticated bodies in what was received so far."""
+        self._buffer += data
+        bodies: list[bytes] = []
+        position = 0
+        while len(self._buffer) - position >= LENGTH.size:
+            (length,) = LENGTH.unpack_from(self._buffer, position)
+            if length > self._frame_bytes_max:
+                raise WireError(f"frame of {length} bytes is over the {self._frame_bytes_max} "
+                                "byte bound")
+            body_start = position + LENGTH.size
+            frame_end = body_start + length + self._tag_size
+            if frame_end > len(self._buffer):
+                break
+            body = bytes(self._buffer[body_start:body_start + length])
+            self._check(bytes(self._buffer[body_start + length:frame_end]), body)
+            bodies.append(body)
+            position = frame_end
+        del self._buffer[:position]
+        return bodies
