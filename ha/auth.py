@@ -94,21 +94,24 @@ class Handshake:
     """The secret-dependent half of the handshake for one connection (either side)."""
 
     def __init__(self, secret: bytes | None, master_nonce: bytes, slave_nonce: bytes,
-                 slave_id: bytes) -> None:
+                 slave_id: bytes, domain: bytes = b"twinlog-ha") -> None:
         assert len(master_nonce) == NONCE_SIZE and len(slave_nonce) == NONCE_SIZE
         assert len(slave_id) == SLAVE_ID_SIZE
         self._secret = secret
         self._context = master_nonce + slave_nonce + slave_id
+        # Each protocol keyed by the same secret labels its proofs and keys with its own
+        # domain, so a proof made for one (the HA link) is never valid in another (DLedger).
+        self._domain = domain
 
     @property
     def authenticated(self) -> bool:
         return self._secret is not None
 
     def slave_proof(self) -> bytes:
-        return self._proof(b"twinlog-ha/slave-proof")
+        return self._proof(b"/slave-proof")
 
     def master_proof(self) -> bytes:
-        return self._proof(b"twinlog-ha/master-proof")
+        return self._proof(b"/master-proof")
 
     def check_slave_proof(self, proof: bytes) -> None:
         if not hmac.compare_digest(self.slave_proof(), proof):
@@ -127,12 +130,13 @@ class Handshake:
     def _proof(self, label: bytes) -> bytes:
         if self._secret is None:
             return _NO_PROOF
-        return hmac.digest(self._secret, label + self._context, "sha256")
+        return hmac.digest(self._secret, self._domain + label + self._context, "sha256")
 
     def _session_key(self, direction: bytes) -> bytes | None:
         if self._secret is None:
             return None
-        session = hmac.digest(self._secret, b"twinlog-ha/session" + self._context, "sha256")
+        session = hmac.digest(self._secret, self._domain + b"/session" + self._context,
+                              "sha256")
         return hmac.digest(session, direction, "sha256")
 
 
