@@ -1,0 +1,286 @@
+"""DLedgerHost: the loop that runs one DLedgerNode in a real process, on one thread.
+
+Threads: the host thread (a ServiceThread) is the only one that touches the node and the
+storage. Other threads only put events in its bounded inbox: the transport's reading threads
+(`receive`, peer messages), clients (`append`), and the admin view reads the snapshot the host
+publishes after every round (`status`), so a busy or stuck host never blocks it.
+
+One round: take up to `round_events_max` events from the inbox, run the ticks that are due
+by the injected monotonic clock, run every action in order, then group commit: when writes
+were issued, one `storage.sync()` and `node.persisted(last write id)` (ha/dledger/storage.py).
+Actions: `Send` -> the transport's bounded per-peer queue (never blocks); `PersistTermVote` ->
+`storage.persist_term_vote`; the log writes are already in the NodeLog and wait for the sync;
+`AdvanceCommit` -> `storage.set_committed`, then the commit listeners; `CompleteAppend` ->
+the caller's future.
+
+Bounds: the inbox holds `inbox_max` events (a peer message past it is dropped and counted: Raft
+re-sends); at most `pending_appends_max` client appends are unanswered at once (past it,
+LEADER_PENDING_FULL at once); at most a few ticks are caught up per round after a stall (the
+rest are skipped, which only lengthens timeouts).
+
+Stop: the thread is joined, then every unanswered append completes: LEADERSHIP_LOST when the
+node had it (it may still commit under another leader: indeterminate), NOT_LEADER when it never
+reached the node (nothing appended). Appends after stop are NOT_LEADER at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import random
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from ha.dledger.actions import (
+    Action,
+    AdvanceCommit,
+    AppendStatus,
+    CompleteAppend,
+    PersistTermVote,
+    Send,
+)
+from ha.dledger.config import DLedgerConfig
+from ha.dledger.host_config import HostConfig
+from ha.dledger.host_status import HostStatus, PeerSample, Snapshot
+from ha.dledger.member import Role
+from ha.dledger.messages import Message
+from ha.dledger.node import DLedgerNode
+from ha.dledger.storage import DLedgerStorage
+from store.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+_TICKS_PER_ROUND_MAX = 4
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    status: AppendStatus
+    index: int
+    term: int
+
+
+@dataclass(slots=True)
+class _Append:
+    request_id: int
+    encode: Callable[[], bytes]
+    future: Future[AppendResult]
+
+
+class HostState(enum.Enum):
+    NEW = "NEW"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+
+
+class DLedgerHost(ServiceThread):
+    def __init__(self, self_id: str, member_ids: Sequence[str], config: HostConfig,
+                 storage: DLedgerStorage, send: Callable[[str, Message], None],
+                 clock_ms: Callable[[], float], rng: random.Random | None = None,
+                 node_base_config: DLedgerConfig | None = None) -> None:
+        super().__init__()
+        self.name = f"dledger-host-{self_id}"
+        self.self_id = self_id
+        self.config = config
+        self._member_ids = tuple(member_ids)
+        self._node_config = config.node_config(node_base_config)
+        self._storage = storage
+        self._send = send
+        self._clock_ms = clock_ms
+        self._rng = rng or random.Random()
+        self._inbox: queue.Queue[Message | _Append] = queue.Queue(config.inbox_max)
+        self._lock = threading.Lock()  # state, futures and request ids
+        self.state = HostState.NEW
+        self._futures: dict[int, Future[AppendResult]] = {}
+        self._in_node: set[int] = set()  # request ids handed to the node (host thread)
+        self._next_request_id = 1
+        self._commit_listeners: list[Callable[[int], None]] = []
+        self._node: DLedgerNode | None = None
+        self._next_tick_ms = 0.0
+        self._last_write_id = 0
+        self._persisted_write_id = 0
+        self._last_contact_ms: dict[str, float] = {}
+        self._snapshot: Snapshot | None = None
+        self.inbox_dropped_count = 0
+
+    # ----- lifecycle -----
+
+    def start(self) -> None:
+        self.open()
+        super().start()
+
+    def open(self) -> None:
+        """Recover the node from storage without starting the thread: `start()` runs this, and
+        tests drive `run_once()` themselves from here (a seam, no thread, no sleeps)."""
+        with self._lock:
+            if self.state is not HostState.NEW:
+                raise RuntimeError(f"{self.name} is {self.state.value}, cannot start")
+            hard_state, node_log = self._storage.open()
+            self._node = DLedgerNode(self.self_id, self._member_ids, self._node_config,
+                                     self._rng, hard_state, node_log)
+            self._next_tick_ms = self._clock_ms() + self.config.tick_ms
+            self._publish()
+            self.state = HostState.RUNNING
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.state is not HostState.RUNNING:
+                return
+            self.state = HostState.STOPPED
+        super().stop()
+        stranded = list(self._inbox.queue)
+        with self._lock:
+            futures, self._futures = self._futures, {}
+        for request_id, future in futures.items():
+            status = (AppendStatus.LEADERSHIP_LOST if request_id in self._in_node
+                      else AppendStatus.NOT_LEADER)
+            _resolve(future, AppendResult(status, 0, 0))
+        log.info("dledger: host %s stopped (%d appends answered, %d events dropped)",
+                 self.self_id, len(futures), len(stranded))
+        self._storage.close()
+
+    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
+        """`listener(commit_index)` runs on the host thread after storage.set_committed."""
+        self._commit_listeners.append(listener)
+
+    # ----- other threads -----
+
+    def receive(self, message: Message) -> None:
+        """A message from a peer (the transport's callback); dropped when the inbox is full."""
+        try:
+            self._inbox.put_nowait(message)
+        except queue.Full:
+            self.inbox_dropped_count += 1
+            return
+        self.wake()
+
+    def append(self, encode: Callable[[], bytes]) -> Future[AppendResult]:
+        """A client append. `encode()` runs on the host thread right before the node appends
+        the entry (never when this member is not the leader); the future completes on the host
+        thread with the node's AppendStatus."""
+        future: Future[AppendResult] = Future()
+        with self._lock:
+            if self.state is not HostState.RUNNING:
+                return _resolved(future, AppendStatus.NOT_LEADER)
+            if len(self._futures) >= self.config.pending_appends_max:
+                return _resolved(future, AppendStatus.LEADER_PENDING_FULL)
+            request_id = self._next_request_id
+            self._next_request_id += 1
+            try:
+                self._inbox.put_nowait(_Append(request_id, encode, future))
+            except queue.Full:
+                return _resolved(future, AppendStatus.LEADER_PENDING_FULL)
+            self._futures[request_id] = future
+        self.wake()
+        return future
+
+    def status(self) -> HostStatus:
+        snapshot = self._snapshot
+        assert snapshot is not None, "status before start"
+        return snapshot.view(self._clock_ms(), self.inbox_dropped_count)
+
+    # ----- the host thread -----
+
+    def run_once(self) -> float:
+        node = self._node
+        assert node is not None
+        for _ in range(self.config.round_events_max):
+            try:
+                event = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            self._run(self._handle(node, event))
+        self._run_due_ticks(node)
+        self._group_commit(node)
+        self._publish()
+        if not self._inbox.empty():
+            return 0.0
+        return max(0.0, self._next_tick_ms - self._clock_ms()) / 1000
+
+    def _handle(self, node: DLedgerNode, event: Message | _Append) -> list[Action]:
+        if not isinstance(event, _Append):
+            self._last_contact_ms[event.source_id] = self._clock_ms()
+            return node.receive(event)
+        if node.role is not Role.LEADER:
+            return [CompleteAppend(event.request_id, AppendStatus.NOT_LEADER, 0, 0)]
+        try:
+            payload = event.encode()
+        except Exception as error:  # the caller's bug: its future says so, the host goes on
+            self._fail(event.request_id, error)
+            return []
+        self._in_node.add(event.request_id)
+        return node.client_append(event.request_id, payload)
+
+    def _run_due_ticks(self, node: DLedgerNode) -> None:
+        now_ms = self._clock_ms()
+        for _ in range(_TICKS_PER_ROUND_MAX):
+            if now_ms < self._next_tick_ms:
+                return
+            self._next_tick_ms += self.config.tick_ms
+            self._run(node.tick())
+        if now_ms >= self._next_tick_ms:
+            # A stall: skip the missed ticks rather than replay them in a burst.
+            self._next_tick_ms = now_ms + self.config.tick_ms
+
+    def _group_commit(self, node: DLedgerNode) -> None:
+        if self._last_write_id == self._persisted_write_id:
+            return
+        self._storage.sync()
+        self._persisted_write_id = self._last_write_id
+        actions = node.persisted(self._last_write_id)
+        self._run(actions)
+        # Answering a durable write never issues another one.
+        assert self._last_write_id == self._persisted_write_id, actions
+
+    def _run(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self._send(action.target_id, action.message)
+            elif isinstance(action, AdvanceCommit):
+                self._storage.set_committed(action.commit_index)
+                for listener in self._commit_listeners:
+                    listener(action.commit_index)
+            elif isinstance(action, CompleteAppend):
+                self._complete(action)
+            else:
+                if isinstance(action, PersistTermVote):
+                    self._storage.persist_term_vote(action.term, action.voted_for)
+                assert action.write_id == self._last_write_id + 1, action
+                self._last_write_id = action.write_id
+
+    def _complete(self, action: CompleteAppend) -> None:
+        self._in_node.discard(action.request_id)
+        with self._lock:
+            future = self._futures.pop(action.request_id, None)
+        if future is not None:
+            _resolve(future, AppendResult(action.status, action.index, action.term))
+
+    def _fail(self, request_id: int, error: Exception) -> None:
+        with self._lock:
+            future = self._futures.pop(request_id, None)
+        if future is not None:
+            future.set_exception(error)
+
+    def _publish(self) -> None:
+        node = self._node
+        assert node is not None
+        peers = tuple(
+            PeerSample.of(peer_id, node.dispatchers.get(peer_id), node.log.last_index,
+                          self._last_contact_ms.get(peer_id))
+            for peer_id in node.peer_ids)
+        self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
+                                  node.commit_index, node.log.last_index, len(self._futures),
+                                  peers, self.last_error)
+
+
+def _resolved(future: Future[AppendResult], status: AppendStatus) -> Future[AppendResult]:
+    future.set_result(AppendResult(status, 0, 0))
+    return future
+
+
+def _resolve(future: Future[AppendResult], result: AppendResult) -> None:
+    if not future.done():
+        future.set_result(result)

@@ -1,0 +1,229 @@
+"""The DLedger host driven by hand (no thread, a fake clock): ticks from the clock, group
+commit, the client API's bounds, the quorum deadline in ms, and a clean stop."""
+
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import Future
+
+import pytest
+
+from ha.dledger.actions import AppendStatus
+from ha.dledger.host import AppendResult, DLedgerHost, HostState
+from ha.dledger.host_config import HostConfig
+from ha.dledger.member import Role
+from ha.dledger.memory_storage import MemoryStorage
+from ha.dledger.messages import Message, VoteRequest, VoteResponse
+from store.config import ConfigError
+
+CONFIG = HostConfig(tick_ms=10, election_timeout_ms=100, heartbeat_interval_ms=20,
+                    push_timeout_ms=50, quorum_deadline_ms=205, pending_appends_max=4)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+
+    def __call__(self) -> float:
+        return self.now_ms
+
+
+class Rig:
+    def __init__(self, member_ids: tuple[str, ...], config: HostConfig = CONFIG) -> None:
+        self.clock = FakeClock()
+        self.storage = MemoryStorage()
+        self.sent: list[tuple[str, Message]] = []
+        self.host = DLedgerHost("n0", member_ids, config, self.storage,
+                                lambda target, message: self.sent.append((target, message)),
+                                self.clock, random.Random(1))
+        self.host.open()
+
+    def advance(self, duration_ms: float) -> None:
+        """Move the clock in steps of one tick, running a round at each."""
+        end_ms = self.clock.now_ms + duration_ms
+        while self.clock.now_ms < end_ms:
+            self.clock.now_ms = min(end_ms, self.clock.now_ms + self.host.config.tick_ms)
+            self.host.run_once()
+
+    def elect_alone(self) -> None:
+        self.advance(2 * CONFIG.election_timeout_ms)
+        assert self.host.status().role == Role.LEADER.value
+
+    def elect_with_votes(self) -> None:
+        """Become leader of a 3-member group on n1's (scripted) votes."""
+        while not any(isinstance(m, VoteRequest) for _, m in self.sent):
+            self.advance(CONFIG.tick_ms)
+        self.host.receive(VoteResponse("n1", 1, True, True))
+        self.host.run_once()
+        self.host.receive(VoteResponse("n1", 1, True, False))
+        self.host.run_once()
+        assert self.host.status().role == Role.LEADER.value
+
+
+def test_single_member_elects_itself_from_clock_ticks() -> None:
+    """Ticks come from the injected clock: no leader before the election timeout, one after."""
+    rig = Rig(("n0",))
+    rig.advance(CONFIG.election_timeout_ms - CONFIG.tick_ms)
+    assert rig.host.status().role == Role.FOLLOWER.value
+    rig.advance(CONFIG.election_timeout_ms + CONFIG.tick_ms)
+    status = rig.host.status()
+    assert (status.role, status.term, status.leader_id) == (Role.LEADER.value, 1, "n0")
+    assert rig.storage.hard_state.term == 1
+
+
+def test_a_round_of_appends_is_one_group_commit() -> None:
+    """Appends taken in one round are made durable by one sync, then all complete OK."""
+    rig = Rig(("n0",), HostConfig(**{**_fields(CONFIG), "pending_appends_max": 64}))
+    rig.elect_alone()
+    syncs_before = rig.storage.sync_count
+    futures = [rig.host.append(lambda i=i: b"m%d" % i) for i in range(10)]
+    rig.host.run_once()
+    assert rig.storage.sync_count == syncs_before + 1
+    results = [future.result(0) for future in futures]
+    assert [r.status for r in results] == [AppendStatus.OK] * 10
+    assert [r.index for r in results] == list(range(2, 12))  # 1 is the leader's no-op
+    assert [e.payload for e in rig.storage.durable_entries()][1:] == [b"m%d" % i
+                                                                    for i in range(10)]
+    assert rig.storage.committed_index == 11
+
+
+def test_encode_runs_on_the_host_thread_only_when_leader() -> None:
+    """A follower never calls encode (NOT_LEADER); a leader calls it on the host's thread."""
+    rig = Rig(("n0", "n1", "n2"))
+    calls: list[str] = []
+
+    def encode() -> bytes:
+        calls.append(threading.current_thread().name)
+        return b"x"
+
+    refused = rig.host.append(encode)
+    caller = threading.Thread(target=rig.host.run_once, name="the-host")
+    caller.start()
+    caller.join()
+    assert refused.result(0).status is AppendStatus.NOT_LEADER and calls == []
+    rig.elect_with_votes()
+    rig.host.append(encode)
+    caller = threading.Thread(target=rig.host.run_once, name="the-host")
+    caller.start()
+    caller.join()
+    assert calls == ["the-host"]
+
+
+def test_an_encode_failure_fails_only_that_append() -> None:
+    """An exception in encode reaches that caller's future; the host goes on."""
+    rig = Rig(("n0",))
+    rig.elect_alone()
+
+    def broken() -> bytes:
+        raise ValueError("bad record")
+
+    failed = rig.host.append(broken)
+    fine = rig.host.append(lambda: b"ok")
+    rig.host.run_once()
+    with pytest.raises(ValueError, match="bad record"):
+        failed.result(0)
+    assert fine.result(0).status is AppendStatus.OK
+
+
+def test_quorum_deadline_in_ms_maps_to_ticks() -> None:
+    """205 ms with 10 ms ticks is 21 ticks: no answer after 200 ms, WAIT_QUORUM_ACK_TIMEOUT
+    (indeterminate) by 220 ms."""
+    # An election timeout well past the deadline: the leader keeps its lease meanwhile.
+    rig = Rig(("n0", "n1", "n2"), HostConfig(**{**_fields(CONFIG), "election_timeout_ms": 1000}))
+    rig.elect_with_votes()
+    assert rig.host._node_config.quorum_deadline_ticks == 21
+    future = rig.host.append(lambda: b"lonely")
+    rig.host.run_once()
+    rig.advance(200)
+    assert not future.done()
+    rig.advance(20)
+    assert future.result(0).status is AppendStatus.WAIT_QUORUM_ACK_TIMEOUT
+
+
+def test_pending_appends_are_bounded() -> None:
+    """Past pending_appends_max unanswered appends, the next is LEADER_PENDING_FULL at once."""
+    rig = Rig(("n0", "n1", "n2"))
+    rig.elect_with_votes()
+    waiting = [rig.host.append(lambda: b"w") for _ in range(CONFIG.pending_appends_max)]
+    refused = rig.host.append(lambda: b"one too many")
+    assert refused.result(0).status is AppendStatus.LEADER_PENDING_FULL
+    rig.host.run_once()
+    assert not any(future.done() for future in waiting)
+    assert rig.host.status().pending_appends == CONFIG.pending_appends_max
+
+
+def test_stop_answers_every_pending_append() -> None:
+    """On stop an append the node holds is LEADERSHIP_LOST, one still in the inbox NOT_LEADER,
+    and one after stop NOT_LEADER at once."""
+    rig = Rig(("n0", "n1", "n2"))
+    rig.elect_with_votes()
+    in_node = rig.host.append(lambda: b"in the node")
+    rig.host.run_once()
+    in_inbox = rig.host.append(lambda: b"in the inbox")
+    rig.host.stop()
+    assert in_node.result(0).status is AppendStatus.LEADERSHIP_LOST
+    assert in_inbox.result(0).status is AppendStatus.NOT_LEADER
+    assert rig.host.append(lambda: b"late").result(0).status is AppendStatus.NOT_LEADER
+    assert rig.host.state is HostState.STOPPED
+
+
+def test_full_inbox_drops_peer_messages_and_refuses_appends() -> None:
+    """A full inbox drops a peer message (counted) and answers an append LEADER_PENDING_FULL."""
+    rig = Rig(("n0", "n1", "n2"), HostConfig(**{**_fields(CONFIG), "inbox_max": 2}))
+    for _ in range(3):
+        rig.host.receive(VoteResponse("n1", 0, False, True))
+    assert rig.host.status().inbox_dropped_count == 1
+    future: Future[AppendResult] = rig.host.append(lambda: b"x")
+    assert future.result(0).status is AppendStatus.LEADER_PENDING_FULL
+
+
+def test_status_reports_peers_for_the_admin_view() -> None:
+    """The leader's status names each peer's match, lag, pushes in flight and last contact."""
+    rig = Rig(("n0", "n1", "n2"))
+    rig.elect_with_votes()
+    rig.advance(30)
+    status = rig.host.status()
+    by_id = {peer.peer_id: peer for peer in status.peers}
+    assert (status.self_id, status.term, status.leader_id) == ("n0", 1, "n0")
+    assert status.end_index == 1 and status.committed_index == 0
+    assert by_id["n1"].match_index == 0 and by_id["n1"].lag_entries == 1
+    assert by_id["n1"].last_contact_ms_ago == 30
+    assert by_id["n2"].last_contact_ms_ago is None
+    assert (by_id["n2"].dispatcher_state, by_id["n2"].inflight_pushes) == ("COMPARE", 0)
+
+
+def test_times_must_fit_the_tick() -> None:
+    """A heartbeat not shorter than the election timeout is refused by name."""
+    with pytest.raises(ConfigError, match="heartbeat_interval_ms"):
+        HostConfig(tick_ms=10, election_timeout_ms=100, heartbeat_interval_ms=100)
+
+
+def test_start_twice_is_refused() -> None:
+    """A host opens its storage once; a second start is a clear error."""
+    rig = Rig(("n0",))
+    with pytest.raises(RuntimeError, match="cannot start"):
+        rig.host.start()
+
+
+def _fields(config: HostConfig) -> dict[str, int]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+def test_memory_storage_keeps_only_what_was_synced() -> None:
+    """Log changes reach the durable copy at sync only: a crash loses the rest."""
+    from ha.dledger.messages import Entry
+
+    storage = MemoryStorage()
+    _, log = storage.open()
+    log.append(Entry(1, 1, b"a"))
+    storage.sync()
+    log.append(Entry(2, 1, b"b"))
+    log.truncate_from(1)
+    storage.crash()
+    _, recovered = storage.open()
+    assert recovered.entries() == (Entry(1, 1, b"a"),)
+    recovered.truncate_from(1)
+    recovered.append(Entry(1, 2, b"c"))
+    storage.sync()
+    assert storage.durable_entries() == (Entry(1, 2, b"c"),)
