@@ -2,8 +2,9 @@
 
 Threads: the host thread (a ServiceThread) is the only one that touches the node and the
 storage. Other threads only put events in its bounded inbox: the transport's reading threads
-(`receive`, peer messages), clients (`append`), and the admin view reads the snapshot the host
-publishes after every round (`status`), so a busy or stuck host never blocks it.
+(`receive`, peer messages), clients (`append`) and the admin (`transfer_leadership`); the
+admin view reads the snapshot the host publishes after every round (`status`), so a busy or
+stuck host never blocks it.
 
 One round: take up to `round_events_max` events from the inbox, run the ticks that are due
 by the injected monotonic clock, run every action in order, then group commit: when writes
@@ -20,7 +21,8 @@ rest are skipped, which only lengthens timeouts).
 
 Stop: the thread is joined, then every unanswered append completes: LEADERSHIP_LOST when the
 node had it (it may still commit under another leader: indeterminate), NOT_LEADER when it never
-reached the node (nothing appended). Appends after stop are NOT_LEADER at once.
+reached the node (nothing appended). Appends after stop are NOT_LEADER at once. A running
+transfer ends LEADERSHIP_LOST, one still in the inbox NOT_LEADER.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from ha.dledger.actions import (
     AdvanceCommit,
     AppendStatus,
     CompleteAppend,
+    CompleteTransfer,
     PersistTermVote,
     Send,
+    TransferStatus,
 )
 from ha.dledger.config import DLedgerConfig
 from ha.dledger.host_config import HostConfig
@@ -70,6 +74,15 @@ class _Append:
     future: Future[AppendResult]
 
 
+@dataclass(slots=True)
+class _Transfer:
+    target_id: str
+    future: Future[TransferStatus]
+
+
+_Event = Message | _Append | _Transfer
+
+
 class HostState(enum.Enum):
     NEW = "NEW"
     RUNNING = "RUNNING"
@@ -91,11 +104,12 @@ class DLedgerHost(ServiceThread):
         self._send = send
         self._clock_ms = clock_ms
         self._rng = rng or random.Random()
-        self._inbox: queue.Queue[Message | _Append] = queue.Queue(config.inbox_max)
+        self._inbox: queue.Queue[_Event] = queue.Queue(config.inbox_max)
         self._lock = threading.Lock()  # state, futures and request ids
         self.state = HostState.NEW
         self._futures: dict[int, Future[AppendResult]] = {}
         self._in_node: set[int] = set()  # request ids handed to the node (host thread)
+        self._transfer: Future[TransferStatus] | None = None  # the one the node runs
         self._next_request_id = 1
         self._commit_listeners: list[Callable[[int], None]] = []
         self._node: DLedgerNode | None = None
@@ -138,6 +152,11 @@ class DLedgerHost(ServiceThread):
             status = (AppendStatus.LEADERSHIP_LOST if request_id in self._in_node
                       else AppendStatus.NOT_LEADER)
             _resolve(future, AppendResult(status, 0, 0))
+        if self._transfer is not None and not self._transfer.done():
+            self._transfer.set_result(TransferStatus.LEADERSHIP_LOST)
+        for event in stranded:
+            if isinstance(event, _Transfer):
+                event.future.set_result(TransferStatus.NOT_LEADER)
         log.info("dledger: host %s stopped (%d appends answered, %d events dropped)",
                  self.self_id, len(futures), len(stranded))
         self._storage.close()
@@ -177,6 +196,22 @@ class DLedgerHost(ServiceThread):
         self.wake()
         return future
 
+    def transfer_leadership(self, target_id: str) -> Future[TransferStatus]:
+        """Hand leadership to `target_id` (the admin request); the future completes with the
+        node's TransferStatus, IN_PROGRESS at once while another transfer runs."""
+        future: Future[TransferStatus] = Future()
+        with self._lock:
+            if self.state is not HostState.RUNNING:
+                future.set_result(TransferStatus.NOT_LEADER)
+                return future
+            try:
+                self._inbox.put_nowait(_Transfer(target_id, future))
+            except queue.Full:
+                future.set_result(TransferStatus.IN_PROGRESS)
+                return future
+        self.wake()
+        return future
+
     def status(self) -> HostStatus:
         snapshot = self._snapshot
         assert snapshot is not None, "status before start"
@@ -200,7 +235,14 @@ class DLedgerHost(ServiceThread):
             return 0.0
         return max(0.0, self._next_tick_ms - self._clock_ms()) / 1000
 
-    def _handle(self, node: DLedgerNode, event: Message | _Append) -> list[Action]:
+    def _handle(self, node: DLedgerNode, event: _Event) -> list[Action]:
+        if isinstance(event, _Transfer):
+            if self._transfer is not None:
+                event.future.set_result(TransferStatus.IN_PROGRESS)
+                return []
+            # Set first: a refusal comes back in these very actions and completes it.
+            self._transfer = event.future
+            return node.transfer_leadership(event.target_id)
         if not isinstance(event, _Append):
             self._last_contact_ms[event.source_id] = self._clock_ms()
             return node.receive(event)
@@ -245,6 +287,10 @@ class DLedgerHost(ServiceThread):
                     listener(action.commit_index)
             elif isinstance(action, CompleteAppend):
                 self._complete(action)
+            elif isinstance(action, CompleteTransfer):
+                if self._transfer is not None:
+                    self._transfer.set_result(action.status)
+                    self._transfer = None
             else:
                 if isinstance(action, PersistTermVote):
                     self._storage.persist_term_vote(action.term, action.voted_for)

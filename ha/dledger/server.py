@@ -15,6 +15,8 @@ from ha.dledger.host_config import HostConfig
 from ha.dledger.messages import Message
 from ha.dledger.storage import DLedgerStorage
 from ha.dledger.transport import PeerTransport, TransportConfig
+from ha.dledger.wire import push_frame_bytes_needed
+from store.config import ConfigError
 
 
 def monotonic_ms() -> float:
@@ -25,8 +27,18 @@ class DLedgerServer:
     def __init__(self, transport_config: TransportConfig, host_config: HostConfig,
                  storage: DLedgerStorage, listener: socket.socket,
                  rng: random.Random | None = None,
-                 node_base_config: DLedgerConfig | None = None) -> None:
-        """`listener` is a bound socket for the member's own port (tests bind port 0)."""
+                 node_base_config: DLedgerConfig | None = None,
+                 entry_payload_bytes_max: int | None = None) -> None:
+        """`listener` is a bound socket for the member's own port (tests bind port 0).
+        `entry_payload_bytes_max` is the largest entry the log may hold (the broker's largest
+        record; by default push_bytes_max): the frame bound must let the largest push pass."""
+        node_config = host_config.node_config(node_base_config)
+        frame_bytes_needed = push_frame_bytes_needed(
+            node_config.push_bytes_max, node_config.push_entries_max,
+            entry_payload_bytes_max or node_config.push_bytes_max)
+        if transport_config.frame_bytes_max < frame_bytes_needed:
+            raise ConfigError(f"dledger frame_bytes_max: a push may need {frame_bytes_needed} "
+                              f"bytes (got {transport_config.frame_bytes_max})")
         member_ids = [peer.node_id for peer in transport_config.peers]
         self.host = DLedgerHost(transport_config.self_id, member_ids, host_config, storage,
                                 self._send, monotonic_ms, rng, node_base_config)

@@ -17,7 +17,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from ha.dledger.messages import Entry, Message, PushRequest, PushResponse, VoteRequest, VoteResponse
+from ha.dledger.messages import (
+    Entry,
+    Message,
+    PushRequest,
+    PushResponse,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+)
 from ha.dledger.peers import is_valid_id
 from ha.protocol import ProtocolError
 
@@ -25,8 +33,6 @@ TYPE_VOTE_REQUEST = 1
 TYPE_VOTE_RESPONSE = 2
 TYPE_PUSH_REQUEST = 3
 TYPE_PUSH_RESPONSE = 4
-# Type 5 is kept for the leadership-transfer message (TimeoutNow); until it exists a frame of
-# that type is refused like any unknown type.
 TYPE_TIMEOUT_NOW = 5
 
 LENGTH = struct.Struct(">I")
@@ -39,15 +45,17 @@ _ID_SIZE = struct.Struct(">B")
 
 FLAG_PRE_VOTE = 0x01  # vote request and response
 FLAG_GRANTED = 0x02  # vote response
+FLAG_TRANSFER = 0x02  # vote request: the election a leader asked for (TimeoutNow)
 FLAG_FROM_BASE = 0x01  # push request
 FLAG_SUCCESS = 0x01  # push response
 _FLAGS_ALLOWED = {
-    TYPE_VOTE_REQUEST: FLAG_PRE_VOTE,
+    TYPE_VOTE_REQUEST: FLAG_PRE_VOTE | FLAG_TRANSFER,
     TYPE_VOTE_RESPONSE: FLAG_PRE_VOTE | FLAG_GRANTED,
     TYPE_PUSH_REQUEST: FLAG_FROM_BASE,
     TYPE_PUSH_RESPONSE: FLAG_SUCCESS,
+    TYPE_TIMEOUT_NOW: 0,
 }
-FRAME_BYTES_MAX_DEFAULT = 8 << 20
+_HEAD_BYTES_MAX = 1 + _ID_SIZE.size + 32 + _HEAD.size
 
 
 class WireError(ProtocolError):
@@ -60,16 +68,27 @@ class WireError(ProtocolError):
 def encode_message(message: Message) -> bytes:
     """The body of one frame (no length, no tag)."""
     if isinstance(message, VoteRequest):
-        head = _head(TYPE_VOTE_REQUEST, message.source_id, message.pre_vote, message.term)
+        flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_TRANSFER * message.transfer
+        head = _head(TYPE_VOTE_REQUEST, message.source_id, flags, message.term)
         return head + _VOTE_REQUEST.pack(message.last_index, message.last_term)
     if isinstance(message, VoteResponse):
         flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_GRANTED * message.granted
         return _head(TYPE_VOTE_RESPONSE, message.source_id, flags, message.term)
     if isinstance(message, PushRequest):
         return _encode_push_request(message)
+    if isinstance(message, TimeoutNow):
+        return _head(TYPE_TIMEOUT_NOW, message.source_id, 0, message.term)
     return _head(TYPE_PUSH_RESPONSE, message.source_id, message.success, message.term) + \
         _PUSH_RESPONSE.pack(message.prev_index, message.match_index, message.hint_index,
                             message.hint_term, message.last_index)
+
+
+def push_frame_bytes_needed(push_bytes_max: int, push_entries_max: int,
+                            entry_payload_bytes_max: int) -> int:
+    """The largest body a leader's push can need: the node fills a push up to push_bytes_max
+    of payloads, or sends one larger entry alone (ha/dledger/messages.py within_bytes)."""
+    payloads_max = max(push_bytes_max, entry_payload_bytes_max)
+    return _HEAD_BYTES_MAX + _PUSH_REQUEST.size + push_entries_max * _ENTRY.size + payloads_max
 
 
 def encode_frame(body: bytes, tag: bytes) -> bytes:
@@ -154,7 +173,8 @@ def _check_non_negative(*numbers: int) -> None:
 def _decode_vote_request(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
     last_index, last_term = reader.unpack(_VOTE_REQUEST)
     _check_non_negative(last_index, last_term)
-    return VoteRequest(source_id, term, last_index, last_term, bool(flags & FLAG_PRE_VOTE))
+    return VoteRequest(source_id, term, last_index, last_term, bool(flags & FLAG_PRE_VOTE),
+                       bool(flags & FLAG_TRANSFER))
 
 
 def _decode_vote_response(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
@@ -189,11 +209,16 @@ def _decode_push_response(reader: _Reader, source_id: str, flags: int, term: int
                         hint_index, hint_term, last_index)
 
 
+def _decode_timeout_now(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
+    return TimeoutNow(source_id, term)
+
+
 _DECODERS: dict[int, Callable[[_Reader, str, int, int], Message]] = {
     TYPE_VOTE_REQUEST: _decode_vote_request,
     TYPE_VOTE_RESPONSE: _decode_vote_response,
     TYPE_PUSH_REQUEST: _decode_push_request,
     TYPE_PUSH_RESPONSE: _decode_push_response,
+    TYPE_TIMEOUT_NOW: _decode_timeout_now,
 }
 
 

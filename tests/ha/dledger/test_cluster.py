@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ha.dledger.actions import AppendStatus
+from ha.dledger.actions import AppendStatus, TransferStatus
 from ha.dledger.member import Role
 from tests.ha.dledger.cluster import Cluster
 from tests.ha.dledger.net import WAIT_S
@@ -80,3 +80,20 @@ def test_a_restarted_member_catches_up(cluster: Cluster) -> None:
                            for i in range(30)), WAIT_S)
     current = cluster.wait_leader()
     assert payloads(cluster, lagging) == payloads(cluster, current)
+
+
+def test_leadership_transfer_over_the_wire(cluster: Cluster) -> None:
+    """The leader hands over to a caught-up follower (TimeoutNow on the real transport); the
+    target leads in a higher term and commits a new append."""
+    cluster.start_all()
+    cluster.append(b"before-transfer")
+    leader = cluster.wait_leader()
+    term = cluster.servers[leader].host.status().term
+    target = next(node_id for node_id in cluster.ids if node_id != leader)
+    status = cluster.servers[leader].host.transfer_leadership(target).result(WAIT_S)
+    assert status is TransferStatus.OK
+    wait_until(lambda: cluster.leader() == target, WAIT_S)
+    assert cluster.servers[target].host.status().term > term
+    cluster.append(b"after-transfer")
+    wait_until(lambda: all(holds_committed(cluster, n, b"after-transfer")
+                           for n in cluster.ids), WAIT_S)

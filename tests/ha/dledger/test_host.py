@@ -9,7 +9,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from ha.dledger.actions import AppendStatus
+from ha.dledger.actions import AppendStatus, TransferStatus
 from ha.dledger.host import AppendResult, DLedgerHost, HostState
 from ha.dledger.host_config import HostConfig
 from ha.dledger.member import Role
@@ -227,3 +227,35 @@ def test_memory_storage_keeps_only_what_was_synced() -> None:
     recovered.append(Entry(1, 2, b"c"))
     storage.sync()
     assert storage.durable_entries() == (Entry(1, 2, b"c"),)
+
+
+def test_transfer_refusal_and_one_transfer_at_a_time() -> None:
+    """A follower's transfer is refused NOT_LEADER; on the leader a second transfer while one
+    runs is IN_PROGRESS at once, and stop ends the running one LEADERSHIP_LOST."""
+    rig = Rig(("n0", "n1", "n2"))
+    refused = rig.host.transfer_leadership("n1")
+    rig.host.run_once()
+    assert refused.result(0) is TransferStatus.NOT_LEADER
+    rig.elect_with_votes()
+    running = rig.host.transfer_leadership("n1")  # n1 never answers: it cannot catch up
+    second = rig.host.transfer_leadership("n2")
+    rig.host.run_once()
+    assert second.result(0) is TransferStatus.IN_PROGRESS and not running.done()
+    queued = rig.host.transfer_leadership("n2")
+    rig.host.stop()
+    assert running.result(0) is TransferStatus.LEADERSHIP_LOST
+    assert queued.result(0) is TransferStatus.NOT_LEADER
+
+
+def test_transfer_to_a_peer_that_never_catches_up_is_refused_in_time() -> None:
+    """transfer_catchup_ms maps to ticks: a target that never acks is NOT_CAUGHT_UP by then."""
+    config = HostConfig(**{**_fields(CONFIG), "election_timeout_ms": 1000,
+                           "transfer_catchup_ms": 100})
+    rig = Rig(("n0", "n1", "n2"), config)
+    rig.elect_with_votes()
+    transfer = rig.host.transfer_leadership("n1")
+    rig.host.run_once()
+    rig.advance(90)
+    assert not transfer.done()
+    rig.advance(20)
+    assert transfer.result(0) is TransferStatus.NOT_CAUGHT_UP

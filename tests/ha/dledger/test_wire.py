@@ -15,17 +15,18 @@ from ha.dledger.messages import (
     Message,
     PushRequest,
     PushResponse,
+    TimeoutNow,
     VoteRequest,
     VoteResponse,
 )
 from ha.dledger.wire import (
     LENGTH,
-    TYPE_TIMEOUT_NOW,
     FrameReader,
     WireError,
     decode_message,
     encode_frame,
     encode_message,
+    push_frame_bytes_needed,
 )
 from ha.protocol import ProtocolError
 
@@ -47,11 +48,12 @@ def _push_requests(draw: st.DrawFn) -> PushRequest:
 
 
 _messages: st.SearchStrategy[Message] = st.one_of(
-    st.builds(VoteRequest, _ids, _numbers, _numbers, _numbers, st.booleans()),
+    st.builds(VoteRequest, _ids, _numbers, _numbers, _numbers, st.booleans(), st.booleans()),
     st.builds(VoteResponse, _ids, _numbers, st.booleans(), st.booleans()),
     _push_requests(),
     st.builds(PushResponse, _ids, _numbers, st.booleans(), _numbers, _numbers, _numbers,
               _numbers, _numbers),
+    st.builds(TimeoutNow, _ids, _numbers),
 )
 
 PUSH = PushRequest("n0", 7, 10, 6, (Entry(11, 6, b"abc"), Entry(12, 7, b"")), 9, False)
@@ -105,13 +107,26 @@ def test_flipped_bytes_never_escape(message: Message, data: st.DataObject) -> No
     assert encode_message(decoded) == bytes(body)
 
 
-def test_unknown_type_and_the_reserved_transfer_slot_are_refused() -> None:
-    """Type 5 (kept for leadership transfer) and any unknown type are refused by number."""
+def test_unknown_types_are_refused() -> None:
+    """A type outside 1-5 is refused by number."""
     body = bytearray(encode_message(PUSH))
-    for message_type in (0, TYPE_TIMEOUT_NOW, 200):
+    for message_type in (0, 6, 200):
         body[0] = message_type
         with pytest.raises(WireError, match=f"unknown message type {message_type}"):
             decode_message(bytes(body))
+
+
+def test_a_full_push_fits_the_frame_bound_the_wire_derives() -> None:
+    """A push of push_entries_max entries filling push_bytes_max, or one entry as large as the
+    largest payload, encodes within push_frame_bytes_needed (ids of 32 bytes, huge numbers)."""
+    source_id, big = "n" * 32, (1 << 63) - 1
+    full = tuple(Entry(big - 16 + i, big, bytes(64)) for i in range(16))
+    alone = (Entry(big - 16, big, bytes(5000)),)
+    for entries in (full, alone):
+        body = encode_message(PushRequest(source_id, big, big - 17, big, entries, big, True))
+        assert len(body) <= push_frame_bytes_needed(16 * 64, 16, 5000)
+    assert len(encode_message(PushRequest(source_id, big, big - 17, big, full, big, True))) \
+        == push_frame_bytes_needed(16 * 64, 16, 0)
 
 
 def test_huge_entry_count_is_refused_before_allocating() -> None:
