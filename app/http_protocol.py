@@ -88,7 +88,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_started_in_feed = False
         self._message_ended_in_feed = False
         self._head_bytes = 0
-        self._header_count = 0
         self._body_pending = False
         self._linger_bytes_left: int | None = None
         self._refusal: bytes | None = None
@@ -139,17 +138,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_in_progress = self._head_started_in_feed = True
-        self._head_bytes = self._header_count = 0
+        self._head_bytes = 0
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        if self._header_count > self.limits.headers_max:
+    def on_headers_complete(self) -> None:
+        # Counted here, not per header: the byte limit already bounds what the fields hold,
+        # and a per-header callback would cost every request.
+        if len(self.headers) > self.limits.headers_max:
             self.counts.heads_too_large += 1
             self._refusal = self.responses["header_count"]
             raise _HeadRefused
-        super().on_header(name, value)
-
-    def on_headers_complete(self) -> None:
         self._head_in_progress = False
         self._body_pending = True
         self._set_deadline("body", self.limits.body_timeout_s)

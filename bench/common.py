@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -22,3 +23,14 @@ def row(name: str, value: float, unit: str, baseline: float | None = None,
         target: str = "") -> None:
     ratio = f"  ratio {value / baseline:6.2f}" if baseline else ""
     print(f"  {name:<44} {value:14,.1f} {unit:<8}{ratio}  {target}".rstrip())
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -36,7 +36,7 @@ from pydantic import BaseModel
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header, row  # noqa: E402
+from bench.common import header, row, stop_process  # noqa: E402
 
 CONNECTIONS = 64
 WRK_THREADS = 1
@@ -106,16 +106,6 @@ def _spawn(arguments: list[str]) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def _wait_for(url: str, process: subprocess.Popen[bytes], check: Any = None) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     with httpx.Client(timeout=2.0) as client:
@@ -142,7 +132,7 @@ def uvicorn_app(target: str, *, factory: bool) -> Iterator[str]:
         _wait_listening(port, process)
         yield f"http://127.0.0.1:{port}"
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
@@ -186,7 +176,7 @@ def broker(root: Path, role: str, with_slave: bool = False, name: str = "") -> I
         yield url
     finally:
         for process in reversed(processes):
-            _stop(process)
+            stop_process(process)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
