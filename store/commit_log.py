@@ -176,6 +176,10 @@ class CommitLog:
             f"queue_id {message.queue_id} is outside [0, {self.queue_count(message.topic)})",
         )
 
+    def choose_queue(self, message: Message) -> int:
+        """The queue a message goes to (its own, or the topic's next in turn); -1: invalid."""
+        return self._choose_queue(message)
+
     def _choose_queue(self, message: Message) -> int:
         queue_id = message.queue_id
         if queue_id is not None:
@@ -255,6 +259,42 @@ class CommitLog:
             self._last_file = mapped
         self._on_append()
         return AppendRawStatus.OK
+
+    def write_entry_record(self, position: int, record: bytes) -> AppendRawStatus:
+        """DLedger's write, the same on every member: a whole record at `position`, which
+        must be the log's end when the record fits the current file with room for the
+        end-of-file blank, else the next file's start (the blank is written first); in an
+        empty log, any file's start. Nothing is written on a mismatch."""
+        size = len(record)
+        if size > self._record_size_max:
+            return AppendRawStatus.SPANS_FILES
+        with self._lock:
+            last = self._files.last_file()
+            if last is None:
+                expected = position - position % self._config.mapped_file_size_bytes
+            elif not last.is_full and size + END_FILE_MIN_BLANK_LENGTH <= last.remaining_bytes:
+                expected = last.write_offset
+            else:
+                expected = last.end_offset
+            if position != expected:
+                return AppendRawStatus.OFFSET_MISMATCH
+            if last is not None and not last.is_full and position == last.end_offset:
+                self._close_file_locked(last)
+            mapped = self._writable_file_locked(start_if_empty=position)
+            if mapped is None:
+                return AppendRawStatus.CREATE_MAPPED_FILE_FAILED
+            assert mapped.write_offset == position, (mapped.write_offset, position)
+            mapped.append(record)
+            self._last_file = mapped
+        self._on_append()
+        return AppendRawStatus.OK
+
+    def delete_all(self) -> int:
+        """Drop every file (a DLedger follower restarting from its leader's base)."""
+        with self._lock:
+            cleared_bytes = self._files.delete_all()
+            self._last_file = None
+            return cleared_bytes
 
     def truncate(self, offset: int) -> int:
         with self._lock:

@@ -52,6 +52,9 @@ class DispatchService(ServiceThread):
         self.last_record_offset = -1
         self._topic_names: dict[bytes, str] = {}
         self._dispatch_lock = threading.Lock()
+        # DLedger mode: dispatch never reads at or past this commit-log offset (the end of the
+        # committed entries); None in the classic modes, where every complete record goes.
+        self.limit_offset: int | None = None
         self.failures = DispatchFailures()
 
     def stop(self, *, drain: bool = True) -> None:
@@ -81,6 +84,11 @@ class DispatchService(ServiceThread):
                 self.last_record_offset = -1
             return cleared_bytes
 
+    def hold_still(self, change: Callable[[], int]) -> int:
+        """Run `change` (a cut of the log past what dispatch may read) with dispatch held."""
+        with self._dispatch_lock:
+            return change()
+
     @property
     def behind_bytes(self) -> int:
         return max(0, self._commit_log.max_offset - self.dispatched_offset)
@@ -103,6 +111,9 @@ class DispatchService(ServiceThread):
         grouped by queue, one write per queue: parsing is per record, writing is not."""
         offset = self.dispatched_offset
         max_offset = self._commit_log.max_offset
+        limit = self.limit_offset
+        if limit is not None and limit < max_offset:
+            max_offset = limit
         if offset >= max_offset:
             return 0
         mapped = self._commit_log.files.hold_file(offset)

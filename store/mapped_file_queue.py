@@ -292,6 +292,19 @@ class MappedFileQueue:
             cleared_bytes += holder.truncate_to(position)
         return cleared_bytes
 
+    def delete_all(self) -> int:
+        """Drop every file (a DLedger follower restarting from its leader's base); return
+        roughly how many written bytes went. The next write names its own start."""
+        with self._files_lock:
+            drop, self._files, self._starts = self._files, [], []
+            self._flushed_offset = 0
+            self._names_durable_end = 0
+        cleared_bytes = 0
+        for mapped in drop:
+            cleared_bytes += mapped.write_position
+            mapped.destroy(unlink_now=True)
+        return cleared_bytes
+
     def delete_first(self, count: int) -> list[MappedFile]:
         """Remove the first `count` files (never the last one); return what was removed.
         A file a reader holds stays on disk until that reader releases it."""

@@ -79,9 +79,12 @@ _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK) -> None:
+    def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK, *,
+                 commit_limited: bool = False) -> None:
         """`disk` is the file layer every msync, fsync and allocation goes through (tests
-        pass one that records or fails them)."""
+        pass one that records or fails them). `commit_limited` (DLedger mode): dispatch,
+        reads and `confirmed_offset` stop at the commit limit (`set_commit_limit`), which
+        starts at 0: after a restart nothing new is dispatched before the leader says so."""
         self.config = config
         self.paths = StorePaths(config.data_dir)
         self.state = Lifecycle.CREATED
@@ -93,6 +96,8 @@ class MessageStore:
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
         self.allocate = AllocateService(self.commit_log.files)
         self.dispatch = DispatchService(self.commit_log, self.queues)
+        if commit_limited:
+            self.dispatch.limit_offset = 0
         self._wake_dispatch = self.dispatch.wake
         self.flush = FlushService(config, self.commit_log, self.queues, self.dispatch,
                                   self.paths.checkpoint, disk, self.health)
@@ -317,6 +322,40 @@ class MessageStore:
         self.queues.flush()
         return cleared_bytes
 
+    # -- DLedger mode: entries written at their position, readers bounded by the commit --
+
+    def write_entry_record(self, position: int, record: bytes) -> AppendRawStatus:
+        """A DLedger entry's record at its position (CommitLog.write_entry_record)."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"write_entry_record() on a store that is {self.state.value}")
+        if not self.health.is_writable:
+            return AppendRawStatus.STORE_NOT_WRITABLE
+        return self.commit_log.write_entry_record(position, record)
+
+    def set_commit_limit(self, offset: int) -> None:
+        """Records below `offset` are committed: dispatch (and so reads) may go up to it."""
+        limit = self.dispatch.limit_offset
+        assert limit is not None, "the store was not opened commit_limited"
+        if offset > limit:
+            self.dispatch.limit_offset = offset
+            self._wake_dispatch()
+
+    @property
+    def commit_limit(self) -> int | None:
+        return self.dispatch.limit_offset
+
+    def truncate_uncommitted(self, offset: int) -> int:
+        """Cut the log back to `offset` on any role (DLedger: an uncommitted suffix, which no
+        consume queue holds). Durable at the next commit-log flush. Returns bytes cleared."""
+        limit = self.dispatch.limit_offset
+        assert limit is not None and offset >= limit, (offset, limit)
+        return self.dispatch.hold_still(lambda: self.commit_log.truncate(offset))
+
+    def clear_log(self) -> int:
+        """Drop the whole commit log (a DLedger follower restarting from its leader's
+        base); consume queues keep their committed entries."""
+        return self.dispatch.hold_still(self.commit_log.delete_all)
+
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         """Called after every append (replication writers wait on it, not on a timer)."""
         self._append_listeners = (*self._append_listeners, listener)
@@ -360,6 +399,9 @@ class MessageStore:
         (snapshots) stops here: past it, a power loss or a failover may take records back
         and hand their offsets to new ones."""
         confirmed = self.commit_log.flushed_offset
+        limit = self.dispatch.limit_offset
+        if limit is not None:
+            return min(confirmed, limit)
         if self._is_sync_master:
             guard = self._replication
             if guard is not None:

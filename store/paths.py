@@ -61,6 +61,18 @@ class StorePaths:
         return self.root / "ha_epochs"
 
     @property
+    def dledger_index_dir(self) -> Path:
+        return self.root / "dledger" / "index"
+
+    @property
+    def dledger_hard_state(self) -> Path:
+        return self.root / "dledger" / "hard_state"
+
+    @property
+    def dledger_log_base(self) -> Path:
+        return self.root / "dledger" / "log_base"
+
+    @property
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 

@@ -1,0 +1,332 @@
+"""StoredLog: the node's log (NodeLog) over the commit log, the entry index and the base file.
+
+An entry's payload is one V1 message record exactly as the commit log stores it (its
+physical-offset field is its position), or empty for the leader's no-op (no bytes in the
+commit log). Position rule, the same on every member: an entry goes at the end of the
+previous one if it fits the current file with the 8 bytes of the end-of-file blank to spare,
+else at the next file's start after the blank. A record whose physical offset is not that
+position is refused (`EntryRecordError`) and nothing is written: a follower's commit-log files
+are byte copies of its leader's.
+
+Payloads stay on disk: `term_at`, `slice` and `conflict_hint` read the index (and the commit
+log for payloads); memory holds only the base, the last entry and the queue-offset counters.
+A change is visible at once and durable after `DLedgerStorage.sync()` (a reset and a
+compaction rewrite the base file at once: they are rare and must not leave stale entries
+under a new base).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ha.dledger.messages import Entry
+from ha.dledger.state_files import LogBase, write_log_base
+from store.disk import Disk
+from store.entry_index import EntryIndex, IndexEntry, payload_crc
+from store.message_store import MessageStore
+from store.queue_counters import next_queue_offsets
+from store.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    Message,
+    RecordError,
+    decode_record,
+    encode_message,
+    stamp_offsets,
+)
+from store.status import AppendRawStatus, PutMessageStatus
+
+# A push carries at most this many payload bytes (at least one entry): bounded frames.
+SLICE_BYTES_MAX = 4 * 1024 * 1024
+
+
+def next_position(end_position: int, size_bytes: int, file_size_bytes: int) -> int:
+    """Where a record of `size_bytes` goes after a log ending at `end_position`: there if it
+    fits the file with the blank to spare, else the next file's start (-1: any file start,
+    when no record follows the last reset)."""
+    if end_position < 0:
+        return -1
+    room = file_size_bytes - end_position % file_size_bytes
+    return end_position if size_bytes + END_FILE_MIN_BLANK_LENGTH <= room \
+        else end_position + room
+
+
+class EntryRecordError(ValueError):
+    """An entry's payload is not a record for this log's next position: refused, not written."""
+
+
+class EntryWriteError(OSError):
+    """The disk refused an entry (no new file, a failed msync): nothing of it is kept."""
+
+    def __init__(self, status: AppendRawStatus, detail: str) -> None:
+        super().__init__(f"{status.value}: {detail}")
+        self.status = status
+
+
+class StoredLog:
+    def __init__(self, store: MessageStore, index: EntryIndex, base: LogBase,
+                 last: IndexEntry | None, base_path: Path, disk: Disk) -> None:
+        self._store = store
+        self._index = index
+        self._base = base
+        self._base_path = base_path
+        self._disk = disk
+        self._file_size_bytes = store.config.mapped_file_size_bytes
+        self._last_index = last.index if last is not None else base.index
+        self._last_term = last.term if last is not None else base.term
+        self._end_position = last.end_position if last is not None else base.end_position
+        self.committed_index = base.index
+        self._queue_offsets = next_queue_offsets(store.commit_log, store.queues, store.dispatch)
+
+    # -- the NodeLog views -----------------------------------------------------------------
+
+    @property
+    def base_index(self) -> int:
+        return self._base.index
+
+    @property
+    def base_term(self) -> int:
+        return self._base.term
+
+    @property
+    def last_index(self) -> int:
+        return self._last_index
+
+    @property
+    def last_term(self) -> int:
+        return self._last_term
+
+    @property
+    def end_position(self) -> int:
+        """The commit-log offset after the last entry (-1: no record since a reset)."""
+        return self._end_position
+
+    def term_at(self, index: int) -> int | None:
+        if index == self._base.index:
+            return self._base.term
+        if index < self._base.index or index > self._last_index:
+            return None
+        if index == self._last_index:
+            return self._last_term
+        return self.index_entry(index).term
+
+    def index_entry(self, index: int) -> IndexEntry:
+        assert self._base.index < index <= self._last_index, (index, self._base.index)
+        entry = self._index.read(index)
+        assert entry is not None, f"index entry {index} is missing below the log's end"
+        return entry
+
+    def end_of(self, index: int) -> int:
+        """The commit-log offset after entry `index`'s record (-1: not known)."""
+        if index == self._base.index:
+            return self._base.end_position
+        return self.index_entry(index).end_position
+
+    def entry(self, index: int) -> Entry:
+        found = self.index_entry(index)
+        return Entry(index, found.term, self._payload(found))
+
+    def _payload(self, found: IndexEntry) -> bytes:
+        if found.size_bytes == 0:
+            return b""
+        return self._store.commit_log.read_bytes(found.position,
+                                                 found.position + found.size_bytes)
+
+    def slice(self, first_index: int, count_max: int) -> tuple[Entry, ...]:
+        assert first_index > self._base.index
+        entries: list[Entry] = []
+        size_total = 0
+        for index in range(first_index, min(self._last_index, first_index + count_max - 1) + 1):
+            found = self.index_entry(index)
+            if entries and size_total + found.size_bytes > SLICE_BYTES_MAX:
+                break
+            entries.append(Entry(index, found.term, self._payload(found)))
+            size_total += found.size_bytes
+        return tuple(entries)
+
+    def matches(self, index: int, term: int) -> bool:
+        return self.term_at(index) == term
+
+    def conflict_hint(self, index: int, term: int) -> tuple[int, int]:
+        """The largest index <= `index` whose term is <= `term`, and its term (stops at the
+        base). Terms never decrease along the log, so a binary search finds it."""
+        low, high = self._base.index + 1, min(index, self._last_index)
+        found = self._base.index
+        while low <= high:
+            middle = (low + high) // 2
+            middle_term = self.term_at(middle)
+            assert middle_term is not None
+            if middle_term <= term:
+                found, low = middle, middle + 1
+            else:
+                high = middle - 1
+        found_term = self.term_at(found)
+        assert found_term is not None
+        return found, found_term
+
+    def at_least_as_new(self, last_index: int, last_term: int) -> bool:
+        if last_term != self._last_term:
+            return last_term > self._last_term
+        return last_index >= self._last_index
+
+    # -- the leader's encode ---------------------------------------------------------------
+
+    def encode(self, message: Message) -> bytes | tuple[PutMessageStatus, str]:
+        """The record as it would be written at the log's end, or why it is refused. No side
+        effect: the queue-offset counter moves when the entry is appended (only a topic's
+        round-robin turn advances, as for any put)."""
+        store = self._store
+        queue_id = store.commit_log.choose_queue(message)
+        if queue_id < 0:
+            return PutMessageStatus.MESSAGE_ILLEGAL, f"queue_id {message.queue_id} is invalid"
+        config = store.config
+        encoded = encode_message(message, queue_id, time.time_ns() // 1_000_000,
+                                 config.store_host_bytes, config.message_size_max_bytes)
+        if isinstance(encoded, tuple):
+            return encoded
+        if len(encoded) + END_FILE_MIN_BLANK_LENGTH > self._file_size_bytes:
+            return PutMessageStatus.MESSAGE_ILLEGAL, f"record of {len(encoded)} bytes is too big"
+        record = bytearray(encoded)
+        position = self._next_position(len(record))
+        if position < 0:  # nothing but no-ops since a reset: start a file after the log's end
+            max_offset = store.commit_log.max_offset
+            position = max_offset + (-max_offset) % self._file_size_bytes
+        queue_offset = self._queue_offsets.get((message.topic, queue_id), 0)
+        stamp_offsets(record, 0, queue_offset, position)
+        return bytes(record)
+
+    def _next_position(self, size_bytes: int) -> int:
+        return next_position(self._end_position, size_bytes, self._file_size_bytes)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def append(self, entry: Entry) -> None:
+        assert entry.index == self._last_index + 1, (entry.index, self._last_index)
+        assert entry.term >= self._last_term, (entry.term, self._last_term)
+        payload = entry.payload
+        if not payload:
+            self._append_index(IndexEntry(entry.index, entry.term, self._end_position, 0, 0))
+            return
+        key, queue_offset, position = self._check_record(payload)
+        empty_before = self._store.commit_log.files.last_file() is None
+        max_before = self._store.commit_log.max_offset
+        status = self._store.write_entry_record(position, payload)
+        if status is not AppendRawStatus.OK:
+            raise EntryWriteError(status, f"entry {entry.index} at offset {position}")
+        try:
+            self._append_index(IndexEntry(entry.index, entry.term, position, len(payload),
+                                          payload_crc(payload)))
+        except OSError as error:
+            # The record must not outlive its refused entry: the next one goes in its place.
+            if empty_before:
+                self._store.clear_log()
+            else:
+                self._store.truncate_uncommitted(max_before)
+            raise EntryWriteError(AppendRawStatus.CREATE_MAPPED_FILE_FAILED, str(error)) \
+                from error
+        self._queue_offsets[key] = queue_offset + 1
+
+    def _check_record(self, payload: bytes) -> tuple[tuple[str, int], int, int]:
+        """Refuse a payload that is not one whole valid record at this log's next position;
+        return its (topic, queue id), queue offset and position."""
+        try:
+            record = decode_record(payload)
+        except RecordError as error:
+            raise EntryRecordError(f"not a valid record: {error}") from error
+        if record.total_size != len(payload):
+            raise EntryRecordError(f"record of {record.total_size} bytes in a payload of "
+                                   f"{len(payload)}")
+        expected = self._next_position(len(payload))
+        position = record.commit_log_offset
+        if expected < 0 and position % self._file_size_bytes != 0:
+            raise EntryRecordError(f"record at {position}: the first record after a reset "
+                                   "starts a file")
+        if expected >= 0 and position != expected:
+            raise EntryRecordError(f"record at {position}, this log's next position is "
+                                   f"{expected}")
+        return (record.topic, record.queue_id), record.queue_offset, position
+
+    def _append_index(self, found: IndexEntry) -> None:
+        self._index.append(found)
+        self._last_index, self._last_term = found.index, found.term
+        if found.size_bytes:
+            self._end_position = found.end_position
+
+    def truncate_from(self, index: int) -> None:
+        """Remove entries from `index` on (never a committed one); the records go from the
+        commit log, the queue-offset counters roll back with them."""
+        assert self.committed_index < index, (index, self.committed_index)
+        assert self._base.index < index <= self._last_index, (index, self._last_index)
+        previous = index - 1
+        previous_end = self.end_of(previous)
+        previous_term = self.term_at(previous)
+        assert previous_term is not None
+        if previous_end < 0:
+            self._store.clear_log()  # no record since the reset before `index`
+        else:
+            self._store.truncate_uncommitted(previous_end)
+        self._index.truncate_from(index)
+        self._last_index, self._last_term = previous, previous_term
+        self._end_position = previous_end
+        self._recount_queue_offsets()
+
+    def reset(self, base_index: int, base_term: int) -> None:
+        """Drop the whole log; the next entry follows (base_index, base_term), and its record
+        starts a file (it is the first record of the leader's first retained file)."""
+        assert base_index >= self.committed_index, (base_index, self.committed_index)
+        # Entries go before the new base is written: a crash between leaves an empty log at
+        # the old base, never old entries under the new base.
+        self._store.clear_log()
+        self._index.delete_all()
+        self._set_base(LogBase(base_index, base_term, -1))
+        self._last_index, self._last_term, self._end_position = base_index, base_term, -1
+        self.committed_index = base_index
+        self._recount_queue_offsets()
+
+    def compact_to(self, index: int) -> None:
+        """Forget entries up to `index` (committed; their records were removed by retention,
+        see `compactable_index`); index files wholly below the new base go."""
+        assert self._base.index <= index <= self._last_index
+        assert index <= self.committed_index, (index, self.committed_index)
+        if index == self._base.index:
+            return
+        term = self.term_at(index)
+        assert term is not None
+        self._set_base(LogBase(index, term, self.end_of(index)))
+        self._index.delete_files_below(index + 1)
+
+    def compactable_index(self) -> int:
+        """The last committed entry whose record (or position, for a no-op) lies below the
+        commit log's first retained file: the index to compact to after retention. The entry
+        after it is the record at that file's start, where a follower reset from this base
+        starts its log."""
+        min_offset = self._store.commit_log.min_offset
+        low, high = self._base.index + 1, self.committed_index
+        found = self._base.index
+        while low <= high:  # positions never decrease along the log
+            middle = (low + high) // 2
+            if self.index_entry(middle).position < min_offset:
+                found, low = middle, middle + 1
+            else:
+                high = middle - 1
+        return found
+
+    def _set_base(self, base: LogBase) -> None:
+        write_log_base(self._base_path, base, self._disk)
+        self._base = base
+
+    def _recount_queue_offsets(self) -> None:
+        store = self._store
+        self._queue_offsets = next_queue_offsets(store.commit_log, store.queues, store.dispatch)
+
+    # -- commit ----------------------------------------------------------------------------
+
+    def set_committed(self, index: int) -> None:
+        """Entries up to `index` are committed: readers may go up to the end of its record."""
+        assert index <= self._last_index, (index, self._last_index)
+        if index <= self.committed_index:
+            return
+        self.committed_index = index
+        end = self.end_of(index)
+        if end >= 0:
+            self._store.set_commit_limit(end)

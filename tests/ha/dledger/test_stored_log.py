@@ -1,0 +1,265 @@
+"""The store-backed DLedger log: entries as V1 records at the leader's position, the index,
+truncate/reset/compact, and readers bounded by the committed position."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ha.dledger.log import EntryLog
+from ha.dledger.messages import Entry
+from ha.dledger.state_files import read_hard_state
+from ha.dledger.stored_log import EntryRecordError, StoredLog
+from ha.dledger.stored_storage import StoredDLedgerStorage
+from store import Message, StoreCorruptError
+from store.paths import StorePaths
+from store.reads import GetMessageStatus
+from store.record import decode_record
+from tests.ha.dledger.stored import (
+    FILE_SIZE_BYTES,
+    body,
+    commit_log_files,
+    leader_append,
+    open_storage,
+)
+from tests.store.conftest import wait_until
+
+
+def _fill(log: StoredLog, count: int, seed: int = 1, term: int = 1) -> list[Entry]:
+    """`count` entries of term `term` (a no-op first), bodies of mixed sizes that roll files."""
+    rng = random.Random(seed)
+    entries = [leader_append(log, term, None)]
+    for number in range(count):
+        size = rng.choice([10, 300, 3000, 4000])
+        entries.append(leader_append(log, term, Message("T", body(number, size))))
+    return entries
+
+
+def _bodies(storage: StoredDLedgerStorage, queue_id: int) -> list[bytes]:
+    result = storage.store.get_messages("T", queue_id, 0, 1000, max_bytes=1 << 30)
+    return [m.body for m in result.messages]
+
+
+def _wait_dispatched(storage: StoredDLedgerStorage) -> None:
+    store = storage.store
+    limit = store.commit_limit
+    assert limit is not None
+    wait_until(lambda: store.dispatch.dispatched_offset >= limit)
+
+
+def test_follower_commit_log_is_a_byte_copy_of_the_leader(tmp_path: Path) -> None:
+    """A follower that appends the leader's entries (across file rolls, with no-ops of
+    several terms) ends with commit-log files byte-identical to the leader's."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    follower, follower_log = open_storage(tmp_path / "follower")
+    entries = _fill(leader_log, 60, term=1) + _fill(leader_log, 30, seed=2, term=3)
+    for entry in entries:
+        follower_log.append(entry)
+    assert leader_log.end_position > 3 * FILE_SIZE_BYTES  # several files
+    assert follower_log.last_index == leader_log.last_index == len(entries)
+    assert [follower_log.entry(i) for i in range(1, len(entries) + 1)] == entries
+    leader.close()
+    follower.close()
+    assert commit_log_files(tmp_path / "leader") == commit_log_files(tmp_path / "follower")
+
+
+def test_a_record_not_at_the_next_position_is_refused_and_nothing_is_written(
+        tmp_path: Path) -> None:
+    """A payload whose physical offset is not this log's next position (or not a record at
+    all) raises EntryRecordError and leaves the commit log and the index unchanged."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    follower, follower_log = open_storage(tmp_path / "follower")
+    entries = _fill(leader_log, 3)
+    follower_log.append(entries[0])
+    max_offset = follower.store.max_offset
+    with pytest.raises(EntryRecordError, match="next position"):
+        follower_log.append(Entry(2, 1, entries[2].payload))  # the record meant for later
+    with pytest.raises(EntryRecordError, match="not a valid record"):
+        follower_log.append(Entry(2, 1, b"garbage" * 20))
+    assert follower.store.max_offset == max_offset
+    assert follower_log.last_index == 1
+    leader.close()
+    follower.close()
+
+
+def test_encode_has_no_side_effect_until_the_append(tmp_path: Path) -> None:
+    """encode() numbers the record after every entry appended (uncommitted ones included)
+    and changes nothing: two encodes give the same queue offset and position."""
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    _fill(log, 5)
+    first = log.encode(Message("T", b"x"))
+    second = log.encode(Message("T", b"x"))
+    assert isinstance(first, bytes) and isinstance(second, bytes)
+    assert decode_record(first).queue_offset == decode_record(second).queue_offset == 5
+    assert decode_record(first).commit_log_offset == log.end_position
+    log.append(Entry(log.last_index + 1, 1, first))
+    third = log.encode(Message("T", b"x"))
+    assert isinstance(third, bytes) and decode_record(third).queue_offset == 6
+    storage.close()
+
+
+def test_encode_refuses_an_invalid_message_with_a_status(tmp_path: Path) -> None:
+    """An invalid topic is refused as a status (no exception, nothing appended)."""
+    storage, log = open_storage(tmp_path)
+    refused = log.encode(Message("bad topic!", b"x"))
+    assert isinstance(refused, tuple) and refused[0].value == "MESSAGE_ILLEGAL"
+    assert log.last_index == 0
+    storage.close()
+
+
+def test_truncate_rolls_back_positions_and_queue_offsets(tmp_path: Path) -> None:
+    """After truncate_from, the next record takes the truncated one's queue offset and the
+    end of the entry before it, even where the truncated one had rolled to a new file."""
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    _fill(log, 4)
+    # Fill the current file until a 3000-byte record rolls to the next one.
+    while True:
+        end_before = log.end_position
+        entry = leader_append(log, 1, Message("T", body(99, 3000)))
+        if decode_record(entry.payload).commit_log_offset != end_before:
+            break
+    rolled_index = entry.index
+    log.truncate_from(rolled_index)
+    assert log.last_index == rolled_index - 1
+    small = log.encode(Message("T", b"small"))
+    assert isinstance(small, bytes)
+    assert decode_record(small).commit_log_offset == end_before  # back in the old file
+    assert decode_record(small).queue_offset == rolled_index - 2  # the no-op has none
+    log.append(Entry(rolled_index, 2, small))
+    storage.close()
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    assert log.last_index == rolled_index and log.entry(rolled_index).payload == small
+    storage.close()
+
+
+def test_truncate_at_or_below_the_commit_is_refused(tmp_path: Path) -> None:
+    """truncate_from never removes a committed entry (an assertion, on any role)."""
+    storage, log = open_storage(tmp_path)
+    _fill(log, 4)
+    storage.set_committed(3)
+    with pytest.raises(AssertionError):
+        log.truncate_from(3)
+    storage.close()
+
+
+def test_readers_stop_at_the_committed_position(tmp_path: Path) -> None:
+    """Uncommitted entries are never dispatched, read or confirmed; set_committed opens
+    exactly the records up to the committed entry."""
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    entries = _fill(log, 10)
+    storage.sync()
+    assert storage.store.get_messages("T", 0, 0, 100).status \
+        is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    assert storage.store.confirmed_offset == 0
+    storage.set_committed(6)  # the no-op and five records
+    _wait_dispatched(storage)
+    assert _bodies(storage, 0) == [decode_record(e.payload).body for e in entries[1:6]]
+    assert storage.store.confirmed_offset == log.end_of(6)
+    storage.close()
+
+
+def test_after_a_restart_nothing_new_is_dispatched_before_the_commit_is_known(
+        tmp_path: Path) -> None:
+    """A restart keeps the uncommitted entries, dispatches none of them, and dispatches
+    them once the commit reaches them."""
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    entries = _fill(log, 10)
+    storage.set_committed(4)
+    _wait_dispatched(storage)
+    storage.close()
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    assert log.last_index == len(entries)
+    assert storage.store.dispatch.limit_offset == 0
+    assert _bodies(storage, 0) == [decode_record(e.payload).body for e in entries[1:4]]
+    storage.set_committed(len(entries))
+    _wait_dispatched(storage)
+    assert _bodies(storage, 0) == [decode_record(e.payload).body for e in entries[1:]]
+    storage.close()
+
+
+def test_reset_drops_the_log_and_the_next_record_starts_a_file(tmp_path: Path) -> None:
+    """reset() empties the log at the new base; the next record must start a file (the
+    leader's first retained one), and the log recovers at that base after a restart."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    follower, follower_log = open_storage(tmp_path / "follower")
+    entries = _fill(leader_log, 30)
+    first_file_record = next(e for e in entries[2:] if e.payload
+                             and decode_record(e.payload).commit_log_offset % FILE_SIZE_BYTES == 0)
+    for entry in entries[:3]:
+        follower_log.append(entry)
+    base = first_file_record.index - 1
+    follower_log.reset(base, 1)
+    assert (follower_log.base_index, follower_log.last_index) == (base, base)
+    assert follower.store.max_offset == 0
+    with pytest.raises(EntryRecordError, match="starts a file"):
+        follower_log.append(Entry(base + 1, 1, entries[2].payload))  # mid-file
+    for entry in entries[base:]:
+        follower_log.append(entry)
+    follower.close()
+    follower, follower_log = open_storage(tmp_path / "follower")
+    assert (follower_log.base_index, follower_log.last_index) == (base, len(entries))
+    assert follower_log.entry(len(entries)) == entries[-1]
+    follower.close()
+    leader.close()
+
+
+def test_compaction_follows_retention_and_the_base_survives_a_restart(tmp_path: Path) -> None:
+    """compactable_index is the last committed entry below the first retained commit-log
+    file; compact_to it moves the base (durably) and removes index files below it."""
+    storage, log = open_storage(tmp_path)
+    entries = _fill(log, 150)
+    storage.set_committed(len(entries))
+    _wait_dispatched(storage)
+    storage.sync()
+    index_dir = StorePaths(tmp_path).dledger_index_dir
+    index_files_before = len(list(index_dir.iterdir()))
+    files = storage.store.commit_log.files
+    files.delete_first(len(files.files) - 1)  # what retention does: all but the last
+    target = log.compactable_index()
+    assert decode_record(entries[target].payload).commit_log_offset \
+        == storage.store.commit_log.min_offset
+    log.compact_to(target)
+    assert (log.base_index, log.base_term) == (target, 1)
+    assert len(list(index_dir.iterdir())) < index_files_before
+    storage.close()
+    storage, log = open_storage(tmp_path)
+    assert (log.base_index, log.last_index) == (target, len(entries))
+    assert log.entry(target + 1) == entries[target]
+    storage.close()
+
+
+def test_conflict_hint_and_terms_agree_with_the_in_memory_log(tmp_path: Path) -> None:
+    """term_at, matches and the binary-search conflict_hint answer as EntryLog does."""
+    storage, log = open_storage(tmp_path)
+    memory = EntryLog()
+    rng = random.Random(5)
+    term = 1
+    for number in range(60):
+        term += rng.random() < 0.2
+        entry = leader_append(log, term, Message("T", body(number, 20)) if number % 3 else None)
+        memory.append(entry)
+    for index in range(0, 62):
+        assert log.term_at(index) == memory.term_at(index)
+        for probe_term in range(0, term + 2):
+            assert log.conflict_hint(index, probe_term) == memory.conflict_hint(index, probe_term)
+    storage.close()
+
+
+def test_hard_state_is_durable_and_a_damaged_file_stops_the_start(tmp_path: Path) -> None:
+    """persist_term_vote survives a restart; a damaged hard-state file is refused."""
+    storage, _ = open_storage(tmp_path)
+    storage.persist_term_vote(7, "n2")
+    storage.close()
+    path = StorePaths(tmp_path).dledger_hard_state
+    assert read_hard_state(path).term == 7 and read_hard_state(path).voted_for == "n2"
+    storage = StoredDLedgerStorage(storage.config)
+    hard_state, _ = storage.open()
+    assert (hard_state.term, hard_state.voted_for) == (7, "n2")
+    storage.close()
+    raw = bytearray(path.read_bytes())
+    raw[5] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(StoreCorruptError, match="CRC"):
+        StoredDLedgerStorage(storage._config).open()  # noqa: SLF001
