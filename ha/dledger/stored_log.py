@@ -188,9 +188,10 @@ class StoredLog:
             return PutMessageStatus.MESSAGE_ILLEGAL, f"record of {len(encoded)} bytes is too big"
         record = bytearray(encoded)
         position = self._next_position(len(record))
-        if position < 0:  # nothing but no-ops since a reset: start a file after the log's end
-            max_offset = store.commit_log.max_offset
-            position = max_offset + (-max_offset) % self._file_size_bytes
+        if position < 0:
+            # Nothing but no-ops since a reset: a new file past anything readers were shown.
+            end = max(store.commit_log.max_offset, store.commit_limit or 0)
+            position = end + (-end) % self._file_size_bytes
         queue_offset = self._queue_offsets.get((message.topic, queue_id), 0)
         stamp_offsets(record, 0, queue_offset, position)
         return bytes(record)

@@ -9,7 +9,8 @@ dropped (reverted to the image: zeros where nothing was ever synced) or kept (th
 it back on its own), as the caller's `keep_page` decides; a log file created since the last
 fsync of its directory goes (its name was never durable) unless `keep_name` says the kernel
 committed it anyway (names are kept in creation order: once one goes, all later ones go);
-the checkpoint reverts to its last durable content, or goes when it never had one.
+the checkpoint (and a DLedger log's hard-state and base files) reverts to its last durable
+content, or goes when it never had one.
 
 Assumptions, on the generous side of a real disk: a page is written back whole (no torn
 sector inside a page); new directories and file deletions are durable at once.
@@ -130,16 +131,25 @@ class DurableImage:
                 path.unlink()
             else:
                 self._cut_file(path, keep_page, report)
-        checkpoint = StorePaths(root).checkpoint
-        with self._lock:
-            durable = self._replaced.get(checkpoint)
-        if durable is None:
-            report.checkpoint_reverted = checkpoint.exists()
-            checkpoint.unlink(missing_ok=True)
-        elif checkpoint.read_bytes() != durable:
-            report.checkpoint_reverted = True
-            checkpoint.write_bytes(durable)
+        paths = StorePaths(root)
+        report.checkpoint_reverted = self._revert_small_file(paths.checkpoint)
+        for path in (paths.dledger_hard_state, paths.dledger_log_base):
+            self._revert_small_file(path)
         return report
+
+    def _revert_small_file(self, path: Path) -> bool:
+        """An atomically replaced file goes back to its last durable content, or goes when it
+        never had one; return whether it changed."""
+        with self._lock:
+            durable = self._replaced.get(path)
+        if durable is None:
+            existed = path.exists()
+            path.unlink(missing_ok=True)
+            return existed
+        if path.read_bytes() != durable:
+            path.write_bytes(durable)
+            return True
+        return False
 
     def unsynced_page_count(self, paths: Iterable[Path]) -> int:
         """How many pages of these files differ from what was made durable."""
@@ -184,9 +194,10 @@ def _names_lost(unnamed: list[Path], keep_name: KeepName) -> set[Path]:
 
 
 def log_files(root: Path) -> Iterator[Path]:
-    """Every commit-log and consume-queue file of the store under `root`."""
+    """Every commit-log, consume-queue and DLedger index file of the store under `root`."""
     yield from sorted((root / "commitlog").glob("*"))
     yield from sorted((root / "consumequeue").glob("*/*/*"))
+    yield from sorted(StorePaths(root).dledger_index_dir.glob("*"))
 
 
 def _first_difference(left: bytes, right: bytes) -> int:

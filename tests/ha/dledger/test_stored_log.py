@@ -263,3 +263,46 @@ def test_hard_state_is_durable_and_a_damaged_file_stops_the_start(tmp_path: Path
     path.write_bytes(bytes(raw))
     with pytest.raises(StoreCorruptError, match="CRC"):
         StoredDLedgerStorage(storage._config).open()  # noqa: SLF001
+
+
+def test_recovery_drops_the_first_bad_entry_and_everything_after_it(tmp_path: Path) -> None:
+    """A record damaged on disk ends the recovered log at the entry before it: its index
+    entries go, and the commit log is cut at the end of the last kept record."""
+    storage, log = open_storage(tmp_path)
+    entries = _fill(log, 12)
+    damaged = entries[8]
+    damaged_at = decode_record(damaged.payload).commit_log_offset
+    keep_end = log.end_of(damaged.index - 1)
+    storage.close()
+    path = tmp_path / "commitlog" / f"{damaged_at - damaged_at % FILE_SIZE_BYTES:020d}"
+    raw = bytearray(path.read_bytes())
+    raw[damaged_at % FILE_SIZE_BYTES + 100] ^= 0xFF  # inside the body: its CRC fails
+    path.write_bytes(bytes(raw))
+    storage, log = open_storage(tmp_path)
+    assert log.last_index == damaged.index - 1
+    assert storage.recovery is not None and storage.recovery.first_problem is not None
+    assert storage.store.max_offset == keep_end
+    assert [log.entry(i) for i in range(1, log.last_index + 1)] == entries[:damaged.index - 1]
+    storage.close()
+
+
+def test_recovery_cuts_commit_log_bytes_past_the_last_indexed_entry(tmp_path: Path) -> None:
+    """Records the index does not name (an append whose index entry was lost) are cut:
+    they were never acknowledged, and the next entry goes in their place."""
+    storage, log = open_storage(tmp_path)
+    _fill(log, 6)
+    end = log.end_position
+    storage.sync()
+    leader_append(log, 1, Message("T", b"lost index entry"))
+    storage.store.commit_log.flush()  # the record reached the disk, its index entry did not
+    index_file = StorePaths(tmp_path).dledger_index_dir / f"{0:020d}"
+    storage.halt()
+    raw = bytearray(index_file.read_bytes())
+    slot = (log.last_index) * 40
+    raw[slot:slot + 40] = bytes(40)
+    index_file.write_bytes(bytes(raw))
+    storage, log = open_storage(tmp_path)
+    assert log.last_index == 7 and log.end_position == end
+    assert storage.store.max_offset == end
+    assert storage.recovery is not None and storage.recovery.cut_bytes > 0
+    storage.close()
