@@ -46,6 +46,11 @@ class RetentionService(ServiceThread):
         self._used_ratio = used_ratio
         self._wall_clock_s = wall_clock_s
         self.removed_file_count = 0
+        # DLedger mode: files ending past this offset hold records a lagging peer still needs
+        # (the host sets it from the peers' match); None: no hold. When the hold keeps a file
+        # retention wanted to remove, `blocked_offset` is its start (the admin view shows it).
+        self.hold_offset: int | None = None
+        self.blocked_offset: int | None = None
 
     def run_once(self) -> float:
         self.delete_expired()
@@ -57,12 +62,20 @@ class RetentionService(ServiceThread):
         now_s = self._wall_clock_s()
         files = self._commit_log.files.files
         count = 0
+        blocked_before, self.blocked_offset = self.blocked_offset, None
         for mapped in files[:-1]:  # never the file being written
             if mapped.end_offset > self._dispatch.position[0]:
                 break  # its records have no consume-queue entries yet (or a failed queue's)
             too_old = now_s - mapped.path.stat().st_mtime > reserved_s
             too_full = self._used_ratio(self._config.data_dir) > self._config.disk_max_used_ratio
             if not (too_old or too_full):
+                break
+            hold = self.hold_offset
+            if hold is not None and mapped.end_offset > hold:
+                if blocked_before != mapped.start_offset:
+                    log.warning("retention: keeping %s, a lagging peer still needs it",
+                                mapped.path.name)
+                self.blocked_offset = mapped.start_offset
                 break
             log.info("retention: removing %s (too old: %s, disk too full: %s)",
                      mapped.path.name, too_old, too_full)

@@ -312,6 +312,19 @@ class StoredLog:
                 high = middle - 1
         return found
 
+    def hold_retention_for(self, index: int) -> None:
+        """Keep the commit-log files a peer needs to continue after `index` (its match;
+        the host passes the lowest over its peers). Retention then stops before them and
+        says so in `store.retention.blocked_offset`, for the admin view. A peer below the
+        base needs the base itself: nothing more can be held for it."""
+        index = max(index, self._base.index)
+        hold = self._end_position if index >= self._last_index else self._start_of(index + 1)
+        self._store.retention.hold_offset = hold if hold >= 0 else None
+
+    def _start_of(self, index: int) -> int:
+        found = self.index_entry(index)
+        return found.position if found.size_bytes else found.end_position
+
     def _set_base(self, base: LogBase) -> None:
         write_log_base(self._base_path, base, self._disk)
         self._base = base

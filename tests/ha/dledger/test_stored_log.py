@@ -306,3 +306,25 @@ def test_recovery_cuts_commit_log_bytes_past_the_last_indexed_entry(tmp_path: Pa
     assert storage.store.max_offset == end
     assert storage.recovery is not None and storage.recovery.cut_bytes > 0
     storage.close()
+
+
+def test_retention_keeps_what_a_lagging_peer_needs_and_says_so(tmp_path: Path) -> None:
+    """With a hold for a peer matched at an early entry, retention removes only the files
+    before that entry's record and reports the first file it kept for the peer."""
+    storage, log = open_storage(tmp_path, file_reserved_hours=1e-9,
+                                retention_interval_ms=3_600_000)
+    entries = _fill(log, 150)
+    storage.set_committed(len(entries))
+    _wait_dispatched(storage)
+    needed = next(e for e in entries if e.payload
+                  and decode_record(e.payload).commit_log_offset > 2 * FILE_SIZE_BYTES)
+    log.hold_retention_for(needed.index - 1)  # the peer's match: it needs `needed` next
+    retention = storage.store.retention
+    removed = retention.delete_expired()
+    needed_at = decode_record(needed.payload).commit_log_offset
+    assert removed == 2
+    assert storage.store.min_offset <= needed_at
+    assert retention.blocked_offset == storage.store.min_offset
+    log.hold_retention_for(log.last_index)  # every peer caught up: no file is held back
+    assert retention.delete_expired() > 0 and retention.blocked_offset is None
+    storage.close()
