@@ -229,6 +229,14 @@ class MessageStore:
         caller swaps replication around this call (stopped before, started after)."""
         if self.state is not Lifecycle.RUNNING:
             raise StoreStateError(f"change_role() on a store that is {self.state.value}")
+        if self._is_slave and role is not BrokerRole.SLAVE:
+            # A slave's raw appends number no queue offsets (dispatch gives the records their
+            # entries): the first put as a master must continue each queue, so every record
+            # received is dispatched and the offsets are taken from the queues. Replication is
+            # stopped, so the log does not grow under this loop.
+            while self.dispatch.dispatch_available():
+                pass
+            self.commit_log.set_queue_offsets(self.queues.queue_offsets())
         self.config = dataclasses.replace(self.config, broker_role=role)
         self._is_slave = role is BrokerRole.SLAVE
         self._is_sync_master = role is BrokerRole.SYNC_MASTER

@@ -80,6 +80,8 @@ def test_kill_promote_rejoin_loses_no_put_ok(launch: Launcher, rejoin: str) -> N
     slave.ha_port = int(promoted["listen_address"].rpartition(":")[2])  # bound at promotion
     assert slave.client.post(f"/v1/topics/{TOPIC}/messages",
                              json={"body": "after"}).status_code == 202  # no slave yet
+    wait_for(lambda: "after" in {m["body"] for queue in read_queues(slave, TOPIC)
+                                 for m in queue}, 15, "the first put after promotion readable")
 
     if rejoin == "restart-as-slave":
         rejoined = launch(f"fo-master-{rejoin}", "SLAVE", master=slave)  # the old data dir

@@ -171,3 +171,24 @@ def test_second_store_on_same_dir_is_refused(tmp_path: Path, open_store: OpenSto
     open_store()
     with pytest.raises(Exception, match="in use"):
         MessageStore(small_config(tmp_path)).start()
+
+
+def test_promoted_slave_continues_each_queue(tmp_path: Path, open_store: OpenStore) -> None:
+    """A slave turned master numbers its next message after the replicated ones in each queue
+    (a slave's raw appends assign no queue offsets), so the new message is readable there."""
+    master = open_store(data_dir=tmp_path / "master")
+    _fill(master, 20)
+    wait_dispatched(master)
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    assert slave.append_raw(0, master.commit_log.read_bytes(0, master.max_offset)) is (
+        AppendRawStatus.OK)
+    slave.change_role(BrokerRole.ASYNC_MASTER)
+    for queue_id in range(4):
+        replicated = master.queue_offset_range("T", queue_id)
+        assert replicated is not None and replicated[1] > 0
+        result, done = slave.put_message(Message("T", b"after promotion", queue_id=queue_id))
+        assert done.result(5) is PutMessageStatus.PUT_OK
+        assert result.queue_offset == replicated[1]
+        wait_dispatched(slave)
+        read = slave.get_messages("T", queue_id, replicated[1], 10)
+        assert [message.body for message in read.messages] == [b"after promotion"]
