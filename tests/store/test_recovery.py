@@ -9,7 +9,7 @@ import pytest
 from store import Message, MessageStore, PutMessageStatus
 from store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from store.errors import OffsetNotAvailableError
-from store.record import HEADER_SIZE
+from store.record import DEFAULT_HOST, HEADER_SIZE, encode_message, stamp_offsets
 from store.recovery import _entry_matcher
 from store.retention import RetentionService
 from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched
@@ -436,12 +436,12 @@ def test_checkpoint_after_the_first_record_is_trusted(
 
 
 @pytest.mark.parametrize("damage", ["stale_offset", "negative_body_size", "body_past_record",
-                                    "topic_length"])
+                                    "topic_length", "topic_not_utf8"])
 def test_scan_stops_at_a_copied_or_inconsistent_record(
         open_store: OpenStore, tmp_path: Path, damage: str) -> None:
     """Bytes after the last record that look like a record but name another offset (stale
-    bytes of an earlier life of the file), or whose body length or topic length does not fit
-    the record, end the scan: recovery cuts them."""
+    bytes of an earlier life of the file), whose body length or topic length does not fit
+    the record, or whose topic is not UTF-8, end the scan: recovery cuts them."""
     store = open_store()
     placed = _write(store, 40)
     end = store.max_offset
@@ -454,6 +454,8 @@ def test_scan_stops_at_a_copied_or_inconsistent_record(
         copy[84:88] = body_size.to_bytes(4, "big", signed=True)
     if damage == "topic_length":  # the body and its CRC are whole; the fields after are not
         copy[HEADER_SIZE + int.from_bytes(copy[84:88], "big")] = 200
+    if damage == "topic_not_utf8":  # garbage in the name: every length still adds up
+        copy[HEADER_SIZE + int.from_bytes(copy[84:88], "big") + 1] = 0xFF
     path = _last_file(tmp_path)
     with path.open("r+b") as file:
         file.seek(end - int(path.name))
@@ -481,3 +483,50 @@ def test_a_blank_that_does_not_reach_the_files_end_ends_the_scan(
     store = open_store()
     assert store.max_offset == last_in_first
     assert store.recovery is not None and store.recovery.scan_start_offset == 0
+
+
+def test_full_scan_keeps_records_with_properties(open_store: OpenStore, tmp_path: Path) -> None:
+    """A full scan keeps records whose properties (keys, tags) fill the end of the record, and
+    they read back whole."""
+    store = open_store()
+    for index in range(30):
+        properties = {"KEYS": f"key-{index}", "TAGS": "t" * (index % 5 + 1)}
+        _, done = store.put_message(Message("Rec", b"%06d" % index, properties))
+        assert done.result(5) is PutMessageStatus.PUT_OK
+    end = store.max_offset
+    store.halt()
+    (tmp_path / "checkpoint").unlink()
+    store = open_store()
+    assert store.recovery is not None and store.recovery.scanned_record_count == 30
+    assert store.max_offset == end and store.recovery.cleared_bytes == 0
+    keys = sorted(message.keys or "" for queue_id in range(4)
+                  for message in store.get_messages("Rec", queue_id, 0, 100).messages)
+    assert keys == sorted(f"key-{index}" for index in range(30))
+
+
+def test_a_record_running_to_the_files_last_byte_with_a_bad_topic_length_is_cut(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """Recovery cuts, rather than fails on, a record whose total size runs to the last byte of
+    its file (its body and CRC whole) and whose topic length leaves 1 byte for the 2-byte
+    properties length: the field would be read past the file."""
+    store = open_store()
+    _write(store, 40)
+    end = store.max_offset
+    store.halt()
+    path = _last_file(tmp_path)
+    position = end - int(path.name)
+    total_size = SMALL_FILE_BYTES - position
+    body = b"b" * (total_size - (HEADER_SIZE + 1 + len("Rec") + 2))
+    record = encode_message(Message("Rec", body), 0, 0, DEFAULT_HOST, SMALL_FILE_BYTES)
+    assert isinstance(record, bytes) and len(record) == total_size
+    copy = bytearray(record)
+    stamp_offsets(copy, 0, 40, end)
+    copy[HEADER_SIZE + len(body)] = len("Rec") + 1  # the properties length's 1st byte is last
+    with path.open("r+b") as file:
+        file.seek(position)
+        file.write(copy)
+    (tmp_path / "checkpoint").unlink()
+    store = open_store()
+    assert store.max_offset == end
+    assert store.recovery is not None and store.recovery.cleared_bytes > 0
+    assert _bodies(store) == _expected(40)
