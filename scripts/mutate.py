@@ -41,7 +41,10 @@ MODULE_TESTS: dict[str, list[str]] = {
     "store/record.py": ["tests/store/test_record.py"],
     "store/completion.py": ["tests/store/test_completion.py"],
     "store/recovery.py": ["tests/store/test_recovery.py"],
-    "store/flush.py": ["tests/store/test_flush.py", "tests/store/test_put_api.py"],
+    "store/flush.py": [
+        "tests/store/test_flush.py", "tests/store/test_put_api.py",
+        "tests/store/test_disk_faults.py",
+    ],
     "ha/connection.py": ["tests/ha/test_connection.py"],
     "ha/service.py": ["tests/ha/test_service.py"],
     # The DLedger node is a pure state machine: its own tests drive it without sockets.
