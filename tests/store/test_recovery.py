@@ -456,10 +456,17 @@ def test_scan_stops_at_a_copied_or_inconsistent_record(
         copy[HEADER_SIZE + int.from_bytes(copy[84:88], "big")] = 200
     if damage == "topic_not_utf8":  # garbage in the name: every length still adds up
         copy[HEADER_SIZE + int.from_bytes(copy[84:88], "big") + 1] = 0xFF
+    _recover_with_bytes_at_the_end(open_store, tmp_path, end, copy)
+
+
+def _recover_with_bytes_at_the_end(open_store: OpenStore, tmp_path: Path, end: int,
+                                   damaged: bytes) -> None:
+    """Write `damaged` after the last of 40 records, recover with a full scan, and check that
+    the 40 records are kept and the damaged bytes cut."""
     path = _last_file(tmp_path)
     with path.open("r+b") as file:
         file.seek(end - int(path.name))
-        file.write(copy)
+        file.write(damaged)
     (tmp_path / "checkpoint").unlink()
     store = open_store()
     assert store.max_offset == end
@@ -513,20 +520,11 @@ def test_a_record_running_to_the_files_last_byte_with_a_bad_topic_length_is_cut(
     _write(store, 40)
     end = store.max_offset
     store.halt()
-    path = _last_file(tmp_path)
-    position = end - int(path.name)
-    total_size = SMALL_FILE_BYTES - position
+    total_size = SMALL_FILE_BYTES - (end - int(_last_file(tmp_path).name))
     body = b"b" * (total_size - (HEADER_SIZE + 1 + len("Rec") + 2))
     record = encode_message(Message("Rec", body), 0, 0, DEFAULT_HOST, SMALL_FILE_BYTES)
     assert isinstance(record, bytes) and len(record) == total_size
     copy = bytearray(record)
     stamp_offsets(copy, 0, 40, end)
     copy[HEADER_SIZE + len(body)] = len("Rec") + 1  # the properties length's 1st byte is last
-    with path.open("r+b") as file:
-        file.seek(position)
-        file.write(copy)
-    (tmp_path / "checkpoint").unlink()
-    store = open_store()
-    assert store.max_offset == end
-    assert store.recovery is not None and store.recovery.cleared_bytes > 0
-    assert _bodies(store) == _expected(40)
+    _recover_with_bytes_at_the_end(open_store, tmp_path, end, copy)
