@@ -146,3 +146,32 @@ def test_checkpoint_write_error_keeps_the_previous_checkpoint(
     written = store.flush.checkpoint()
     assert written is not None and read_checkpoint(store.paths.checkpoint) == written
     assert store.flush.checkpoint_error is None
+
+
+def test_a_failing_checkpoint_spell_is_counted_and_logged_once(
+    tmp_path: Path, disk: RecordingDisk, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every failed checkpoint write is counted, a spell of failures is logged once, at its
+    first failure (the store's very first checkpoint, at start, here), not once per retry, and
+    the first checkpoint written after it says how many failed and clears the error."""
+    disk.failures["fsync"] = OSError(errno.ENOSPC, "No space left on device")
+    with caplog.at_level(logging.INFO, logger="store.flush"):
+        store = _start(tmp_path, disk, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+        try:
+            assert store.flush.checkpoint_failure_count == 1
+            assert _flush_log_lines(caplog) == [(logging.ERROR, None)]  # at once
+            assert store.flush.checkpoint() is None
+            assert store.flush.checkpoint_failure_count == 2
+            assert "No space left on device" in (store.flush.checkpoint_error or "")
+            del disk.failures["fsync"]
+            assert store.flush.checkpoint() is not None
+        finally:
+            store.shutdown()
+    assert _flush_log_lines(caplog) == [(logging.ERROR, None), (logging.INFO, 2)]
+    assert store.flush.checkpoint_error is None
+
+
+def _flush_log_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, object]]:
+    """(level, the failure count it names, if any) of each line the flush service logged."""
+    return [(record.levelno, record.args[0] if record.levelno == logging.INFO else None)
+            for record in caplog.records if record.name == "store.flush"]

@@ -3,16 +3,18 @@ whole log, whatever rolled meanwhile (issue 9, items 1 and 7)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from store import FlushDiskType, Message, MessageStore, PutMessageStatus
-from store.checkpoint import read_checkpoint
+from store.checkpoint import Checkpoint, read_checkpoint
 from store.completion import PutCompletion
+from store.deadlines import now_ms
 from store.mapped_file import MappedFile
-from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched
+from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched, wait_until
 from tests.support.disk import RecordingDisk
 
 BODY = bytes(3000)
@@ -142,3 +144,98 @@ def test_new_files_are_followed_by_a_directory_fsync(
     directory_at = names.index(("fsync_directory", tmp_path / "commitlog"))
     new_file_msync_at = names.index(("msync", new_file.buffer))
     assert directory_at < new_file_msync_at
+
+
+def test_fsync_count_counts_the_flushes_that_moved_the_offset(store: MessageStore) -> None:
+    """`fsync_count` (what shows a group commit serving many puts with one flush) grows by one
+    per flush that made new bytes durable, and not for a flush that found nothing new: a store
+    that was never written has flushed nothing."""
+    assert store.flush.flush_commit_log() == store.max_offset == 0
+    assert store.flush.fsync_count == 0
+    _put(store)
+    _put(store)
+    store.flush.flush_commit_log()
+    assert store.flush.fsync_count == 1
+    store.flush.flush_commit_log()
+    assert store.flush.fsync_count == 1
+    _put(store)
+    store.flush.flush_commit_log()
+    assert store.flush.fsync_count == 2
+
+
+def test_checkpoint_is_taken_every_interval_not_every_flush(
+    store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flush loop writes a checkpoint when flush_consume_queue_interval_ms (50 ms here)
+    has passed since the last one, at the edge included, and not on the flushes between."""
+    start_ms = now_ms() + 60_000  # past any checkpoint the thread took before it was stopped
+    clock_ms = [start_ms]
+    monkeypatch.setattr("store.flush.now_ms", lambda: clock_ms[0])
+    taken: list[int] = []
+    checkpoint = store.flush.checkpoint
+
+    def counting_checkpoint() -> Checkpoint | None:
+        taken.append(clock_ms[0] - start_ms)
+        return checkpoint()
+
+    monkeypatch.setattr(store.flush, "checkpoint", counting_checkpoint)
+    store.flush.run_once()
+    assert taken == [0]
+    for step_ms in (10, 20, 49):
+        clock_ms[0] = start_ms + step_ms
+        store.flush.run_once()
+    assert taken == [0]
+    clock_ms[0] = start_ms + 50
+    store.flush.run_once()
+    assert taken == [0, 50]
+
+
+def test_checkpoint_records_when_it_was_written(store: MessageStore) -> None:
+    """The checkpoint file carries the wall-clock time it was written, in milliseconds."""
+    _put(store)
+    wait_dispatched(store)
+    before_ms = int(time.time() * 1000)
+    written = store.flush.checkpoint()
+    after_ms = int(time.time() * 1000)
+    assert written is not None
+    assert read_checkpoint(store.paths.checkpoint) == written
+    assert before_ms <= written.written_timestamp_ms <= after_ms
+
+
+def test_async_flush_makes_puts_durable_and_checkpoints_on_its_own(tmp_path: Path) -> None:
+    """Under ASYNC_FLUSH nothing asks for a flush: the flush thread makes the log durable, and
+    writes a checkpoint covering it, on its own every flush_interval_ms (20 ms here)."""
+    store = MessageStore(small_config(tmp_path, flush_interval_ms=20))
+    store.start()
+    try:
+        result, done = store.put_message(Message("Flush", BODY))
+        assert done.result(1) is PutMessageStatus.PUT_OK
+        wait_until(lambda: store.commit_log.flushed_offset >= result.end_offset, 5.0)
+
+        def checkpointed() -> bool:
+            checkpoint = read_checkpoint(store.paths.checkpoint)
+            return checkpoint is not None and checkpoint.recover_offset >= result.end_offset
+
+        wait_until(checkpointed, 5.0)
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("flush_type", [FlushDiskType.SYNC_FLUSH, FlushDiskType.ASYNC_FLUSH])
+def test_flush_loop_sleeps_per_flush_type(tmp_path: Path, flush_type: FlushDiskType) -> None:
+    """After a pass the flush loop sleeps flush_interval_ms under ASYNC_FLUSH (that is its
+    flush cadence); under SYNC_FLUSH, where each put wakes it, it sleeps less than the
+    checkpoint interval, so an idle store still checkpoints on time."""
+    config = small_config(tmp_path, flush_disk_type=flush_type, flush_interval_ms=60_000,
+                          flush_consume_queue_interval_ms=50)
+    store = MessageStore(config)
+    store.start()
+    store.flush.stop()
+    try:
+        wait_s = store.flush.run_once()
+    finally:
+        store.shutdown()
+    if flush_type is FlushDiskType.ASYNC_FLUSH:
+        assert wait_s == 60.0
+    else:
+        assert 0 < wait_s < 0.05
