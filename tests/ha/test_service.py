@@ -208,28 +208,32 @@ def test_refused_slaves_are_counted_and_named(
 
 
 def test_slots_are_bounded(store: MessageStore, start_service: StartService) -> None:
-    """Past ha_connections_max slaves a new slave is refused a slot and counted."""
+    """Past ha_connections_max slaves each new slave is refused a slot and counted."""
     service = start_service(ha_connections_max=1)
     holder = _slave(service, slave_id=b"a" * 16)
     _transferring(service, 1)
-    with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
-        _slave(service, slave_id=b"b" * 16, report=None)
-    wait_until(lambda: service.refused_connection_count == 1)
-    wait_until(lambda: service.connection_count == 1)  # the refused one is closing
+    for refused, slave_id in enumerate((b"b" * 16, b"c" * 16), start=1):
+        with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
+            _slave(service, slave_id=slave_id, report=None)
+        wait_until(lambda: service.refused_connection_count == refused)  # noqa: B023
+        wait_until(lambda: service.connection_count == 1)  # the refused one is closing
     holder.close()
 
 
 def test_handshakes_are_bounded_oldest_dropped(start_service: StartService) -> None:
-    """Past ha_handshakes_max sockets in the handshake, the oldest is dropped and counted."""
+    """Past ha_handshakes_max sockets in the handshake, the oldest is dropped and counted,
+    each time."""
     service = start_service(ha_handshakes_max=1, ha_handshake_timeout_ms=60_000)
-    first = socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5)
+    sockets = [socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5)]
     wait_until(lambda: len(service.connections) == 1)
-    second = socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5)
-    wait_until(lambda: service.handshake_evicted_count == 1)
-    wait_until(lambda: len(service.connections) == 1)
+    for evicted in (1, 2):
+        sockets.append(
+            socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5))
+        wait_until(lambda: service.handshake_evicted_count == evicted)  # noqa: B023
+        wait_until(lambda: len(service.connections) == 1)
     assert service.connection_count == 0
-    first.close()
-    second.close()
+    for sock in sockets:
+        sock.close()
 
 
 def test_each_start_begins_an_epoch_at_the_max_offset(
