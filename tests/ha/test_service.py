@@ -262,3 +262,33 @@ def test_slave_views_report_each_link(store: MessageStore, start_service: StartS
     (view,) = service.slave_views()
     assert (view.ack_offset, view.diff_bytes, view.in_sync) == (end, 0, True)
     assert view.slave_id == slave.slave_id.hex()
+
+
+def test_stop_after_a_failed_start_is_clean(
+        store: MessageStore, start_service: StartService) -> None:
+    """A master whose HA port is taken fails to start, and stopping it then (what a broker
+    does with the parts it started) raises nothing and leaves the store without replication."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        service = HAService(HAConfig(**{**CONFIG, "ha_listen_port": taken.getsockname()[1]}),
+                            store)
+        with pytest.raises(OSError):
+            service.start()
+        service.stop()
+    assert service.pending_count == 0
+    _, done = _put(store)
+    assert done.result(5) is PutMessageStatus.PUT_OK  # no replication guard is left behind
+
+
+def test_rejected_slaves_kept_are_bounded(
+        store: MessageStore, start_service: StartService) -> None:
+    """The list of rejected slaves keeps only the newest ones, up to its bound: a master that
+    rejects slave after slave does not grow it without end."""
+    service = start_service()
+    offsets = range(500, 540)
+    for request_offset in offsets:
+        _slave(service, report=request_offset).close()
+        wait_until(lambda: service.rejected  # noqa: B023
+                   and service.rejected[-1].request_offset == request_offset)  # noqa: B023
+    kept = [rejected.request_offset for rejected in service.rejected]
+    assert 0 < len(kept) < len(offsets)
+    assert kept == list(offsets[-len(kept):])  # the newest, in order
