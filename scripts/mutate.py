@@ -50,6 +50,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     # The DLedger node is a pure state machine: its own tests drive it without sockets.
     "ha/dledger/node.py": [
         "tests/ha/dledger/test_election.py", "tests/ha/dledger/test_replication.py",
+        "tests/ha/dledger/test_transfer.py", "tests/ha/dledger/test_throttle.py",
     ],
     "app/errors.py": [
         "tests/app/test_errors.py", "tests/app/test_openapi.py::test_file_matches_the_app",

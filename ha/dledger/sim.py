@@ -461,7 +461,11 @@ def run_seeds_pooled(first_seed: int, count: int, workers: int) -> list[SimResul
               for first in range(first_seed, end, CHUNK_SEEDS)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run_seeds, first, size) for first, size in chunks]
-        return [result for future in futures for result in future.result()]
+        try:
+            return [result for future in futures for result in future.result()]
+        except SimulationFailure:
+            pool.shutdown(cancel_futures=True)  # report now, not after every other chunk
+            raise
 
 
 def main(argv: list[str] | None = None) -> int:

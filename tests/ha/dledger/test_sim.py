@@ -32,17 +32,18 @@ def test_a_seed_replays_exactly() -> None:
 
 
 def first_failure() -> str:
+    """The first failure over seeds 0-99, found by a pool of 2 (workers inherit the patched
+    node: they are forked)."""
     with pytest.raises(SimulationFailure) as failure:
-        for seed in range(100):
-            Simulation(seed).run()
+        run_seeds_pooled(0, 100, workers=2)
     return str(failure.value)
 
 
 def test_a_node_answering_before_its_vote_is_durable_is_caught_with_its_seed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """With votes sent before the term+vote write is durable, a crash lets a node vote twice in
-    a term; the simulation reports the broken invariant, the seed and how to replay it, and
-    replaying that seed alone fails the same way."""
+    a term; the simulation (over its process pool) reports the broken invariant, the seed and
+    how to replay it, and replaying that seed alone in this process fails the same way."""
 
     def send_at_once(self: DLedgerNode, target_id: str, message: Message) -> None:
         self._out.append(Send(target_id, message))
@@ -75,3 +76,4 @@ def test_the_command_line_prints_how_many_seeds_passed(capsys: pytest.CaptureFix
     """`python -m ha.dledger.sim --seeds 2` runs two seeds and says so."""
     assert main(["--seeds", "2", "--first-seed", "5"]) == 0
     assert capsys.readouterr().out.startswith("2 seeds from 5 passed in ")
+
