@@ -60,6 +60,8 @@ PROBLEMS: dict[str, ProblemKind] = {
     "METHOD_NOT_ALLOWED": ProblemKind(405, "Method not allowed"),
     "QUEUE_NOT_FOUND": ProblemKind(404, "No such queue"),
     "TOPIC_NOT_READABLE": ProblemKind(403, "The topic does not allow reads"),
+    "LONG_POLL_BUSY": ProblemKind(429, "Too many reads wait already; retry later",
+                                  RETRY_AFTER_S),
     "NOT_A_MASTER": ProblemKind(503, "This broker is a slave; write to the master"),
     "NOT_READY": ProblemKind(503, "The broker is not ready"),
     "INTERNAL_ERROR": ProblemKind(500, "Internal error"),

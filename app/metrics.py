@@ -118,6 +118,9 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily("twinlog_consume_queue_open_files",
                                 "Consume-queue files mapped now",
                                 value=store.queues.open_files.open_file_count)
+        yield GaugeMetricFamily("twinlog_long_poll_waiters",
+                                "Consume reads waiting for a message now (long poll)",
+                                value=store.arrivals.waiter_count)
         yield from _store_health_metrics(store)
         yield from _replication_metrics(broker)
 

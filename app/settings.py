@@ -99,6 +99,13 @@ class Settings(BaseSettings):
                     "leaves (app/fd_budget.py); past it a new connection gets 503 and a close")
     tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    long_poll_wait_ms_max: int = Field(
+        30_000, ge=0, le=300_000,
+        description="the longest a consume read waits for a message (wait_ms is cut to it)")
+    long_poll_waiters_max: int = Field(
+        4096, ge=0, le=1_000_000,
+        description="consume reads waiting at once (each holds a connection); past it a "
+                    "read that would wait answers 429 LONG_POLL_BUSY")
     # -- store ---------------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), description="commit log, consume queues, checkpoint "
                            "and (by default) the metadata database and snapshots")
@@ -291,6 +298,7 @@ class Settings(BaseSettings):
                 consume_queue_entries_per_file=self.consume_queue_entries_per_file,
                 consume_queue_open_files_max=self.consume_queue_open_files_max,
                 store_host=self.store_host,
+                long_poll_waiters_max=self.long_poll_waiters_max,
             )
         except ConfigError as error:
             raise SettingsError(str(error)) from error

@@ -42,6 +42,8 @@ class StoreConfig:
     retention_interval_ms: int = 10_000
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     check_crc_on_recover: bool = True
+    # Long-poll readers parked at once (each holds a connection open); past it, no wait.
+    long_poll_waiters_max: int = 4096
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -70,6 +72,7 @@ class StoreConfig:
             (0 < self.disk_max_used_ratio <= 1, "disk_max_used_ratio", "must be in (0, 1]"),
             (self.retention_interval_ms > 0, "retention_interval_ms", "must be > 0"),
             (0 <= self.store_host[1] < 65536, "store_host", "port must be in [0, 65535]"),
+            (self.long_poll_waiters_max >= 0, "long_poll_waiters_max", "must be >= 0"),
         ]
         for ok, name, rule in checks:
             if not ok:

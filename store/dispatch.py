@@ -11,8 +11,9 @@ import struct
 import threading
 from collections.abc import Callable
 
+from store.arrivals import Arrivals
 from store.commit_log import CommitLog
-from store.consume_queue import ConsumeQueues, Entry
+from store.consume_queue import ConsumeQueue, ConsumeQueues, Entry
 from store.dispatch_failures import WRITE_ATTEMPTS_MAX, DispatchFailures
 from store.mapped_file import MappedFile
 from store.record import (
@@ -43,10 +44,13 @@ _BATCHES_PER_ROUND_MAX = 64
 class DispatchService(ServiceThread):
     name = "dispatch"
 
-    def __init__(self, commit_log: CommitLog, queues: ConsumeQueues) -> None:
+    def __init__(self, commit_log: CommitLog, queues: ConsumeQueues,
+                 arrivals: Arrivals | None = None) -> None:
         super().__init__()
         self._commit_log = commit_log
         self._queues = queues
+        # Long-poll readers of a queue are woken once its entries are written, not before.
+        self._arrivals = arrivals if arrivals is not None else Arrivals(0)
         self.dispatched_offset = 0
         # Start of the last record dispatched (-1: none yet); the checkpoint keeps it.
         self.last_record_offset = -1
@@ -185,21 +189,26 @@ class DispatchService(ServiceThread):
             if self.failures.is_failed(topic, queue_id):
                 continue  # rebuilt from the held position at the next start
             try:
-                self._put_with_attempts(topic, queue_id, entries)
+                queue = self._put_with_attempts(topic, queue_id, entries)
             except OSError as error:
                 self.failures.record(topic, queue_id, error, batch_start)
+            else:
+                self._arrivals.notify(topic, queue_id, queue.max_queue_offset)
 
-    def _put_with_attempts(self, topic: str, queue_id: int, entries: list[Entry]) -> None:
+    def _put_with_attempts(self, topic: str, queue_id: int,
+                           entries: list[Entry]) -> ConsumeQueue:
         for attempt in range(1, WRITE_ATTEMPTS_MAX + 1):
             try:
-                self._queues.get_or_create(topic, queue_id).put_many(entries)
-                return
+                queue = self._queues.get_or_create(topic, queue_id)
+                queue.put_many(entries)
+                return queue
             except OSError as error:
                 if attempt == WRITE_ATTEMPTS_MAX:
                     raise
                 log.warning("dispatch: writing consume queue %s/%d failed (%s); closing idle "
                             "queues and trying again", topic, queue_id, error)
                 self._queues.close_idle()  # frees descriptors when they ran out
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _tags_code_of(properties: bytes) -> int:

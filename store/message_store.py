@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from store.allocate import AllocateService
+from store.arrivals import Arrivals, Waiter
 from store.commit_log import CommitLog
 from store.completion import Pending, PutCompletion
 from store.config import StoreConfig
@@ -95,7 +96,8 @@ class MessageStore:
         self.queues = ConsumeQueues(config, disk)
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
         self.allocate = AllocateService(self.commit_log.files)
-        self.dispatch = DispatchService(self.commit_log, self.queues)
+        self.arrivals = Arrivals(config.long_poll_waiters_max)
+        self.dispatch = DispatchService(self.commit_log, self.queues, self.arrivals)
         if commit_limited:
             self.dispatch.limit_offset = 0
         self._wake_dispatch = self.dispatch.wake
@@ -152,6 +154,7 @@ class MessageStore:
             raise StoreStateError(f"shutdown() on a store that is {self.state.value}")
         self.state = Lifecycle.STOPPED
         self._update_fast_path()
+        self.arrivals.wake_all()
         try:
             for service in reversed(self._services):
                 _stop_logging_errors(service)
@@ -174,6 +177,7 @@ class MessageStore:
             raise StoreStateError(f"halt() on a store that is {self.state.value}")
         self.state = Lifecycle.STOPPED
         self._update_fast_path()
+        self.arrivals.wake_all()
         for service in reversed(self._services):
             if service is self.dispatch:
                 self.dispatch.stop(drain=False)
@@ -384,6 +388,20 @@ class MessageStore:
     ) -> GetMessagesResult:
         return get_messages(self.commit_log, self.queues, topic, queue_id, queue_offset,
                             max_count, max_bytes)
+
+    def park_reader(self, topic: str, queue_id: int, seen_max_offset: int,
+                    wake: Callable[[], None]) -> Waiter | None:
+        """Call `wake` (from dispatch's thread, or this one) once the queue's max offset
+        passes `seen_max_offset`; None when `long_poll_waiters_max` readers wait already.
+        The caller unparks the waiter whatever happens (store/arrivals.py)."""
+        def current_max_offset() -> int:
+            queue = self.queues.get(topic, queue_id)
+            return queue.max_queue_offset if queue is not None else 0
+
+        return self.arrivals.park(topic, queue_id, seen_max_offset, current_max_offset, wake)
+
+    def unpark_reader(self, waiter: Waiter) -> None:
+        self.arrivals.cancel(waiter)
 
     def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
         """[min, max) queue offsets of a queue, or None when it has no entries yet."""
