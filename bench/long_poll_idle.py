@@ -82,7 +82,7 @@ def main() -> None:
     header(f"long poll: {args.readers} parked reads")
     with (tempfile.TemporaryDirectory(prefix="twinlog-long-poll-") as root,
           serve(Path(root) / "broker", long_poll_wait_ms_max=WAIT_MS,
-                long_poll_waiters_max=args.readers + 8,
+                long_poll_waiters_max=args.readers + 8, http_connections_max=args.readers + 64,
                 mapped_file_size_bytes=1 << 26) as served):
         asyncio.run(_run(served.url, served.pid, args.readers, args.idle_s))
 
