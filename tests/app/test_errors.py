@@ -94,9 +94,9 @@ def test_each_put_status_has_its_http_status(
 
 
 def test_only_the_busy_answer_asks_to_retry_later() -> None:
-    """Retry-After goes with the two busy answers only (OS_PAGE_CACHE_BUSY, and
-    TOO_MANY_CONNECTIONS); WWW-Authenticate with 401 only."""
-    busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS"}
+    """Retry-After goes with the busy answers only (OS_PAGE_CACHE_BUSY, TOO_MANY_CONNECTIONS
+    and LONG_POLL_BUSY); WWW-Authenticate with 401 only."""
+    busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY"}
     for code, kind in PROBLEMS.items():
         headers = dict(render(ApiError(code, "d")).headers)
         assert (b"retry-after" in headers) is (code in busy), code
