@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli_ha import add_commands as add_ha_commands
+from app.cli_lookup import add_commands as add_lookup_commands
 from app.cli_messages import add_commands as add_message_commands
 from app.cli_metadata import add_commands as add_metadata_commands
 from app.cli_snapshots import add_commands as add_snapshot_commands
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ha_commands(commands)
     add_metadata_commands(commands)
     add_message_commands(commands)
+    add_lookup_commands(commands)
     return parser
 
 

@@ -60,6 +60,8 @@ PROBLEMS: dict[str, ProblemKind] = {
     "METHOD_NOT_ALLOWED": ProblemKind(405, "Method not allowed"),
     "QUEUE_NOT_FOUND": ProblemKind(404, "No such queue"),
     "TOPIC_NOT_READABLE": ProblemKind(403, "The topic does not allow reads"),
+    "INVALID_MESSAGE_ID": ProblemKind(400, "Not a message id"),
+    "MESSAGE_NOT_FOUND": ProblemKind(404, "No such message"),
     "LONG_POLL_BUSY": ProblemKind(429, "Too many reads wait already; retry later",
                                   RETRY_AFTER_S),
     "NOT_A_MASTER": ProblemKind(503, "This broker is a slave; write to the master"),

@@ -26,7 +26,7 @@ from app.broker import Broker
 from app.errors import ApiError, code_for_http_status, from_metadata_error, render
 from app.gateway import Gateway
 from app.gc_tuning import tuned_gc
-from app.routes import admin, consume, groups, health, produce, topics, ui
+from app.routes import admin, consume, groups, health, messages, produce, topics, ui
 from app.settings import Settings, load_settings
 from app.snapshots import PeriodicSnapshots, Snapshots
 from store.metadata import MetadataError
@@ -49,8 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                      redoc_url=None, **options)
     app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
     produce.install(app)
-    routers = (consume.router, topics.router, groups.router, admin.router, health.router,
-               ui.router)
+    routers = (consume.router, messages.router, topics.router, groups.router, admin.router,
+               health.router, ui.router)
     for router in routers:
         app.include_router(router)
     app.body_guard = BodyGuard(app, routers)

@@ -28,6 +28,7 @@ from store.dispatch import DispatchService
 from store.errors import StoreStateError
 from store.flush import FlushService
 from store.health import StoreHealth
+from store.message_id import LookupResult, find_by_msg_id
 from store.paths import StorePaths
 from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages
 from store.record import Message
@@ -388,6 +389,11 @@ class MessageStore:
     ) -> GetMessagesResult:
         return get_messages(self.commit_log, self.queues, topic, queue_id, queue_offset,
                             max_count, max_bytes)
+
+    def get_message_by_id(self, msg_id: str) -> LookupResult:
+        """The record a message id names (store/message_id.py): FOUND, NOT_FOUND or
+        MALFORMED_ID."""
+        return find_by_msg_id(self.commit_log, msg_id)
 
     def park_reader(self, topic: str, queue_id: int, seen_max_offset: int,
                     wake: Callable[[], None]) -> Waiter | None:

@@ -102,6 +102,7 @@ class StoredMessage:
 
     @property
     def msg_id(self) -> str:
+        """STOREHOST and commit-log offset as hex (store/message_id.py parses it)."""
         return (self.store_host + self.commit_log_offset.to_bytes(8, "big")).hex().upper()
 
 

@@ -1,0 +1,42 @@
+"""Messages looked up directly: by message id (`GET /v1/messages/{msg_id}`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+from starlette.concurrency import run_in_threadpool
+
+from app.deps import BrokerDep, requires
+from app.errors import ApiError
+from app.openapi import problem_responses
+from app.routes.consume import consumed
+from app.schemas import ConsumedMessage
+from app.settings import Scope
+from store.message_id import MSG_ID_HEX_LENGTH, LookupStatus
+
+router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
+
+BodyEncoding = Annotated[Literal["base64", "utf8"], Query(
+    description="utf8: bodies that are not UTF-8 still come as base64.")]
+
+
+@router.get("/v1/messages/{msg_id}", operation_id="get-message",
+            responses=problem_responses(400, 401, 403, 404, 503))
+async def get_message(
+    msg_id: Annotated[str, Path(max_length=2 * MSG_ID_HEX_LENGTH, description=(
+        "A msg_id as produce answers it: 32 hex digits, the storing broker's host and port "
+        "and the record's commit-log offset."))],
+    broker: BrokerDep,
+    body_encoding: BodyEncoding = "base64",
+) -> ConsumedMessage:
+    """The message a msg_id names, read at its commit-log offset: 400 for an id that is not 32
+    hex digits, 404 when no record of that host starts at that offset (past the log, removed
+    by retention, or an id of another broker)."""
+    result = await run_in_threadpool(broker.store.get_message_by_id, msg_id)
+    if result.status is LookupStatus.MALFORMED_ID:
+        raise ApiError("INVALID_MESSAGE_ID", f"{msg_id!r} is not a message id "
+                       f"({MSG_ID_HEX_LENGTH} hex digits)")
+    if result.message is None:
+        raise ApiError("MESSAGE_NOT_FOUND", f"no message {msg_id} on this broker")
+    return consumed(result.message, body_encoding)
