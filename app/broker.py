@@ -246,6 +246,13 @@ class Broker:
         if write_queue_count is not None:
             self.store.set_queue_count(topic, write_queue_count)
 
+    def delete_topic(self, topic: str) -> None:
+        """Delete the topic's metadata (404 when unknown), then its queues in the store."""
+        self.metadata_store.delete_topic(name=topic)
+        self._writable_queue_counts.pop(topic, None)
+        removed = self.store.delete_topic(topic)
+        log.info("topic %s deleted: %d consume queues removed", topic, removed)
+
     # -- rates -------------------------------------------------------------------------------
 
     def sample_put_rates(self) -> PutRates:

@@ -146,6 +146,17 @@ class TopicCreate(BaseModel):
     permission: int = Field(6, ge=0, le=6, description="RocketMQ bits: 4 read, 2 write.")
 
 
+class TopicUpdate(BaseModel):
+    model_config = _STRICT
+
+    read_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1,
+                                         description="May only grow.")
+    write_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1,
+                                          description="May only grow.")
+    permission: int | None = Field(None, ge=0, le=6, description="RocketMQ bits: 4 read, "
+                                                                 "2 write.")
+
+
 # One transaction creates a batch: bounded like every batch.
 TOPICS_PER_BATCH_MAX = 1000
 
@@ -212,6 +223,16 @@ class OffsetCommit(BaseModel):
 
     offset: Offset = Field(description="The next queue offset the group will consume.")
     allow_backwards: bool = Field(False, description="Reset: allow a lower offset.")
+
+
+class OffsetResetByTime(BaseModel):
+    model_config = _STRICT
+
+    timestamp_ms: int = Field(ge=0, le=2**53 - 1, description=(
+        "Each queue's offset becomes its first message stored at or after this time (epoch "
+        "ms); a queue whose messages are all older gets its max offset."))
+    queue_id: int | None = Field(None, ge=0, le=QUEUE_ID_MAX,
+                                 description="Only this queue (default: every read queue).")
 
 
 class ConsumerOffsetView(BaseModel):

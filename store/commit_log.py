@@ -119,6 +119,15 @@ class CommitLog:
             self._queue_counts[topic] = queue_count
             self._round_robin.pop(topic, None)
 
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic: its next queue offsets and routing go (a new topic of the same
+        name starts at queue offset 0)."""
+        with self._lock:
+            self._queue_offsets = {key: offset for key, offset in self._queue_offsets.items()
+                                   if key[0] != topic}
+            self._round_robin.pop(topic, None)
+            self._queue_counts.pop(topic, None)
+
     def queue_count(self, topic: str) -> int:
         return self._queue_counts.get(topic, self._config.default_queue_count)
 

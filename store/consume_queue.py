@@ -395,6 +395,17 @@ class ConsumeQueues:
                     self._queues[(topic, queue_id)] = queue
         return queue
 
+    def remove_topic(self, topic: str) -> int:
+        """Close and delete every queue of `topic` (a deleted topic); return how many. The
+        caller holds dispatch still."""
+        with self._lock:
+            removed = [self._queues.pop(key) for key in list(self._queues) if key[0] == topic]
+        for queue in removed:
+            queue.close()
+        shutil.rmtree(self._root / topic, ignore_errors=True)
+        self._disk.fsync_directory(self._root)
+        return len(removed)
+
     def all(self) -> list[ConsumeQueue]:
         with self._lock:
             return list(self._queues.values())

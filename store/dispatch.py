@@ -27,6 +27,7 @@ from store.record import (
     tags_code,
 )
 from store.service import ServiceThread
+from store.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,12 @@ class DispatchService(ServiceThread):
     name = "dispatch"
 
     def __init__(self, commit_log: CommitLog, queues: ConsumeQueues,
-                 arrivals: Arrivals | None = None) -> None:
+                 arrivals: Arrivals | None = None,
+                 tombstones: Tombstones | None = None) -> None:
         super().__init__()
         self._commit_log = commit_log
         self._queues = queues
+        self._tombstones = tombstones
         # Long-poll readers of a queue are woken once its entries are written, not before.
         self._arrivals = arrivals if arrivals is not None else Arrivals(0)
         self.dispatched_offset = 0
@@ -188,6 +191,10 @@ class DispatchService(ServiceThread):
                     self._topic_names[raw_topic] = topic
             if self.failures.is_failed(topic, queue_id):
                 continue  # rebuilt from the held position at the next start
+            if self._tombstones:
+                entries = _live(entries, self._tombstones.dead_below(topic))
+                if not entries:
+                    continue
             try:
                 queue = self._put_with_attempts(topic, queue_id, entries)
             except OSError as error:
@@ -209,6 +216,13 @@ class DispatchService(ServiceThread):
                             "queues and trying again", topic, queue_id, error)
                 self._queues.close_idle()  # frees descriptors when they ran out
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _live(entries: list[Entry], dead_below_offset: int) -> list[Entry]:
+    """The entries of records stored after their topic was last deleted."""
+    if not dead_below_offset:
+        return entries
+    return [entry for entry in entries if entry[1] >= dead_below_offset]
 
 
 def _tags_code_of(properties: bytes) -> int:

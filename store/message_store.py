@@ -42,6 +42,8 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
+from store.time_search import queue_offset_at_time
+from store.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,9 @@ class MessageStore:
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
         self.allocate = AllocateService(self.commit_log.files)
         self.arrivals = Arrivals(config.long_poll_waiters_max)
-        self.dispatch = DispatchService(self.commit_log, self.queues, self.arrivals)
+        self.tombstones = Tombstones(self.paths.deleted_topics, disk)
+        self.dispatch = DispatchService(self.commit_log, self.queues, self.arrivals,
+                                        self.tombstones)
         if commit_limited:
             self.dispatch.limit_offset = 0
         self._wake_dispatch = self.dispatch.wake
@@ -132,6 +136,7 @@ class MessageStore:
         self._disk.fsync_directory(self.paths.root)  # the log directories' names, if new
         self._take_lock()
         crashed = self.paths.abort_marker.exists()
+        self.tombstones.load()  # before redispatch, which skips deleted topics' records
         try:
             self.recovery = recover(self.paths, self.commit_log, self.queues, self.dispatch,
                                     crashed=crashed,
@@ -249,6 +254,21 @@ class MessageStore:
 
     def set_queue_count(self, topic: str, queue_count: int) -> None:
         self.commit_log.set_queue_count(topic, queue_count)
+
+    def delete_topic(self, topic: str) -> int:
+        """Remove a topic's consume queues (and, through its tombstone, its key-index entries);
+        its records stay in the commit log for retention. The tombstone is durable before any
+        queue goes, so no redispatch (now or at a later recovery) brings them back. Returns
+        the number of queues removed; OSError when the tombstone could not be written."""
+        if self.state is not Lifecycle.RUNNING:
+            raise StoreStateError(f"delete_topic() on a store that is {self.state.value}")
+        self.tombstones.add(topic, self.commit_log.max_offset, self.commit_log.min_offset)
+
+        def remove() -> int:
+            self.commit_log.forget_topic(topic)
+            return self.queues.remove_topic(topic)
+
+        return self.dispatch.hold_still(remove)
 
     def put_message(self, message: Message) -> tuple[PutMessageResult, PutCompletion]:
         if not self._accepting_without_waits:
@@ -408,6 +428,14 @@ class MessageStore:
 
     def unpark_reader(self, waiter: Waiter) -> None:
         self.arrivals.cancel(waiter)
+
+    def queue_offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int | None:
+        """The first queue offset of a message stored at or after `timestamp_ms` (the max
+        offset when all are older); None when the queue has no entries yet."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return None
+        return queue_offset_at_time(self.commit_log, queue, timestamp_ms)
 
     def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
         """[min, max) queue offsets of a queue, or None when it has no entries yet."""

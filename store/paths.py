@@ -41,6 +41,14 @@ class StorePaths:
         return self.root / "checkpoint"
 
     @property
+    def deleted_topics(self) -> Path:
+        return self.root / "deleted_topics.json"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
     def abort_marker(self) -> Path:
         return self.root / "abort"
 

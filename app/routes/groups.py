@@ -1,14 +1,16 @@
-"""Subscription groups: list, create, describe; consumer offsets (commit, list) and lag."""
+"""Subscription groups: list, create, describe, delete; consumer offsets (commit, list, reset
+to a time) and lag."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 
 from app.broker import Broker
 from app.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
 from app.errors import ApiError
+from app.gateway import Gateway
 from app.openapi import problem_responses
 from app.schemas import (
     TOPIC_PATTERN,
@@ -19,6 +21,7 @@ from app.schemas import (
     GroupList,
     LagReport,
     OffsetCommit,
+    OffsetResetByTime,
     QueueLag,
     TopicLag,
 )
@@ -65,6 +68,15 @@ def describe_group(group: GroupPath, broker: BrokerDep) -> Group:
     return group_view(broker.metadata_store.get_group(name=group))
 
 
+@router.delete("/v1/groups/{group}", operation_id="delete-group",
+               status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(Scope.ADMIN)],
+               responses=problem_responses(400, 401, 403, 404, 503))
+def delete_group(group: GroupPath, gateway: GatewayDep) -> Response:
+    """Delete a group and its committed offsets (404 GROUP_NOT_FOUND when unknown)."""
+    gateway.master_broker().metadata_store.delete_group(name=group)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
 @router.get("/v1/groups/{group}/offsets", operation_id="list-consumer-offsets",
             dependencies=[requires(Scope.CONSUME)],
             responses=problem_responses(400, 401, 403, 503))
@@ -89,6 +101,37 @@ def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueId
     if commit.offset > max_offset:
         raise ApiError("INVALID_OFFSET", f"offset {commit.offset} is past the queue's max "
                        f"offset {max_offset}")
+    _commit_creating_group(gateway, broker, group, topic, queue_id, commit)
+    stored = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    for offset in stored:
+        if offset.queue_id == queue_id:
+            return offset_view(offset)
+    raise AssertionError(f"offset of {group}/{topic}/{queue_id} missing after commit")
+
+
+@router.post("/v1/groups/{group}/offsets/{topic}:reset", operation_id="reset-consumer-offsets",
+             dependencies=[requires(Scope.ADMIN)],
+             responses=problem_responses(400, 401, 403, 404, 503))
+def reset_consumer_offsets(group: GroupPath, topic: TopicPath, reset: OffsetResetByTime,
+                           gateway: GatewayDep) -> ConsumerOffsetList:
+    """Reset the group's offsets on a topic to a time: per queue, the first message stored at
+    or after `timestamp_ms` (a binary search over the queue by store time); backwards or
+    forwards. The group is created when auto_create_groups is on."""
+    broker = gateway.master_broker()
+    if broker.metadata_store.find_topic(name=topic) is None:
+        raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+    queue_ids = _queue_ids(broker, topic) if reset.queue_id is None else [reset.queue_id]
+    for queue_id in queue_ids:
+        offset = broker.store.queue_offset_at_time(topic, queue_id, reset.timestamp_ms)
+        commit = OffsetCommit(offset=offset or 0, allow_backwards=True)
+        _commit_creating_group(gateway, broker, group, topic, queue_id, commit)
+    offsets = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    return ConsumerOffsetList(offsets=[offset_view(offset) for offset in offsets
+                                       if offset.queue_id in queue_ids])
+
+
+def _commit_creating_group(gateway: Gateway, broker: Broker, group: str, topic: str,
+                           queue_id: int, commit: OffsetCommit) -> None:
     try:
         _commit(broker, group, topic, queue_id, commit)
     except GroupNotFound:
@@ -97,11 +140,6 @@ def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueId
         if broker.metadata_store.find_group(name=group) is None:
             broker.metadata_store.create_group(name=group)
         _commit(broker, group, topic, queue_id, commit)
-    stored = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
-    for offset in stored:
-        if offset.queue_id == queue_id:
-            return offset_view(offset)
-    raise AssertionError(f"offset of {group}/{topic}/{queue_id} missing after commit")
 
 
 def _commit(broker: Broker, group: str, topic: str, queue_id: int, commit: OffsetCommit) -> None:

@@ -1,8 +1,8 @@
-"""Topics: list, create (master only), describe with per-queue min/max offsets."""
+"""Topics: list, create, update, delete (master only), describe with per-queue offsets."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from app.broker import Broker
 from app.deps import BrokerDep, MasterBrokerDep, TopicPath, requires
@@ -15,6 +15,7 @@ from app.schemas import (
     TopicCreateBatch,
     TopicDetail,
     TopicList,
+    TopicUpdate,
 )
 from app.settings import Scope
 from store.metadata import NewTopic, TopicConfig
@@ -63,6 +64,40 @@ def create_topics(batch: TopicCreateBatch, broker: MasterBrokerDep) -> TopicList
     for config in configs:
         broker.topic_created(config)
     return TopicList(topics=[topic_view(config) for config in configs])
+
+
+@router.patch("/v1/topics/{topic}", operation_id="update-topic",
+              dependencies=[requires(Scope.ADMIN)],
+              responses=problem_responses(400, 401, 403, 404, 503))
+def update_topic(topic: TopicPath, update: TopicUpdate, broker: MasterBrokerDep) -> Topic:
+    """Change a topic's permission and grow its queue counts (400 INVALID_QUEUE_COUNT for a
+    count lower than today's: its queues' messages would be stranded). Fields left out stay."""
+    metadata = broker.metadata_store
+    current = metadata.get_topic(name=topic)
+    for field, wanted, now in (("read_queue_count", update.read_queue_count,
+                                current.read_queue_count),
+                               ("write_queue_count", update.write_queue_count,
+                                current.write_queue_count)):
+        if wanted is not None and wanted < now:
+            raise ApiError("INVALID_QUEUE_COUNT", f"{field} may only grow ({now} today, "
+                           f"{wanted} asked)")
+    config = metadata.update_topic(name=topic, read_queue_count=update.read_queue_count,
+                                   write_queue_count=update.write_queue_count,
+                                   permission=update.permission)
+    broker.topic_created(config)
+    return topic_view(config)
+
+
+@router.delete("/v1/topics/{topic}", operation_id="delete-topic",
+               status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(Scope.ADMIN)],
+               responses=problem_responses(400, 401, 403, 404, 503))
+def delete_topic(topic: TopicPath, broker: MasterBrokerDep) -> Response:
+    """Delete a topic: its config and consumer offsets, its consume queues and key-index
+    entries. Its messages stay in the commit log until retention removes them; reads and
+    lookups by key no longer see them (a lookup by msg_id still does). A produce then
+    answers 404, unless auto_create_topics makes the topic afresh."""
+    broker.delete_topic(topic)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/v1/topics/{topic}", operation_id="describe-topic",

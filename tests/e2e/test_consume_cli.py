@@ -39,3 +39,39 @@ def test_message_get(broker: BrokerProcess) -> None:
         twinlog(broker.url, "message", "get", unknown), 4)
     assert "400 INVALID_MESSAGE_ID" in one_error_line(
         twinlog(broker.url, "message", "get", "xyz"), 1)
+
+
+def test_topic_update_and_delete(broker: BrokerProcess) -> None:
+    """`topic update` grows the queues and sets the permission; shrinking exits 1 with the
+    broker's reason; `topic delete` removes it (describe then exits 4), an unknown one too."""
+    url = broker.url
+    ok(twinlog(url, "topic", "create", "CliAdmin", "--queues", "2"))
+    assert "updated CliAdmin: 4 read / 4 write queues, r" in ok(twinlog(
+        url, "topic", "update", "CliAdmin", "--read-queues", "4", "--write-queues", "4",
+        "--perm", "4"))
+    assert "400 INVALID_QUEUE_COUNT" in one_error_line(
+        twinlog(url, "topic", "update", "CliAdmin", "--write-queues", "1"), 1)
+    one_error_line(twinlog(url, "topic", "update", "CliAdmin"), 2)
+    assert "deleted CliAdmin" in ok(twinlog(url, "topic", "delete", "CliAdmin"))
+    one_error_line(twinlog(url, "topic", "describe", "CliAdmin"), 4)
+    assert "TOPIC_NOT_FOUND" in one_error_line(twinlog(url, "topic", "delete", "CliAdmin"), 4)
+
+
+def test_group_delete_and_reset_to_a_time(broker: BrokerProcess) -> None:
+    """`group reset --timestamp` moves each queue to its first message stored at or after
+    the time (0: the first message, the future: the end); `group delete` removes the group,
+    a second delete exits 4."""
+    url = broker.url
+    ok(twinlog(url, "topic", "create", "CliTimes", "--queues", "1"))
+    _produce(url, "CliTimes", "a", "b", "c")
+    earliest = json.loads(ok(twinlog(url, "group", "reset", "cli-times", "--topic", "CliTimes",
+                                     "--timestamp", "0", "--json")))
+    assert [o["offset"] for o in earliest["offsets"]] == [0]
+    future = ok(twinlog(url, "group", "reset", "cli-times", "--topic", "CliTimes",
+                        "--timestamp", "2100-01-01T00:00:00"))
+    assert future.splitlines()[1].split() == ["CliTimes", "0", "3"]
+    bad_time = twinlog(url, "group", "reset", "cli-times", "--topic", "CliTimes",
+                       "--timestamp", "yesterday")
+    assert bad_time.returncode == 2 and "neither epoch milliseconds" in bad_time.stderr
+    assert "deleted cli-times" in ok(twinlog(url, "group", "delete", "cli-times"))
+    assert "GROUP_NOT_FOUND" in one_error_line(twinlog(url, "group", "delete", "cli-times"), 4)
