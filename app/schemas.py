@@ -124,6 +124,12 @@ class ConsumedMessage(BaseModel):
     reconsume_times: int
 
 
+class KeyLookupResult(BaseModel):
+    topic: str
+    key: str
+    messages: list[ConsumedMessage] = Field(description="Newest first.")
+
+
 class ConsumeResult(BaseModel):
     topic: str
     queue_id: int

@@ -135,6 +135,13 @@ class Settings(BaseSettings):
         256, ge=1, le=1_000_000,
         description="consume-queue files mapped at once (2 descriptors each); the least "
                     "recently used idle queues are closed past it")
+    key_index_slot_count: int = Field(
+        250_000, ge=1, le=2**31,
+        description="hash slots per key-index file (4 bytes each); more slots, shorter chains")
+    key_index_entries_per_file: int = Field(
+        1_000_000, ge=1, le=2**32 - 2,
+        description="keys per key-index file (24 bytes each, reserved whole); a full file "
+                    "rolls to a new one, removed once retention passes it")
     # -- replication ---------------------------------------------------------------------------
     ha_listen_host: str = Field("127.0.0.1", description="address a master's HA port listens "
                                 "on for slaves")
@@ -299,6 +306,8 @@ class Settings(BaseSettings):
                 consume_queue_open_files_max=self.consume_queue_open_files_max,
                 store_host=self.store_host,
                 long_poll_waiters_max=self.long_poll_waiters_max,
+                key_index_slot_count=self.key_index_slot_count,
+                key_index_entries_per_file=self.key_index_entries_per_file,
             )
         except ConfigError as error:
             raise SettingsError(str(error)) from error

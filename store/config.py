@@ -44,6 +44,9 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     # Long-poll readers parked at once (each holds a connection open); past it, no wait.
     long_poll_waiters_max: int = 4096
+    # Key index files: hash slots and entries per file (4 and 24 bytes each, reserved whole).
+    key_index_slot_count: int = 250_000
+    key_index_entries_per_file: int = 1_000_000
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -73,6 +76,10 @@ class StoreConfig:
             (self.retention_interval_ms > 0, "retention_interval_ms", "must be > 0"),
             (0 <= self.store_host[1] < 65536, "store_host", "port must be in [0, 65535]"),
             (self.long_poll_waiters_max >= 0, "long_poll_waiters_max", "must be >= 0"),
+            (1 <= self.key_index_slot_count <= 2**31, "key_index_slot_count",
+             "must be in [1, 2**31]"),
+            (1 <= self.key_index_entries_per_file < 2**32 - 1, "key_index_entries_per_file",
+             "must be in [1, 2**32 - 1)"),
         ]
         for ok, name, rule in checks:
             if not ok:

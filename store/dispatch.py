@@ -15,11 +15,13 @@ from store.arrivals import Arrivals
 from store.commit_log import CommitLog
 from store.consume_queue import ConsumeQueue, ConsumeQueues, Entry
 from store.dispatch_failures import WRITE_ATTEMPTS_MAX, DispatchFailures
+from store.key_index import KeyIndex
 from store.mapped_file import MappedFile
 from store.record import (
     BLANK_MAGIC,
     HEADER_SIZE,
     MESSAGE_MAGIC,
+    PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     RECORD_OVERHEAD,
@@ -31,13 +33,17 @@ from store.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
-# TOTALSIZE, MAGIC, QUEUEID at 12, QUEUEOFFSET at 20, BODYLEN at 84: one unpack a record.
-_DISPATCH_FIELDS = struct.Struct(">iI4xi4xq56xi")
+# TOTALSIZE, MAGIC, QUEUEID at 12, QUEUEOFFSET at 20, STORETIMESTAMP at 56, BODYLEN at 84:
+# one unpack a record.
+_DISPATCH_FIELDS = struct.Struct(">iI4xi4xq28xq20xi")
 _PREFIX = struct.Struct(">iI")
 _TOPIC_NAMES_MAX = 65536
 _TAGS_PREFIX = (PROPERTY_TAGS + "\x01").encode()
+_KEYS_PREFIX = (PROPERTY_KEYS + "\x01").encode()
 _SEPARATOR = PROPERTY_SEPARATOR.encode()
 _BATCH_RECORDS_MAX = 4096
+# (topic bytes, properties, commit-log offset, store timestamp ms) of a record with keys.
+_Keyed = tuple[bytes, bytes, int, int]
 _IDLE_WAIT_S = 0.05
 _BATCHES_PER_ROUND_MAX = 64
 
@@ -47,11 +53,13 @@ class DispatchService(ServiceThread):
 
     def __init__(self, commit_log: CommitLog, queues: ConsumeQueues,
                  arrivals: Arrivals | None = None,
-                 tombstones: Tombstones | None = None) -> None:
+                 tombstones: Tombstones | None = None,
+                 key_index: KeyIndex | None = None) -> None:
         super().__init__()
         self._commit_log = commit_log
         self._queues = queues
         self._tombstones = tombstones
+        self._key_index = key_index
         # Long-poll readers of a queue are woken once its entries are written, not before.
         self._arrivals = arrivals if arrivals is not None else Arrivals(0)
         self.dispatched_offset = 0
@@ -141,15 +149,16 @@ class DispatchService(ServiceThread):
         position = offset - base
         buffer = mapped.buffer
         pending: dict[tuple[bytes, int], list[Entry]] = {}
+        keyed: list[_Keyed] = []
         count = 0
         last_record = -1
         while count < _BATCH_RECORDS_MAX and position + 8 <= limit:
             if position + _DISPATCH_FIELDS.size <= limit:
-                total_size, magic, queue_id, queue_offset, body_size = (
+                total_size, magic, queue_id, queue_offset, stored_ms, body_size = (
                     _DISPATCH_FIELDS.unpack_from(buffer, position))
             else:
                 total_size, magic = _PREFIX.unpack_from(buffer, position)
-                queue_id = queue_offset = body_size = 0
+                queue_id = queue_offset = stored_ms = body_size = 0
             if magic == BLANK_MAGIC:
                 position = mapped.size_bytes  # the rest of the file is blank
                 count += 1
@@ -164,8 +173,12 @@ class DispatchService(ServiceThread):
             topic_end = cursor + 1 + buffer[cursor]
             key = (buffer[cursor + 1 : topic_end], queue_id)
             properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
-            code = _tags_code_of(buffer[topic_end + 2 : topic_end + 2 + properties_size]) \
-                if properties_size else 0
+            code = 0
+            if properties_size:
+                properties = buffer[topic_end + 2 : topic_end + 2 + properties_size]
+                code = _tags_code_of(properties)
+                if _KEYS_PREFIX in properties:
+                    keyed.append((key[0], properties, base + position, stored_ms))
             entries = pending.get(key)
             if entries is None:
                 entries = pending[key] = []
@@ -174,6 +187,7 @@ class DispatchService(ServiceThread):
             position += total_size
             count += 1
         self._write(pending, batch_start)
+        self._index_keys(keyed)
         if last_record >= 0:
             self.last_record_offset = base + last_record
         self.dispatched_offset = base + position
@@ -202,6 +216,19 @@ class DispatchService(ServiceThread):
             else:
                 self._arrivals.notify(topic, queue_id, queue.max_queue_offset)
 
+    def _index_keys(self, keyed: list[_Keyed]) -> None:
+        """Add the keys of the batch's records to the key index, in log order (records of
+        a deleted topic's older incarnation excepted)."""
+        if self._key_index is None:
+            return
+        for raw_topic, properties, offset, stored_ms in keyed:
+            topic = self._topic_names.get(raw_topic) or raw_topic.decode("utf-8")
+            if self._tombstones and offset < self._tombstones.dead_below(topic):
+                continue
+            keys = _property_of(properties, _KEYS_PREFIX)
+            if keys:
+                self._key_index.add(topic, keys.split(" "), offset, stored_ms)
+
     def _put_with_attempts(self, topic: str, queue_id: int,
                            entries: list[Entry]) -> ConsumeQueue:
         for attempt in range(1, WRITE_ATTEMPTS_MAX + 1):
@@ -226,11 +253,17 @@ def _live(entries: list[Entry], dead_below_offset: int) -> list[Entry]:
 
 
 def _tags_code_of(properties: bytes) -> int:
-    start = 0 if properties.startswith(_TAGS_PREFIX) else properties.find(b"\x02" + _TAGS_PREFIX)
+    tags = _property_of(properties, _TAGS_PREFIX)
+    return 0 if tags is None else tags_code(tags)
+
+
+def _property_of(properties: bytes, prefix: bytes) -> str | None:
+    """The value of the property `prefix` names ("NAME\x01"), or None."""
+    start = 0 if properties.startswith(prefix) else properties.find(b"\x02" + prefix)
     if start < 0:
-        return 0
+        return None
     if start > 0:
         start += 1
-    start += len(_TAGS_PREFIX)
+    start += len(prefix)
     end = properties.find(_SEPARATOR, start)
-    return tags_code(properties[start : end if end >= 0 else len(properties)].decode("utf-8"))
+    return properties[start : end if end >= 0 else len(properties)].decode("utf-8", "replace")

@@ -19,6 +19,7 @@ from store.deadlines import now_ms
 from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
 from store.health import StoreHealth
+from store.key_index import KeyIndex
 from store.service import ServiceThread
 from store.status import FlushDiskType, PutMessageStatus
 from store.waits import OffsetWaits
@@ -49,11 +50,13 @@ class FlushService(ServiceThread):
         checkpoint_path: Path,
         disk: Disk = REAL_DISK,
         health: StoreHealth | None = None,
+        key_index: KeyIndex | None = None,
     ) -> None:
         super().__init__()
         self._config = config
         self._commit_log = commit_log
         self._queues = queues
+        self._key_index = key_index
         self._dispatch = dispatch
         self._checkpoint_path = checkpoint_path
         self._disk = disk
@@ -118,6 +121,13 @@ class FlushService(ServiceThread):
             except OSError as error:
                 self._fail("consume-queue msync", error)
                 return None
+            if self._key_index is not None:
+                try:  # every record below the recover offset is in the index: it says so
+                    self._key_index.flush(recover_offset)
+                except OSError as error:
+                    self._fail("key-index msync", error)
+                    return None
+                self._key_index.delete_files_below(self._commit_log.min_offset)
             checkpoint = Checkpoint(recover_offset, last_record_offset, flushed,
                                     self._queues.count_with_entries(), int(time.time() * 1000))
             return self._write_checkpoint(checkpoint)

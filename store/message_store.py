@@ -25,13 +25,14 @@ from store.consume_queue import ConsumeQueues
 from store.deadlines import DeadlineService
 from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
-from store.errors import StoreStateError
+from store.errors import OffsetNotAvailableError, StoreStateError
 from store.flush import FlushService
 from store.health import StoreHealth
+from store.key_index import LOOKUP_RESULTS_MAX, KeyIndex
 from store.message_id import LookupResult, find_by_msg_id
 from store.paths import StorePaths
 from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages
-from store.record import Message
+from store.record import Message, RecordError, StoredMessage
 from store.recovery import RecoveryReport, recover
 from store.retention import RetentionService
 from store.service import ServiceThread
@@ -101,13 +102,15 @@ class MessageStore:
         self.allocate = AllocateService(self.commit_log.files)
         self.arrivals = Arrivals(config.long_poll_waiters_max)
         self.tombstones = Tombstones(self.paths.deleted_topics, disk)
+        self.key_index = KeyIndex(self.paths.index_dir, config.key_index_slot_count,
+                                  config.key_index_entries_per_file, disk)
         self.dispatch = DispatchService(self.commit_log, self.queues, self.arrivals,
-                                        self.tombstones)
+                                        self.tombstones, self.key_index)
         if commit_limited:
             self.dispatch.limit_offset = 0
         self._wake_dispatch = self.dispatch.wake
         self.flush = FlushService(config, self.commit_log, self.queues, self.dispatch,
-                                  self.paths.checkpoint, disk, self.health)
+                                  self.paths.checkpoint, disk, self.health, self.key_index)
         self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
         self.deadlines = DeadlineService()
         self.deadlines.watch(self.flush.waits)
@@ -140,11 +143,13 @@ class MessageStore:
         try:
             self.recovery = recover(self.paths, self.commit_log, self.queues, self.dispatch,
                                     crashed=crashed,
-                                    check_crc=self.config.check_crc_on_recover)
+                                    check_crc=self.config.check_crc_on_recover,
+                                    key_index=self.key_index)
         except BaseException:
             self._release_lock()
             self.commit_log.close()
             self.queues.close()
+            self.key_index.close()
             raise
         self.paths.abort_marker.write_bytes(b"")
         self.flush.checkpoint()
@@ -199,6 +204,7 @@ class MessageStore:
     def _close(self) -> None:
         self.commit_log.close()
         self.queues.close()
+        self.key_index.close()
         self._release_lock()
 
     def _take_lock(self) -> None:
@@ -347,6 +353,7 @@ class MessageStore:
         def cut() -> int:
             cleared = self.commit_log.truncate(offset)
             self.queues.truncate_physical(offset)
+            self.key_index.truncate(offset)
             self.commit_log.set_queue_offsets(self.queues.queue_offsets())
             return cleared
 
@@ -414,6 +421,33 @@ class MessageStore:
         """The record a message id names (store/message_id.py): FOUND, NOT_FOUND or
         MALFORMED_ID."""
         return find_by_msg_id(self.commit_log, msg_id)
+
+    def find_by_key(self, topic: str, key: str, count_max: int,
+                    begin_timestamp_ms: int = 0,
+                    end_timestamp_ms: int = 2**63 - 1) -> list[StoredMessage]:
+        """Messages of `topic` with `key`, stored in [begin, end), newest first, at most
+        `count_max` (<= 1024): index candidates, each record read and checked (its topic and
+        keys), so a hash collision never answers another message."""
+        count_max = max(1, min(count_max, LOOKUP_RESULTS_MAX))
+        dead_below = self.tombstones.dead_below(topic)
+        found: list[StoredMessage] = []
+        for offset in self.key_index.candidates(topic, key, begin_timestamp_ms,
+                                                end_timestamp_ms, count_max * 4):
+            if offset < dead_below:
+                break  # older candidates belong to the deleted incarnation too
+            message = self._record_or_none(offset)
+            if message is not None and message.topic == topic \
+                    and key in (message.keys or "").split(" "):
+                found.append(message)
+                if len(found) == count_max:
+                    break
+        return found
+
+    def _record_or_none(self, offset: int) -> StoredMessage | None:
+        try:
+            return self.commit_log.read_record(offset)
+        except (OffsetNotAvailableError, RecordError):
+            return None  # removed by retention since the index pointed at it
 
     def park_reader(self, topic: str, queue_id: int, seen_max_offset: int,
                     wake: Callable[[], None]) -> Waiter | None:

@@ -11,7 +11,9 @@
    (zeroed entry) or entry not matching the commit log among those redispatch writes again
    (after a power loss, pages of a queue file may be missing below its last written entry);
    msync the entries of the scanned records, for the same reason as in 4;
-6. redispatch every record from the scan start (entries already present are kept).
+6. load the key index (a file that fails its checks is deleted, entries past the log's end
+   dropped), then redispatch every record from the scan start, or from where the index must
+   be rebuilt when that is further back (entries already present are kept).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from store.commit_log import CommitLog
 from store.consume_queue import ConsumeQueues, EntryCheck
 from store.dispatch import DispatchService
 from store.errors import OffsetNotAvailableError
+from store.key_index import KeyIndex
 from store.mapped_file import MappedFile
 from store.paths import StorePaths
 from store.record import (
@@ -62,6 +65,7 @@ def recover(
     *,
     crashed: bool,
     check_crc: bool = True,
+    key_index: KeyIndex | None = None,
 ) -> RecoveryReport:
     started = time.perf_counter()
     # Pass 1: load and validate the file sets.
@@ -94,8 +98,13 @@ def recover(
         log.warning("recovery: %d consume queues had holes or stale entries; rebuilt from "
                     "offset %d", cut_queues, start)
     queues.sync_entries_from(start)
-    # Pass 6: redispatch.
-    dispatch.dispatched_offset = start
+    # Pass 6: redispatch; from further back when the key index lost entries (a damaged
+    # file, or none yet): dispatch skips queue entries and index entries already present.
+    redispatch_start = start
+    index_start = key_index.load(end) if key_index is not None else None
+    if index_start is not None:
+        redispatch_start = max(commit_log.min_offset, min(start, index_start))
+    dispatch.dispatched_offset = redispatch_start
     while dispatch.dispatch_available():
         pass
     commit_log.set_queue_offsets(queues.queue_offsets())

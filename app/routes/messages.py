@@ -1,4 +1,5 @@
-"""Messages looked up directly: by message id (`GET /v1/messages/{msg_id}`)."""
+"""Messages looked up directly: by message id (`GET /v1/messages/{msg_id}`) and by key
+(`GET /v1/topics/{topic}/messages?key=K`, through the store's key index)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import BrokerDep, requires
+from app.deps import BrokerDep, TopicPath, requires
 from app.errors import ApiError
 from app.openapi import problem_responses
 from app.routes.consume import consumed
-from app.schemas import ConsumedMessage
+from app.schemas import ConsumedMessage, KeyLookupResult
 from app.settings import Scope
+from store.key_index import LOOKUP_RESULTS_MAX
 from store.message_id import MSG_ID_HEX_LENGTH, LookupStatus
 
 router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
@@ -40,3 +42,36 @@ async def get_message(
     if result.message is None:
         raise ApiError("MESSAGE_NOT_FOUND", f"no message {msg_id} on this broker")
     return consumed(result.message, body_encoding)
+
+
+KEY_LENGTH_MAX = 1024
+TIMESTAMP_MS_MAX = 2**63 - 1
+
+
+@router.get("/v1/topics/{topic}/messages", operation_id="find-messages-by-key",
+            responses=problem_responses(400, 401, 403, 404, 503))
+async def find_messages_by_key(
+    topic: TopicPath,
+    broker: BrokerDep,
+    key: Annotated[str, Query(min_length=1, max_length=KEY_LENGTH_MAX,
+                              description="A message key (one of a message's keys).")],
+    max_messages: Annotated[int, Query(ge=1, le=LOOKUP_RESULTS_MAX)] = 32,
+    begin_timestamp_ms: Annotated[int, Query(ge=0, le=TIMESTAMP_MS_MAX, description=(
+        "Only messages stored at or after this time (epoch ms)."))] = 0,
+    end_timestamp_ms: Annotated[int, Query(ge=0, le=TIMESTAMP_MS_MAX, description=(
+        "Only messages stored before this time (epoch ms)."))] = TIMESTAMP_MS_MAX,
+    body_encoding: BodyEncoding = "base64",
+) -> KeyLookupResult:
+    """The topic's messages with `key`, newest first, at most `max_messages`, through the key
+    index (hash slots, bounded files, rebuilt at recovery). 404 when the topic does not
+    exist. Messages stored before the index existed are not found."""
+    def find() -> KeyLookupResult:
+        if broker.metadata_store.find_topic(name=topic) is None \
+                and topic not in broker.store.queues.topics():
+            raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+        found = broker.store.find_by_key(topic, key, max_messages, begin_timestamp_ms,
+                                         end_timestamp_ms)
+        return KeyLookupResult(topic=topic, key=key, messages=[
+            consumed(message, body_encoding) for message in found])
+
+    return await run_in_threadpool(find)

@@ -20,8 +20,8 @@ SPEC_FILE = ROOT / "openapi" / "openapi.json"
 OPERATION_IDS = {
     "produce-message", "produce-batch", "consume-messages", "list-topics", "create-topic",
     "create-topics", "describe-topic", "list-groups", "create-group", "describe-group",
-    "list-consumer-offsets", "get-message", "update-topic", "delete-topic", "delete-group",
-    "reset-consumer-offsets",
+    "list-consumer-offsets", "get-message", "find-messages-by-key", "update-topic",
+    "delete-topic", "delete-group", "reset-consumer-offsets",
     "commit-consumer-offset", "get-consumer-lag", "admin-diff", "admin-ha", "admin-broker",
     "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",
     "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "admin-create-snapshot",

@@ -75,3 +75,21 @@ def test_group_delete_and_reset_to_a_time(broker: BrokerProcess) -> None:
     assert bad_time.returncode == 2 and "neither epoch milliseconds" in bad_time.stderr
     assert "deleted cli-times" in ok(twinlog(url, "group", "delete", "cli-times"))
     assert "GROUP_NOT_FOUND" in one_error_line(twinlog(url, "group", "delete", "cli-times"), 4)
+
+
+def test_message_find_by_key(broker: BrokerProcess) -> None:
+    """`message find` lists a topic's messages with a key, newest first; an unknown topic
+    exits 4 with one line."""
+    url = broker.url
+    ids = _produce(url, "CliKeys", "first", "second", key="order-9")
+    _produce(url, "CliKeys", "unrelated", key="order-10")
+    table = ok(twinlog(url, "message", "find", "--topic", "CliKeys", "--key", "order-9"))
+    rows = table.splitlines()
+    assert rows[0].split() == ["MSG_ID", "QUEUE", "OFFSET", "STORE_TIMESTAMP_MS", "BODY"]
+    assert [row.split()[0] for row in rows[1:]] == ids[::-1]
+    assert [row.split()[-1] for row in rows[1:]] == ["second", "first"]
+    found = json.loads(ok(twinlog(url, "message", "find", "--topic", "CliKeys", "--key",
+                                  "order-9", "--max-messages", "1", "--json")))
+    assert [m["msg_id"] for m in found["messages"]] == ids[-1:]
+    assert "TOPIC_NOT_FOUND" in one_error_line(
+        twinlog(url, "message", "find", "--topic", "NoSuchTopic", "--key", "k"), 4)
