@@ -60,6 +60,7 @@ class DispatchService(ServiceThread):
         self._queues = queues
         self._tombstones = tombstones
         self._key_index = key_index
+        self.key_index_error: str | None = None
         # Long-poll readers of a queue are woken once its entries are written, not before.
         self._arrivals = arrivals if arrivals is not None else Arrivals(0)
         self.dispatched_offset = 0
@@ -219,15 +220,24 @@ class DispatchService(ServiceThread):
     def _index_keys(self, keyed: list[_Keyed]) -> None:
         """Add the keys of the batch's records to the key index, in log order (records of
         a deleted topic's older incarnation excepted)."""
-        if self._key_index is None:
+        if self._key_index is None or self.key_index_error is not None:
             return
         for raw_topic, properties, offset, stored_ms in keyed:
             topic = self._topic_names.get(raw_topic) or raw_topic.decode("utf-8")
             if self._tombstones and offset < self._tombstones.dead_below(topic):
                 continue
             keys = _property_of(properties, _KEYS_PREFIX)
-            if keys:
+            if not keys:
+                continue
+            try:
                 self._key_index.add(topic, keys.split(" "), offset, stored_ms)
+            except OSError as error:
+                # A new index file could not be made (a full disk): the consume queues go
+                # on; the index stops here until the next start, which indexes again from
+                # what its files cover (when it has none, the records now are not indexed).
+                self.key_index_error = f"{type(error).__name__}: {error}"
+                log.error("dispatch: the key index stopped at offset %d: %s", offset, error)
+                return
 
     def _put_with_attempts(self, topic: str, queue_id: int,
                            entries: list[Entry]) -> ConsumeQueue:

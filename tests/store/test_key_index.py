@@ -3,12 +3,14 @@ files, and recovery (a crash, a damaged file, a deleted topic)."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 
 from store import Message, MessageStore
-from store.index_file import ENTRY, HEADER_SIZE, SLOT
-from tests.store.conftest import wait_dispatched
+from store.index_file import ENTRY, HEADER_SIZE, SLOT, file_size_bytes
+from tests.store.conftest import small_config, wait_dispatched
+from tests.support.disk import RecordingDisk
 
 SMALL_INDEX = {"key_index_slot_count": 16, "key_index_entries_per_file": 100}
 
@@ -137,3 +139,33 @@ def test_a_deleted_topic_has_no_index_entries(
     _put(store, "Old", "k", b"after")
     wait_dispatched(store)
     assert _bodies(store, "Old", "k") == [b"after"]
+
+
+class _NoRoomForIndexFiles(RecordingDisk):
+    """Allocation of a key-index file fails with ENOSPC; everything else is done for real."""
+
+    def allocate(self, fd: int, size_bytes: int) -> None:
+        if size_bytes == file_size_bytes(16, 100):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().allocate(fd, size_bytes)
+
+
+def test_a_key_index_that_cannot_grow_does_not_stop_dispatch(tmp_path: Path) -> None:
+    """When no index file can be made (a full disk), dispatch still writes the consume
+    queues; the index error is kept and lookups answer nothing rather than failing."""
+    store = MessageStore(small_config(tmp_path, **SMALL_INDEX), disk=_NoRoomForIndexFiles())
+    store.start()
+    try:
+        for index in range(5):
+            _put(store, "Full", "k", str(index).encode())
+        wait_dispatched(store)
+        read = store.get_messages("Full", 0, 0, 10).messages + store.get_messages(
+            "Full", 1, 0, 10).messages + store.get_messages("Full", 2, 0, 10).messages \
+            + store.get_messages("Full", 3, 0, 10).messages
+        assert len(read) == 5
+        assert store.dispatch.key_index_error is not None
+        assert "ENOSPC" in store.dispatch.key_index_error or "No space" in \
+            store.dispatch.key_index_error
+        assert store.find_by_key("Full", "k", 10) == []
+    finally:
+        store.shutdown()
