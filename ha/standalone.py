@@ -4,7 +4,9 @@ use it to kill a slave or to keep it off the master's GIL).
     python -m ha.standalone DATA_DIR MASTER_HOST:PORT FILE_SIZE_BYTES [--wait-for-go]
 
 The HA secret comes from TWINLOG_HA_SECRET; without it the link runs open (this is a tool for
-tests and benches, which set it to measure both).
+tests and benches, which set it to measure both). TWINLOG_DISK_MAX_USED_RATIO sets retention's
+disk-use bound (tests set it high, so that a busy host's disk cannot make the slave delete
+its own files).
 
 Prints READY (with --wait-for-go: then connects only once a line arrives on stdin, so a
 bench can time replication apart from process start), then the slave's max offset every
@@ -27,7 +29,9 @@ def main() -> None:
     data_dir, master, file_size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     store = MessageStore(StoreConfig(data_dir=data_dir, broker_role=BrokerRole.SLAVE,
                                      mapped_file_size_bytes=file_size,
-                                     message_size_max_bytes=16 * 1024))
+                                     message_size_max_bytes=16 * 1024,
+                                     disk_max_used_ratio=float(os.environ.get(
+                                         "TWINLOG_DISK_MAX_USED_RATIO", "0.75"))))
     store.start()
     secret = os.environ.get("TWINLOG_HA_SECRET")
     replication = Replication(HAConfig(broker_role=BrokerRole.SLAVE, ha_master_address=master,

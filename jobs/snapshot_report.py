@@ -346,13 +346,17 @@ def main(argv: list[str] | None = None) -> int:
             builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
                        .config("spark.driver.host", "127.0.0.1")
                        .config("spark.ui.enabled", "false"))
+    # Called in a process that already runs a session (a notebook, a test), the job uses it
+    # and leaves it running: only a session it started is its to stop.
+    already_running = SparkSession.getActiveSession()
     spark = builder.getOrCreate()
     try:
         report = build_report(spark, snapshots)
         write_report(report, arguments.out)
         print(summary(report, snapshots))
     finally:
-        spark.stop()
+        if already_running is None:
+            spark.stop()
     return 0
 
 

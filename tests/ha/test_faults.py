@@ -19,7 +19,12 @@ from ha.protocol import ProtocolError
 from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConfig
 from store.retention import RetentionService
 from tests.ha.conftest import FAST_HA, Node, same_bytes, wait_caught_up
-from tests.store.conftest import small_config, wait_dispatched, wait_until
+from tests.store.conftest import (
+    TEST_DISK_MAX_USED_RATIO,
+    small_config,
+    wait_dispatched,
+    wait_until,
+)
 from tests.support.child_lines import ChildLines
 from tests.support.ha_peer import ScriptedSlave, scripted_master_handshake
 from tests.support.tcp_proxy import TcpProxy
@@ -253,7 +258,8 @@ def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
              address, str(file_size)],
             stdout=subprocess.PIPE, text=True, cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT),
-                 "TWINLOG_HA_SECRET": FAST_HA["ha_secret"]})
+                 "TWINLOG_HA_SECRET": FAST_HA["ha_secret"],
+                 "TWINLOG_DISK_MAX_USED_RATIO": str(TEST_DISK_MAX_USED_RATIO)})
         children.append(child)
         lines = ChildLines(child)
         assert lines.next() == "READY"
@@ -275,7 +281,8 @@ def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
         assert child.wait(20) == 0
         slave = MessageStore(StoreConfig(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE,
                                          mapped_file_size_bytes=file_size,
-                                         message_size_max_bytes=16 * 1024))
+                                         message_size_max_bytes=16 * 1024,
+                                         disk_max_used_ratio=TEST_DISK_MAX_USED_RATIO))
         slave.start()
         try:
             assert same_bytes(master, slave)

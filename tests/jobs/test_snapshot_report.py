@@ -146,13 +146,16 @@ def test_report_counts_bytes_and_lag(spark: SparkSession,
 def test_command_line_writes_the_report(snapshot_root: tuple[Path, dict[str, Any]],
                                         tmp_path: Path, spark: SparkSession,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """`python jobs/snapshot_report.py ROOT --out DIR` writes Parquet and a summary."""
+    """`python jobs/snapshot_report.py ROOT --out DIR` writes Parquet and a summary, and
+    leaves a Spark session it did not start running."""
     root, _ = snapshot_root
     started = time.monotonic()
     assert main([str(root), "--out", str(tmp_path / "report")]) == 0
     assert time.monotonic() - started < 120
     assert (tmp_path / "report" / "topics").is_dir()
     assert "Pay%ments" in capsys.readouterr().out
+    # Run in a process that had a session, the job leaves that session running.
+    assert spark.range(3).count() == 3
 
 
 @pytest.fixture(scope="module")
