@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python bench/snapshot.py
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/hostile.py
+	$(BIN)/python bench/dledger.py
 
 # Replication under seeded link faults between real processes, with many more seeds than
 # `make test` runs (3): `make faults SEEDS=100`. A failure names its seed.
