@@ -15,14 +15,15 @@ batches that each held a key the other awaited hung until restart).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from app.schemas import PROPERTY_IDEMPOTENCY_KEY
-from store import GetMessageStatus, MessageStore, PutMessageStatus, StoredMessage
+from store import MessageStore, PutMessageStatus, RecordHead
 
 log = logging.getLogger(__name__)
 
@@ -142,47 +143,47 @@ def rebuild(window: IdempotencyWindow, store: MessageStore) -> int:
     """Refill the window from messages stored within it (run at start, before serving).
 
     Per queue, a binary search on store timestamps finds where the window starts; at most
-    `keys_max` messages per queue are read from there. Returns how many keys were restored.
+    `keys_max` messages per queue are read from there, as heads without bodies (keys and
+    properties are all it needs). Memory is bounded by `keys_max` keys whatever the message
+    size: the newest keys_max keyed messages over all queues are kept in a heap, the heads are
+    read in chunks of _READ_CHUNK_MESSAGES. Returns how many keys were restored.
     """
     oldest_ms = window._clock_ms() - window.window_ms
-    found: list[tuple[int, int, str, str, RememberedPut]] = []
+    newest: list[tuple[int, int, str, str, RememberedPut]] = []  # a min-heap, keys_max at most
     for topic, queue_ids in store.queues.topics().items():
         for queue_id in queue_ids:
-            for message in _messages_since(store, topic, queue_id, oldest_ms, window.keys_max):
-                key = message.properties.get(PROPERTY_IDEMPOTENCY_KEY)
-                if key is None or message.store_timestamp_ms < oldest_ms:
+            for head in _heads_since(store, topic, queue_id, oldest_ms, window.keys_max):
+                key = head.properties.get(PROPERTY_IDEMPOTENCY_KEY)
+                if key is None or head.store_timestamp_ms < oldest_ms:
                     continue
-                put = RememberedPut(PutMessageStatus.PUT_OK, message.msg_id, message.queue_id,
-                                    message.queue_offset, message.commit_log_offset,
-                                    message.total_size)
-                found.append((message.store_timestamp_ms, message.commit_log_offset, topic,
-                              key, put))
-    found.sort(key=lambda item: (item[0], item[1]))
-    for stored_at_ms, _, topic, key, put in found[-window.keys_max:]:
+                put = RememberedPut(PutMessageStatus.PUT_OK, head.msg_id, head.queue_id,
+                                    head.queue_offset, head.commit_log_offset, head.total_size)
+                item = (head.store_timestamp_ms, head.commit_log_offset, topic, key, put)
+                if len(newest) < window.keys_max:
+                    heapq.heappush(newest, item)
+                else:
+                    heapq.heappushpop(newest, item)
+    for stored_at_ms, _, topic, key, put in sorted(newest):
         window.remember(topic, key, put, stored_at_ms)
-    if found:
+    if newest:
         log.info("idempotency: %d keys restored from the last %d s of messages", len(window),
                  window.window_ms // 1000)
     return len(window)
 
 
-def _messages_since(store: MessageStore, topic: str, queue_id: int, oldest_ms: int,
-                    count_max: int) -> list[StoredMessage]:
+def _heads_since(store: MessageStore, topic: str, queue_id: int, oldest_ms: int,
+                 count_max: int) -> Iterator[RecordHead]:
     bounds = store.queue_offset_range(topic, queue_id)
     if bounds is None:
-        return []
+        return
     low, high = bounds
-    start = max(_first_offset_at_or_after(store, topic, queue_id, low, high, oldest_ms),
-                high - count_max)
-    messages: list[StoredMessage] = []
-    offset = start
+    offset = max(_first_offset_at_or_after(store, topic, queue_id, low, high, oldest_ms),
+                 high - count_max)
     while offset < high:
-        result = store.get_messages(topic, queue_id, offset, _READ_CHUNK_MESSAGES)
-        if result.status is not GetMessageStatus.FOUND or result.next_offset <= offset:
-            break
-        messages.extend(result.messages)
-        offset = result.next_offset
-    return messages
+        heads = store.read_heads(topic, queue_id, offset, min(_READ_CHUNK_MESSAGES,
+                                                               high - offset))
+        yield from heads
+        offset += _READ_CHUNK_MESSAGES
 
 
 def _first_offset_at_or_after(store: MessageStore, topic: str, queue_id: int, low: int,
@@ -190,8 +191,8 @@ def _first_offset_at_or_after(store: MessageStore, topic: str, queue_id: int, lo
     """The first queue offset whose message was stored at or after `oldest_ms`."""
     while low < high:
         middle = (low + high) // 2
-        result = store.get_messages(topic, queue_id, middle, 1)
-        if result.messages and result.messages[0].store_timestamp_ms >= oldest_ms:
+        heads = store.read_heads(topic, queue_id, middle, 1)
+        if heads and heads[0].store_timestamp_ms >= oldest_ms:
             high = middle
         else:
             low = middle + 1

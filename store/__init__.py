@@ -10,7 +10,7 @@ from store.errors import OffsetNotAvailableError, StoreCorruptError, StoreError,
 from store.health import StoreHealth, WriteFault
 from store.message_store import Lifecycle, MessageStore, ReplicationGuard
 from store.reads import GetMessagesResult, GetMessageStatus
-from store.record import Message, StoredMessage
+from store.record import Message, RecordHead, StoredMessage
 from store.recovery import RecoveryReport
 from store.status import (
     AppendRawStatus,
@@ -35,6 +35,7 @@ __all__ = [
     "PutCompletion",
     "PutMessageResult",
     "PutMessageStatus",
+    "RecordHead",
     "RecoveryReport",
     "ReplicationGuard",
     "StoreConfig",

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from store.config import StoreConfig
 from store.disk import REAL_DISK, Disk
@@ -22,7 +23,9 @@ from store.record import (
     END_FILE_MIN_BLANK_LENGTH,
     Message,
     RecordError,
+    RecordHead,
     StoredMessage,
+    decode_head,
     decode_record,
     encode_blank,
     encode_message,
@@ -30,6 +33,8 @@ from store.record import (
 from store.status import AppendRawStatus, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
+
+_Decoded = TypeVar("_Decoded", StoredMessage, RecordHead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,16 +330,23 @@ class CommitLog:
         )
 
     def read_record(self, offset: int) -> StoredMessage:
+        return self._decode_at(offset, decode_record)
+
+    def read_head(self, offset: int) -> RecordHead:
+        """The record at `offset` without its body (neither copied nor CRC-checked)."""
+        return self._decode_at(offset, decode_head)
+
+    def _decode_at(self, offset: int, decode: Callable[[memoryview], _Decoded]) -> _Decoded:
         mapped = self._hold_file_for(offset)
         try:
             position = offset - mapped.start_offset
             with mapped.view(position, mapped.write_position - position) as view:
                 if self.read_seam is not None:
                     self.read_seam(mapped)
-                return decode_record(view)
+                return decode(view)
         except RecordError as error:
-            # Raised again once released: its traceback keeps decode_record's view alive,
-            # and a live view would keep the file's mapping from closing.
+            # Raised again once released: its traceback keeps decode's view alive, and a
+            # live view would keep the file's mapping from closing.
             failure = RecordError(f"offset {offset}: {error}")
         finally:
             mapped.release()

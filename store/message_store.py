@@ -31,8 +31,8 @@ from store.health import StoreHealth
 from store.key_index import LOOKUP_RESULTS_MAX, KeyIndex
 from store.message_id import LookupResult, find_by_msg_id
 from store.paths import StorePaths
-from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages
-from store.record import Message, RecordError, StoredMessage
+from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages, read_heads
+from store.record import Message, RecordError, RecordHead, StoredMessage
 from store.recovery import RecoveryReport, recover
 from store.retention import RetentionService
 from store.service import ServiceThread
@@ -470,6 +470,12 @@ class MessageStore:
         if queue is None:
             return None
         return queue_offset_at_time(self.commit_log, queue, timestamp_ms)
+
+    def read_heads(self, topic: str, queue_id: int, queue_offset: int,
+                   max_count: int) -> list[RecordHead]:
+        """Up to `max_count` messages from `queue_offset` without their bodies (at most
+        READ_MESSAGES_MAX per call): keys, properties, offsets and store timestamps."""
+        return read_heads(self.commit_log, self.queues, topic, queue_id, queue_offset, max_count)
 
     def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
         """[min, max) queue offsets of a queue, or None when it has no entries yet."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from store.commit_log import CommitLog
 from store.consume_queue import ConsumeQueues
 from store.errors import OffsetNotAvailableError
-from store.record import RecordError, StoredMessage
+from store.record import RecordError, RecordHead, StoredMessage
 
 READ_MESSAGES_MAX = 1024
 READ_BYTES_MAX = 16 * 1024 * 1024
@@ -76,3 +76,25 @@ def get_messages(
         offset += 1
     result.next_offset = offset
     return result
+
+
+def read_heads(commit_log: CommitLog, queues: ConsumeQueues, topic: str, queue_id: int,
+               queue_offset: int, max_count: int) -> list[RecordHead]:
+    """The heads (records without bodies) of up to `max_count` messages from `queue_offset`,
+    in queue order; offsets outside the queue, or removed by retention meanwhile, are skipped.
+    Memory does not depend on message size: for index rebuilds that need keys and properties."""
+    queue = queues.get(topic, queue_id)
+    if queue is None:
+        return []
+    start = max(queue_offset, queue.min_queue_offset)
+    end = min(start + max(0, min(max_count, READ_MESSAGES_MAX)), queue.max_queue_offset)
+    heads: list[RecordHead] = []
+    for offset in range(start, end):
+        entry = queue.get(offset)
+        if entry is None:
+            continue
+        try:
+            heads.append(commit_log.read_head(entry[0]))
+        except (OffsetNotAvailableError, RecordError):
+            continue  # removed by retention between the two reads
+    return heads

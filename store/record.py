@@ -11,6 +11,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from store.status import PutMessageStatus
 from store.topic import TOPIC_LENGTH_MAX, topic_problem
@@ -103,7 +104,30 @@ class StoredMessage:
     @property
     def msg_id(self) -> str:
         """STOREHOST and commit-log offset as hex (store/message_id.py parses it)."""
-        return (self.store_host + self.commit_log_offset.to_bytes(8, "big")).hex().upper()
+        return message_id(self.store_host, self.commit_log_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHead:
+    """A record without its body: what rebuilding an index from keys and properties needs."""
+
+    total_size: int
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    store_timestamp_ms: int
+    store_host: bytes
+    topic: str
+    properties: dict[str, str]
+
+    @property
+    def msg_id(self) -> str:
+        return message_id(self.store_host, self.commit_log_offset)
+
+
+def message_id(store_host: bytes, commit_log_offset: int) -> str:
+    """RocketMQ's offset message id: the store host and the record's commit-log offset."""
+    return (store_host + commit_log_offset.to_bytes(8, "big")).hex().upper()
 
 
 def body_crc(body: bytes | memoryview) -> int:
@@ -237,36 +261,14 @@ def encode_blank(size_bytes: int) -> bytes:
 def decode_record(buffer: bytes | memoryview | bytearray, position: int = 0) -> StoredMessage:
     """Decode and verify the record at `position`; raise RecordError when it is not whole."""
     view = memoryview(buffer)
-    available = len(view) - position
-    if available < HEADER_SIZE:
-        raise RecordError(f"only {available} bytes left, a header needs {HEADER_SIZE}")
-    fields = HEADER.unpack_from(view, position)
-    total_size, magic, crc, queue_id, flag, queue_offset, physical_offset = fields[:7]
-    if magic != MESSAGE_MAGIC:
-        raise RecordError(f"bad magic 0x{magic:08X}")
-    if total_size < RECORD_OVERHEAD or total_size > available:
-        raise RecordError(f"total size {total_size} does not fit the {available} bytes left")
+    fields = _checked_header(view, position)
+    total_size, _, crc, queue_id, flag, queue_offset, physical_offset = fields[:7]
     sys_flag, born_ms, born_host, store_ms, store_host, reconsume, prepared, body_size = fields[7:]
-    if sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
-        raise RecordError("IPv6 host fields are not supported")
     cursor = position + HEADER_SIZE
-    if body_size < 0 or HEADER_SIZE + body_size + 3 > total_size:
-        raise RecordError(f"body size {body_size} does not fit total size {total_size}")
     body = bytes(view[cursor : cursor + body_size])
-    cursor += body_size
     if body_crc(body) != crc:
         raise RecordError("body CRC does not match")
-    topic_size = view[cursor]
-    topic = bytes(view[cursor + 1 : cursor + 1 + topic_size]).decode("utf-8", "replace")
-    cursor += 1 + topic_size
-    (properties_size,) = _PROPERTIES_LENGTH.unpack_from(view, cursor)
-    cursor += 2
-    if cursor + properties_size - position != total_size:
-        raise RecordError(f"field sizes do not add up to total size {total_size}")
-    try:
-        properties = decode_properties(view[cursor : cursor + properties_size])
-    except UnicodeDecodeError as error:
-        raise RecordError(f"properties are not UTF-8: {error}") from error
+    topic, properties = _topic_and_properties(view, position, total_size, body_size)
     return StoredMessage(
         total_size=total_size,
         body_crc=crc,
@@ -285,3 +287,51 @@ def decode_record(buffer: bytes | memoryview | bytearray, position: int = 0) -> 
         topic=topic,
         properties=properties,
     )
+
+
+def decode_head(buffer: bytes | memoryview | bytearray, position: int = 0) -> RecordHead:
+    """The record at `position` without its body: the body is neither copied nor checked
+    (its CRC needs every byte of it), so reading a head costs the same for 10 B and 4 MiB."""
+    view = memoryview(buffer)
+    fields = _checked_header(view, position)
+    total_size, body_size = fields[0], fields[14]
+    topic, properties = _topic_and_properties(view, position, total_size, body_size)
+    return RecordHead(total_size=total_size, queue_id=fields[3], queue_offset=fields[5],
+                      commit_log_offset=fields[6], store_timestamp_ms=fields[10],
+                      store_host=fields[11], topic=topic, properties=properties)
+
+
+def _checked_header(view: memoryview, position: int) -> tuple[Any, ...]:
+    """The header fields at `position`, once the magic and every size in them fit."""
+    available = len(view) - position
+    if available < HEADER_SIZE:
+        raise RecordError(f"only {available} bytes left, a header needs {HEADER_SIZE}")
+    fields = HEADER.unpack_from(view, position)
+    total_size, magic = fields[0], fields[1]
+    if magic != MESSAGE_MAGIC:
+        raise RecordError(f"bad magic 0x{magic:08X}")
+    if total_size < RECORD_OVERHEAD or total_size > available:
+        raise RecordError(f"total size {total_size} does not fit the {available} bytes left")
+    if fields[7] & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+        raise RecordError("IPv6 host fields are not supported")
+    body_size = fields[14]
+    if body_size < 0 or HEADER_SIZE + body_size + 3 > total_size:
+        raise RecordError(f"body size {body_size} does not fit total size {total_size}")
+    return fields
+
+
+def _topic_and_properties(view: memoryview, position: int, total_size: int,
+                          body_size: int) -> tuple[str, dict[str, str]]:
+    cursor = position + HEADER_SIZE + body_size
+    topic_size = view[cursor]
+    topic = bytes(view[cursor + 1 : cursor + 1 + topic_size]).decode("utf-8", "replace")
+    cursor += 1 + topic_size
+    (properties_size,) = _PROPERTIES_LENGTH.unpack_from(view, cursor)
+    cursor += 2
+    if cursor + properties_size - position != total_size:
+        raise RecordError(f"field sizes do not add up to total size {total_size}")
+    try:
+        properties = decode_properties(view[cursor : cursor + properties_size])
+    except UnicodeDecodeError as error:
+        raise RecordError(f"properties are not UTF-8: {error}") from error
+    return topic, properties

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -351,19 +352,19 @@ def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
     try:
         stamps = _stored_with_keys(store, 200)
         reads: list[int] = []
-        real_get = store.get_messages
+        real_read_heads = store.read_heads
 
-        def counting_get(*args: Any, **kwargs: Any) -> Any:
-            result = real_get(*args, **kwargs)
-            reads.append(len(result.messages))
-            return result
+        def counting_read_heads(*args: Any, **kwargs: Any) -> Any:
+            heads = real_read_heads(*args, **kwargs)
+            reads.append(len(heads))
+            return heads
 
-        store.get_messages = counting_get  # type: ignore[method-assign]
+        store.read_heads = counting_read_heads  # type: ignore[method-assign]
         clock = FakeClock()
         clock.now_ms = stamps[-1] + 1000
         window = IdempotencyWindow(3600.0, 5, clock_ms=clock)
         assert rebuild(window, store) == 5
-        assert sum(reads) <= 5 + 10  # five messages and at most log2(200) + 1 probes of one
+        assert 5 <= sum(reads) <= 5 + 10  # five messages and at most log2(200) + 1 probes of one
         assert window.lookup("T", "k199") is not None and window.lookup("T", "k194") is None
     finally:
         store.shutdown()
@@ -442,3 +443,39 @@ async def test_claim_takes_every_key_or_none() -> None:
     assert isinstance(window.lookup("T", "new"), asyncio.Future)
     assert isinstance(window.lookup("T", "busy"), asyncio.Future)
     assert window.claim("Other", ["new"]) == {}
+
+
+REBUILD_PEAK_BOUND_BYTES = 1024 * 1024
+
+
+def _rebuild_peak_bytes(tmp_path: Path, body_size_bytes: int, count: int) -> tuple[int, int]:
+    """Store `count` keyed messages of `body_size_bytes`; rebuild's restored keys and its peak
+    Python allocation."""
+    config = small_config(tmp_path, mapped_file_size_bytes=8 * 1024 * 1024,
+                          message_size_max_bytes=body_size_bytes + 1024)
+    store = MessageStore(config)
+    store.start()
+    try:
+        body = b"b" * body_size_bytes
+        for index in range(count):
+            store.put_message(Message("T", body, {"IDEMPOTENCY_KEY": f"k{index}"},
+                                      queue_id=index % 2))
+        wait_dispatched(store)
+        window = IdempotencyWindow(3600.0, count)
+        tracemalloc.start()
+        try:
+            restored = rebuild(window, store)
+            _, peak_bytes = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return restored, peak_bytes
+    finally:
+        store.shutdown()
+
+
+def test_rebuild_memory_does_not_depend_on_message_size(tmp_path: Path) -> None:
+    """Rebuilding from 300 messages of 64 KiB (18.75 MiB of bodies) allocates under 1 MiB at
+    its peak: it reads keys and properties, never bodies."""
+    restored, peak_bytes = _rebuild_peak_bytes(tmp_path, 64 * 1024, 300)
+    assert restored == 300
+    assert peak_bytes < REBUILD_PEAK_BOUND_BYTES, f"peak {peak_bytes} bytes"

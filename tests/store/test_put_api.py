@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from store import (
 )
 from store.completion import Pending
 from store.waits import OffsetWaits
+from tests.store.conftest import small_config, wait_dispatched
 from tests.support.stalled_flush import stalled_flush
 
 OpenStore = Callable[..., MessageStore]
@@ -137,4 +139,24 @@ def test_lifecycle_misuse_is_refused(open_store: OpenStore) -> None:
     assert store.put_message(Message("A", b"x"))[0].status is (
         PutMessageStatus.SERVICE_NOT_AVAILABLE)
     with pytest.raises(StoreStateError):
+        store.shutdown()
+
+
+def test_read_heads_are_the_records_without_bodies(tmp_path: Path) -> None:
+    """read_heads answers the same offsets, keys and properties as get_messages, in queue
+    order from the offset asked, at most max_count, and nothing past the queue's end."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        for index in range(5):
+            store.put_message(Message("T", b"x" * 100, {"n": str(index)}, queue_id=0))
+        wait_dispatched(store)
+        heads = store.read_heads("T", 0, 1, 3)
+        messages = store.get_messages("T", 0, 1, 3).messages
+        assert [(h.queue_offset, h.commit_log_offset, h.properties, h.msg_id, h.total_size)
+                for h in heads] == [(m.queue_offset, m.commit_log_offset, m.properties,
+                                     m.msg_id, m.total_size) for m in messages]
+        assert [h.queue_offset for h in store.read_heads("T", 0, 3, 10)] == [3, 4]
+        assert store.read_heads("T", 0, 5, 10) == [] and store.read_heads("T", 1, 0, 10) == []
+    finally:
         store.shutdown()

@@ -13,6 +13,7 @@ from store.record import (
     RECORD_OVERHEAD,
     Message,
     RecordError,
+    decode_head,
     decode_properties,
     decode_record,
     encode_blank,
@@ -58,6 +59,11 @@ def test_round_trip(
     assert decoded.born_timestamp_ms == 42
     assert decoded.store_timestamp_ms == 1_700_000_000_123
     assert decoded.store_host == HOST
+    head = decode_head(record)
+    assert (head.total_size, head.topic, head.properties, head.queue_id, head.queue_offset,
+            head.commit_log_offset, head.store_timestamp_ms, head.msg_id) == (
+        decoded.total_size, topic, props, queue_id, queue_offset, physical,
+        decoded.store_timestamp_ms, decoded.msg_id)
 
 
 @pytest.mark.parametrize("size", [0, 1, MAX])
@@ -306,3 +312,18 @@ def test_empty_property_pairs_are_skipped() -> None:
     assert decode_properties(b"a\x01b\x02\x02c\x01d\x02") == {"a": "b", "c": "d"}
     with pytest.raises(RecordError):
         decode_properties(b"no-separator\x02")
+
+
+def test_head_skips_the_body_but_not_the_sizes() -> None:
+    """decode_head reads a record whose body bytes were damaged (it never reads them), and
+    still refuses a cut record or a bad magic like decode_record."""
+    record = bytearray(_encode(Message("T", b"body", {"k": "v"})))
+    record[HEADER_SIZE] ^= 0xFF
+    assert decode_head(record).properties == {"k": "v"}
+    with pytest.raises(RecordError):
+        decode_record(record)
+    with pytest.raises(RecordError):
+        decode_head(record[:-1])
+    record[4] ^= 0xFF
+    with pytest.raises(RecordError):
+        decode_head(record)
