@@ -15,7 +15,8 @@ from app.settings import Scope
 bearer_scheme = HTTPBearer(
     auto_error=False, scheme_name="bearer",
     description="A token from the broker's auth_tokens setting; scopes: produce, consume, "
-                "admin. Not needed when the broker runs open (twinlog dev).")
+                "admin, monitor (read-only: GET /admin/* and /metrics; admin includes it). Not "
+                "needed when the broker runs open (twinlog dev).")
 
 
 def get_gateway(request: Request) -> Gateway:

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from app import api_docs, openapi
@@ -57,7 +58,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_error_handlers(app)
     openapi.install(app)
     api_docs.install(app)
+    _install_cors(app, settings.cors_allow_origins)
     return app
+
+
+def _install_cors(app: FastAPI, origins: list[str]) -> None:
+    """Browser dashboards on other origins (cors_allow_origins); none set, no middleware, so
+    the produce path pays nothing for it."""
+    if not origins:
+        return
+    app.add_middleware(CORSMiddleware, allow_origins=origins,
+                       allow_methods=["GET", "POST", "PUT"], allow_headers=_CORS_HEADERS,
+                       expose_headers=["idempotent-replayed", "allow", "retry-after"],
+                       max_age=_CORS_MAX_AGE_S)
+
+
+_CORS_HEADERS = ["authorization", "content-type", "idempotency-key", "x-twinlog-keys",
+                 "x-twinlog-tags", "x-twinlog-properties"]
+_CORS_MAX_AGE_S = 600
 
 
 @contextlib.asynccontextmanager

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -45,6 +47,37 @@ class Scope(enum.StrEnum):
     PRODUCE = "produce"
     CONSUME = "consume"
     ADMIN = "admin"
+    # Read-only: the GET admin endpoints and /metrics, for dashboards (an admin token also may).
+    MONITOR = "monitor"
+
+
+def structured_text(text: str, name: str, compact: Callable[[str], Any]) -> Any:
+    """A structured setting given as text (`--set`, environment): JSON when it starts like
+    JSON, otherwise the setting's compact form."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{name}: not valid JSON ({error})") from None
+    return compact(stripped)
+
+
+def _split(text: str, separators: str) -> list[str]:
+    for separator in separators[1:]:
+        text = text.replace(separator, separators[0])
+    return [part.strip() for part in text.split(separators[0]) if part.strip()]
+
+
+def _compact_tokens(text: str) -> dict[str, list[str]]:
+    """token:scope+scope,token:scope (a token may hold ':' but not ',')."""
+    tokens: dict[str, list[str]] = {}
+    for entry in _split(text, ","):
+        token, separator, scopes = entry.rpartition(":")
+        if not separator or not token:
+            raise ValueError(f"auth_tokens: expected token:scope+scope, got {entry!r}")
+        tokens[token] = _split(scopes, "+")
+    return tokens
 
 
 class SettingsError(ValueError):
@@ -63,9 +96,19 @@ class Settings(BaseSettings):
     http_host: str = Field("127.0.0.1", description="address the HTTP gateway listens on; an "
                            "IPv4 address here is also the STOREHOST written into message ids")
     http_port: Port = Field(8080, description="HTTP gateway port (0: the kernel picks one)")
-    auth_tokens: dict[str, list[Scope]] = Field(
+    # NoDecode: from the environment or `--set`, the value is text the validators below
+    # decode (JSON, or the compact form), not JSON that pydantic-settings would insist on.
+    auth_tokens: Annotated[dict[str, list[Scope]], NoDecode] = Field(
         default_factory=dict,
-        description="bearer token -> scopes; empty means open access (development only)",
+        description="bearer token -> scopes; empty means open access (development only). As "
+                    'text: JSON ({"t1": ["admin"], "t2": "monitor"}) or token:scope+scope,... '
+                    "(t1:admin,t2:produce+consume)",
+    )
+    cors_allow_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="browser origins (https://dash.example:3000) allowed to call the API, for "
+                    'dashboards; empty: no CORS headers. As text: JSON (["https://a"]) or '
+                    "comma-separated",
     )
     max_batch_messages: int = Field(1000, ge=1, le=100_000, description="messages one "
                                     "`...messages:batch` request may carry")
@@ -237,6 +280,33 @@ class Settings(BaseSettings):
         if config_file is None:
             return init_settings, env_settings
         return init_settings, env_settings, TomlConfigSettingsSource(settings_cls, config_file)
+
+    @field_validator("auth_tokens", mode="before")
+    @classmethod
+    def _decode_tokens(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = structured_text(value, "auth_tokens", _compact_tokens)
+        if isinstance(value, dict):
+            return {token: (_split(scopes, "+,") if isinstance(scopes, str) else scopes)
+                    for token, scopes in value.items()}
+        return value
+
+    @field_validator("cors_allow_origins", mode="before")
+    @classmethod
+    def _decode_origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return structured_text(value, "cors_allow_origins", lambda text: _split(text, ","))
+        return value
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _check_origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            parts = urlsplit(origin)
+            if origin != "*" and (parts.scheme not in ("http", "https") or not parts.netloc
+                                  or parts.path or parts.query):
+                raise ValueError(f"expected scheme://host[:port] or *, got {origin!r}")
+        return origins
 
     @model_validator(mode="after")
     def _check_combinations(self) -> Self:

@@ -49,7 +49,12 @@ from store.retention import disk_used_ratio
 from store.snapshot import SnapshotError, SnapshotRangeRemoved
 from store.snapshot.manifest import snapshot_dir_name
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[requires(Scope.ADMIN)],
+# Reads are for dashboards too (the monitor scope, which admin includes); what changes the
+# broker needs admin. Per route, so that the body guard (app/body_guard.py) sees the scope.
+_READ = [requires(Scope.MONITOR)]
+_CHANGE = [requires(Scope.ADMIN)]
+
+router = APIRouter(prefix="/admin", tags=["admin"],
                    responses=problem_responses(401, 403, 503))
 
 _PACKAGES = ("fastapi", "starlette", "pydantic", "uvicorn", "sqlalchemy", "sqlmodel", "alembic",
@@ -61,7 +66,7 @@ def _slave_view(broker: Broker, link: SlaveLinkView) -> SlaveDiffView:
     return SlaveDiffView(**asdict(link), metadata_sync=sync)
 
 
-@router.get("/diff", operation_id="admin-diff")
+@router.get("/diff", dependencies=_READ, operation_id="admin-diff")
 def admin_diff(broker: BrokerDep) -> DiffView:
     """Master: max offset and, per slave, diff_bytes = master max offset - the slave's ack
     offset; 0 everywhere when the slaves have everything. Slave: its link and metadata sync."""
@@ -80,7 +85,7 @@ def admin_diff(broker: BrokerDep) -> DiffView:
     return DiffView(role=role, slave=_slave_view(broker, diff))
 
 
-@router.get("/ha", operation_id="admin-ha")
+@router.get("/ha", dependencies=_READ, operation_id="admin-ha")
 def admin_ha(broker: BrokerDep) -> HaView:
     """Replication state: per slave connection (ack offset, diff, in-sync, transfer rate) on a
     master; the HA link on a slave."""
@@ -103,7 +108,7 @@ def admin_ha(broker: BrokerDep) -> HaView:
     return HaView(role=role, slave=_slave_view(broker, diff))
 
 
-@router.post("/ha/promote", operation_id="admin-ha-promote",
+@router.post("/ha/promote", dependencies=_CHANGE, operation_id="admin-ha-promote",
              responses=problem_responses(409))
 def admin_ha_promote(request: PromoteRequest, gateway: GatewayDep) -> RoleChangeView:
     """Failover by hand: this slave becomes a master in a new epoch. 409 while its master is
@@ -116,7 +121,7 @@ def admin_ha_promote(request: PromoteRequest, gateway: GatewayDep) -> RoleChange
     return RoleChangeView(role=broker.role.value, epoch=epoch)
 
 
-@router.post("/ha/demote", operation_id="admin-ha-demote",
+@router.post("/ha/demote", dependencies=_CHANGE, operation_id="admin-ha-demote",
              responses=problem_responses(409))
 def admin_ha_demote(request: DemoteRequest, gateway: GatewayDep) -> RoleChangeView:
     """This master becomes a slave of the given master (an old master rejoining after a
@@ -129,7 +134,7 @@ def admin_ha_demote(request: DemoteRequest, gateway: GatewayDep) -> RoleChangeVi
     return RoleChangeView(role=broker.role.value, epoch=None)
 
 
-@router.get("/broker", operation_id="admin-broker")
+@router.get("/broker", dependencies=_READ, operation_id="admin-broker")
 def admin_broker(broker: BrokerDep) -> BrokerView:
     """Role, flush type, versions, data versions, the settings that matter, the recovery."""
     versions = {"twinlog": _version("twinlog"), "python": platform.python_version()}
@@ -148,7 +153,7 @@ def admin_broker(broker: BrokerDep) -> BrokerView:
         started_at_ms=broker.started_at_ms, uptime_ms=now_ms - broker.started_at_ms)
 
 
-@router.get("/store", operation_id="admin-store")
+@router.get("/store", dependencies=_READ, operation_id="admin-store")
 def admin_store(broker: BrokerDep) -> StoreView:
     """Offsets, commit-log files, disk use, put counts and rates (over the last ~10 s)."""
     store = broker.store
@@ -178,23 +183,25 @@ def _export(broker: Broker, table: MetadataTable) -> TableExportView:
     return TableExportView.model_validate(broker.metadata_store.export_table(table))
 
 
-@router.get("/sync/topics", operation_id="admin-sync-topics")
+@router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics")
 def sync_topics(broker: BrokerDep) -> TableExportView:
     """The topic config table and its data version (what a slave pulls)."""
     return _export(broker, MetadataTable.TOPIC_CONFIG)
 
 
-@router.get("/sync/subscription-groups", operation_id="admin-sync-subscription-groups")
+@router.get("/sync/subscription-groups", dependencies=_READ,
+            operation_id="admin-sync-subscription-groups")
 def sync_subscription_groups(broker: BrokerDep) -> TableExportView:
     return _export(broker, MetadataTable.SUBSCRIPTION_GROUP)
 
 
-@router.get("/sync/consumer-offsets", operation_id="admin-sync-consumer-offsets")
+@router.get("/sync/consumer-offsets", dependencies=_READ,
+            operation_id="admin-sync-consumer-offsets")
 def sync_consumer_offsets(broker: BrokerDep) -> TableExportView:
     return _export(broker, MetadataTable.CONSUMER_OFFSET)
 
 
-@router.get("/sync/delay-offsets", operation_id="admin-sync-delay-offsets")
+@router.get("/sync/delay-offsets", dependencies=_READ, operation_id="admin-sync-delay-offsets")
 def sync_delay_offsets(broker: BrokerDep) -> TableExportView:
     return _export(broker, MetadataTable.DELAY_OFFSET)
 
@@ -218,8 +225,8 @@ def _disk_used_bytes(root: Path) -> int:
     return total
 
 
-@router.post("/snapshots", operation_id="admin-create-snapshot", status_code=201,
-             responses=problem_responses(409))
+@router.post("/snapshots", dependencies=_CHANGE, operation_id="admin-create-snapshot",
+             status_code=201, responses=problem_responses(409))
 def admin_create_snapshot(gateway: GatewayDep) -> SnapshotManifestView:
     """Export the commit log since the previous snapshot (and the metadata and diff samples)
     as Parquet under the snapshot dir, up to the confirmed offset (flushed, and on a

@@ -48,7 +48,7 @@ async def readyz(gateway: GatewayDep) -> Response:
                         status_code=200 if readiness.ready else 503)
 
 
-@router.get("/metrics", operation_id="metrics", dependencies=[requires(Scope.ADMIN)],
+@router.get("/metrics", operation_id="metrics", dependencies=[requires(Scope.MONITOR)],
             response_class=Response,
             responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
                              "description": "Prometheus text format"},

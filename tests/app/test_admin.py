@@ -24,13 +24,16 @@ pytestmark = pytest.mark.anyio
 ADMIN = {"authorization": "Bearer admin-token"}
 CONSUMER = {"authorization": "Bearer consumer-token"}
 PRODUCER = {"authorization": "Bearer producer-token"}
+MONITOR = {"authorization": "Bearer monitor-token"}
+DASHBOARD = "https://dash.example:3000"
 
 
 @pytest.fixture(scope="module")
 async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
     settings = app_settings(tmp_path_factory.mktemp("admin"), auth_tokens={
         "admin-token": ["admin", "consume"], "consumer-token": ["consume"],
-        "producer-token": ["produce"]})
+        "producer-token": ["produce"], "monitor-token": ["monitor"]},
+        cors_allow_origins=[DASHBOARD])
     async with serving(settings) as running:
         yield running
 
@@ -182,3 +185,38 @@ async def test_unknown_path_and_method(served: Served) -> None:
     body = await served.client.post("/v1/topics", content=b"name=x", headers={
         **ADMIN, "content-type": "application/x-www-form-urlencoded"})
     assert body.status_code == 415
+
+
+async def test_monitor_token_reads_but_changes_nothing(served: Served) -> None:
+    """A monitor token reads every GET admin endpoint and /metrics; it may not create a
+    snapshot, promote, create a topic or produce (403); the admin token still reads them."""
+    for path in ("/admin/diff", "/admin/ha", "/admin/broker", "/admin/store",
+                 "/admin/sync/topics", "/metrics"):
+        for headers in (MONITOR, ADMIN):
+            response = await served.client.get(path, headers=headers)
+            assert response.status_code == 200, (path, response.text)
+    for path in ("/admin/snapshots", "/admin/ha/promote", "/admin/ha/demote"):
+        refused = await served.client.post(path, headers=MONITOR, json={})
+        assert refused.status_code == 403, path
+        assert problem(refused)["error_code"] == "FORBIDDEN"
+    assert (await served.client.post("/v1/topics", headers=MONITOR,
+                                     json={"name": "NotByMonitor"})).status_code == 403
+    assert (await served.client.post("/v1/topics/T/messages", headers=MONITOR,
+                                     json={"body": "x"})).status_code == 403
+
+
+async def test_cors_preflight_for_a_dashboard_origin(served: Served) -> None:
+    """A browser preflight from a configured origin is answered without a token and allows
+    the Authorization header; the real GET carries the origin; other origins get nothing."""
+    preflight = await served.client.options("/admin/diff", headers={
+        "origin": DASHBOARD, "access-control-request-method": "GET",
+        "access-control-request-headers": "authorization"})
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == DASHBOARD
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    read = await served.client.get("/metrics", headers={**MONITOR, "origin": DASHBOARD})
+    assert read.headers["access-control-allow-origin"] == DASHBOARD
+    stranger = await served.client.options("/admin/diff", headers={
+        "origin": "https://evil.example", "access-control-request-method": "GET"})
+    assert stranger.status_code == 400
+    assert "access-control-allow-origin" not in stranger.headers

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.settings import SettingsError, load_settings
+from app.cli import _serve_overrides, build_parser
+from app.settings import Scope, SettingsError, load_settings
 from store import BrokerRole
 
 
@@ -99,3 +100,30 @@ def test_tls_from_toml_and_environment(tmp_path: Path, monkeypatch: pytest.Monke
     assert settings.tls_cert == Path("/etc/twinlog/server.crt")
     assert settings.tls_key == Path("/etc/twinlog/server.key")
     assert settings.master_ca_file == Path("/etc/ca.pem")
+
+
+def test_structured_settings_from_the_cli_and_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--set auth_tokens=...` and TWINLOG_AUTH_TOKENS take JSON (a scope alone or a list) or
+    the compact token:scope+scope form; cors_allow_origins takes JSON or a comma list."""
+    parser = build_parser()
+    arguments = parser.parse_args(["serve", "--set", 'auth_tokens={"t1": "admin"}',
+                                   "--set", "cors_allow_origins=https://dash.example:3000"])
+    settings = load_settings(**_serve_overrides(arguments))
+    assert settings.auth_tokens == {"t1": [Scope.ADMIN]}
+    assert settings.cors_allow_origins == ["https://dash.example:3000"]
+    monkeypatch.setenv("TWINLOG_AUTH_TOKENS", "t1:admin,dash:monitor,a:b:produce+consume")
+    monkeypatch.setenv("TWINLOG_CORS_ALLOW_ORIGINS", '["http://localhost:5173", "*"]')
+    settings = load_settings()
+    assert settings.auth_tokens == {"t1": [Scope.ADMIN], "dash": [Scope.MONITOR],
+                                    "a:b": [Scope.PRODUCE, Scope.CONSUME]}
+    assert settings.cors_allow_origins == ["http://localhost:5173", "*"]
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("auth_tokens", "{not json"), ("auth_tokens", "t1"), ("auth_tokens", "t1:everything"),
+    ("cors_allow_origins", "dash.example"), ("cors_allow_origins", "https://a/path")])
+def test_bad_structured_text_names_the_setting(name: str, text: str) -> None:
+    """Structured text that does not parse, or parses to a bad value, names its setting."""
+    with pytest.raises(SettingsError, match=name):
+        load_settings(**{name: text})
