@@ -77,10 +77,12 @@ PROBLEMS: dict[str, ProblemKind] = {
     "INVALID_TOPIC_NAME": ProblemKind(400, "Invalid topic name"),
     "INVALID_GROUP_NAME": ProblemKind(400, "Invalid group name"),
     "INVALID_QUEUE_COUNT": ProblemKind(400, "Invalid queue count"),
-    "INVALID_QUEUE_ID": ProblemKind(400, "Invalid queue id"),
+    # 409, not 400: the id is well formed (0..1023, as the spec says) and the topic's current
+    # queue count refuses it, a conflict with the broker's state (so is an offset past the end).
+    "INVALID_QUEUE_ID": ProblemKind(409, "The queue id is not one of the topic's queues"),
     "INVALID_PERMISSION": ProblemKind(400, "Invalid permission"),
     "INVALID_RETRY_TIMES": ProblemKind(400, "Invalid retry times"),
-    "INVALID_OFFSET": ProblemKind(400, "Invalid offset"),
+    "INVALID_OFFSET": ProblemKind(409, "The offset is past the queue's end"),
     "OFFSET_MOVES_BACKWARDS": ProblemKind(409, "The offset would move backwards"),
     "INVALID_DELAY_LEVEL": ProblemKind(400, "Invalid delay level"),
     "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),

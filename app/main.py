@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
+from starlette.routing import Match
 
 from app import api_docs, openapi
 from app.asgi_route import TwinlogAPI
@@ -142,7 +143,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, StarletteHTTPException)
         code = code_for_http_status(error.status_code)
-        return _problem_response(request, ApiError(code, str(error.detail)))
+        response = _problem_response(request, ApiError(code, str(error.detail)))
+        if error.status_code == 405:
+            # RFC 9110: a 405 names the methods the path has (all its routes, not the first).
+            response.headers["allow"] = _allowed_methods(request)
+        return response
 
     async def unexpected(request: Request, error: Exception) -> Response:
         log.error("unhandled error on %s %s", request.method, request.url.path,
@@ -155,6 +160,18 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods some route (included routers too) fully matches for this path."""
+    routes = request.app.router.routes
+    allowed = [method for method in _METHODS
+               if any(route.matches({**request.scope, "method": method})[0] is Match.FULL
+                      for route in routes)]
+    return ", ".join(allowed)
 
 
 def validation_error_from_list(problems: list[dict[str, Any]]) -> ApiError:

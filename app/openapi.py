@@ -16,7 +16,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.errors import PROBLEM_CONTENT_TYPE, PROBLEMS
-from app.schemas import Problem
+from app.openapi_examples import add_examples
+from app.schemas import RESERVED_PROPERTY_NAMES, MessageAttributes, Problem
+from app.settings import Settings
 
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
@@ -56,7 +58,50 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             _problem_answers(operation)
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
+    problem_schema["properties"]["error_code"]["enum"] = sorted(PROBLEMS)
+    for schema in schemas.values():
+        _property_maps(schema)
+    _declare_limits(schemas, app.state.gateway.settings)
+    _properties_header_is_json(document)
+    add_examples(document)
     return document
+
+
+def _declare_limits(schemas: dict[str, Any], settings: Settings) -> None:
+    """Bounds that are settings, as this broker has them: a client validating against the
+    spec this broker serves is refused nothing the spec allows (openapi.json: the defaults)."""
+    for model in ("TopicCreate", "TopicUpdate"):
+        for name in ("read_queue_count", "write_queue_count"):
+            for branch in schemas[model]["properties"][name]["anyOf"]:
+                if branch.get("type") == "integer":
+                    branch["maximum"] = settings.queues_per_topic_max
+    schemas["ProduceBatch"]["properties"]["messages"]["maxItems"] = settings.max_batch_messages
+
+
+def _property_maps(schema: dict[str, Any]) -> None:
+    """pydantic writes dict[PropertyName, PropertyValue] as patternProperties, which lets any
+    other name through with any value; the broker refuses those, and reserved names."""
+    for field in schema.get("properties", {}).values():
+        pattern_properties = field.pop("patternProperties", None)
+        if pattern_properties is None:
+            continue
+        ((pattern, value_schema),) = pattern_properties.items()
+        field["propertyNames"] = {**field.get("propertyNames", {}), "pattern": pattern,
+                                  "not": {"enum": sorted(RESERVED_PROPERTY_NAMES)}}
+        field["additionalProperties"] = value_schema
+
+
+def _properties_header_is_json(document: dict[str, Any]) -> None:
+    """X-Twinlog-Properties carries a JSON object: say so with the schema of `properties`."""
+    attributes = MessageAttributes.model_json_schema()
+    _property_maps(attributes)
+    schema = attributes["properties"]["properties"]
+    schema.pop("default", None)
+    operation = document["paths"]["/v1/topics/{topic}/messages"]["post"]
+    for parameter in operation["parameters"]:
+        if parameter["name"] == "X-Twinlog-Properties":
+            parameter.pop("schema")
+            parameter["content"] = {"application/json": {"schema": schema}}
 
 
 def _problem_answers(operation: dict[str, Any]) -> None:

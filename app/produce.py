@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import re
 import socket
 import struct
 import time
@@ -24,6 +25,8 @@ from app.broker import Broker
 from app.errors import PUT_HTTP_STATUS, ApiError, from_put_status
 from app.idempotency import IdempotencyWindow, RememberedPut
 from app.schemas import (
+    KEYS_HEADER_PATTERN,
+    KEYS_PER_MESSAGE_MAX,
     PROPERTY_IDEMPOTENCY_KEY,
     RESERVED_PROPERTY_NAMES,
     MessageAttributes,
@@ -36,6 +39,7 @@ from store.record import PROPERTY_KEYS, PROPERTY_TAGS
 from store.topic import topic_problem
 
 _ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
+_KEYS_HEADER = re.compile(KEYS_HEADER_PATTERN)
 _PORT = struct.Struct(">i")
 _DEFAULT_HOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 HTTP_MULTI_STATUS = 207
@@ -77,12 +81,17 @@ def validation_error(error: ValidationError, prefix: tuple[str | int, ...] = ())
                     errors=listed)
 
 
-def message_from_json(topic: str, raw: bytes, message_size_max_bytes: int,
-                      born_host: bytes) -> Message:
+def message_from_json(topic: str, raw: bytes, message_size_max_bytes: int, born_host: bytes,
+                      from_headers: MessageAttributes | None = None) -> Message:
+    """A JSON body; `from_headers` (X-Twinlog-* headers, queue_id query) fills in what the
+    body leaves out: the body's own fields win."""
     try:
         parsed = ProduceMessage.model_validate_json(raw)
     except ValidationError as error:
         raise validation_error(error, ("body",)) from None
+    if from_headers is not None:
+        for name in from_headers.model_fields_set - parsed.model_fields_set:
+            setattr(parsed, name, getattr(from_headers, name))
     return _message(topic, parsed, _decode_body(parsed, message_size_max_bytes), born_host)
 
 
@@ -110,13 +119,18 @@ def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_
     return entries
 
 
-def message_from_raw(topic: str, body: bytes, keys: str | None, tags: str | None,
-                     properties: str | None, queue_id: str | None, message_size_max_bytes: int,
-                     born_host: bytes) -> Message:
-    """A raw (application/octet-stream) body; attributes from X-Twinlog-* headers and query."""
+def attributes_from_headers(keys: str | None, tags: str | None, properties: str | None,
+                            queue_id: str | None) -> MessageAttributes | None:
+    """The X-Twinlog-* headers and the queue_id query, checked (None when none is sent)."""
+    if keys is None and tags is None and properties is None and queue_id is None:
+        return None
     attributes: dict[str, Any] = {}
     if keys is not None:
-        attributes["keys"] = [key.strip() for key in keys.split(",") if key.strip()]
+        if _KEYS_HEADER.fullmatch(keys) is None:
+            raise ApiError("VALIDATION_FAILED", "X-Twinlog-Keys: 1 to "
+                           f"{KEYS_PER_MESSAGE_MAX} keys joined by commas, no spaces in a key",
+                           put_status=_ILLEGAL)
+        attributes["keys"] = [key.strip(" \t") for key in keys.split(",")]
     if tags is not None:
         attributes["tags"] = tags
     if properties is not None:
@@ -131,11 +145,21 @@ def message_from_raw(topic: str, body: bytes, keys: str | None, tags: str | None
                            put_status=_ILLEGAL)
         attributes["queue_id"] = int(queue_id)
     try:
-        parsed = MessageAttributes.model_validate(attributes)
+        return MessageAttributes.model_validate(attributes)
     except ValidationError as error:
         raise validation_error(error, ("header",)) from None
+
+
+def _no_attributes() -> MessageAttributes:
+    return MessageAttributes.model_validate({})
+
+
+def message_from_raw(topic: str, body: bytes, from_headers: MessageAttributes | None,
+                     message_size_max_bytes: int, born_host: bytes) -> Message:
+    """A raw (application/octet-stream) body; attributes from X-Twinlog-* headers and query."""
     if len(body) > message_size_max_bytes:
         raise _too_large(len(body), message_size_max_bytes)
+    parsed = from_headers if from_headers is not None else _no_attributes()
     return _message(topic, parsed, body, born_host)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from store import GetMessageStatus, PutMessageStatus
 
@@ -24,8 +24,15 @@ RESERVED_PROPERTY_NAMES = frozenset({
     "REAL_TOPIC", "REAL_QID", "RETRY_TOPIC", "MAX_OFFSET", "MIN_OFFSET",
 })
 
+# Patterns leave out C1 controls (\x7f-\x9f) too: JSON Schema's \s and Python's differ there
+# (\x85), and the spec must refuse exactly what the broker refuses.
+_KEY_CHARACTER = r"[^\s,\x00-\x1f\x7f-\x9f]"
 MessageKey = Annotated[str, StringConstraints(min_length=1, max_length=128,
-                                              pattern=r"^[^\s,\x00-\x1f]+$")]
+                                              pattern=rf"^{_KEY_CHARACTER}+$")]
+# The X-Twinlog-Keys header: 1 to KEYS_PER_MESSAGE_MAX keys joined by commas (spaces or tabs
+# around them allowed), nothing else.
+_HEADER_KEY = rf"[ \t]*{_KEY_CHARACTER}{{1,128}}[ \t]*"
+KEYS_HEADER_PATTERN = rf"^{_HEADER_KEY}(,{_HEADER_KEY}){{0,{KEYS_PER_MESSAGE_MAX - 1}}}$"
 MessageTag = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                               pattern=r"^[^|\x00-\x1f]+$")]
 PropertyName = Annotated[str, StringConstraints(min_length=1, max_length=64,
@@ -33,8 +40,26 @@ PropertyName = Annotated[str, StringConstraints(min_length=1, max_length=64,
 PropertyValue = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00-\x1f]*$")]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                                   pattern=r"^[\x21-\x7e]+$")]
-QueueId = Annotated[int, Field(ge=0, le=QUEUE_ID_MAX)]
-Offset = Annotated[int, Field(ge=0, le=2**53 - 1)]
+
+
+def _whole_number(value: Any) -> Any:
+    """JSON Schema's `integer` includes 1.0: strict models take a float without a fraction as
+    that integer (anything else goes on to the strict check, which refuses it). A boolean is
+    refused here: it equals 0 or 1, so an enum of integers would take it."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    if type(value) is bool:
+        raise ValueError("Input should be a valid integer")
+    return value
+
+
+# An integer field of a request body: JSON integers, and numbers like 1.0.
+WholeNumber = BeforeValidator(_whole_number)
+# (The bounds come before the validator: after it, pydantic writes them into the JSON schema
+# as `ge`/`le`, which JSON Schema does not know.)
+QueueId = Annotated[int, Field(ge=0, le=QUEUE_ID_MAX), WholeNumber]
+QueueCount = Annotated[int, Field(ge=1, le=QUEUE_ID_MAX + 1), WholeNumber]
+Offset = Annotated[int, Field(ge=0, le=2**53 - 1), WholeNumber]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -59,8 +84,17 @@ class MessageAttributes(BaseModel):
         None, description="Queue to write to; omitted: round robin over the topic's queues.")
 
 
+# What binascii.a2b_base64(strict_mode=True) takes: whole quanta, padding only at the end.
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
 class ProduceMessage(MessageAttributes):
     """One message as JSON. The body is text (utf8) or base64-encoded bytes."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "if": {"properties": {"body_encoding": {"const": "base64"}},
+               "required": ["body_encoding"]},
+        "then": {"properties": {"body": {"pattern": BASE64_PATTERN}}}})
 
     body: str = Field(description="The message body, encoded as `body_encoding` says.")
     body_encoding: Literal["utf8", "base64"] = "utf8"
@@ -96,7 +130,8 @@ class PutResult(BaseModel):
         False, description="True when this is the first result of an earlier request with "
                            "the same idempotency key: nothing new was stored.")
     detail: str | None = None
-    error_code: str | None = None
+    error_code: PutMessageStatus | None = Field(
+        None, description="A batch entry not stored: its PutMessageStatus.")
 
 
 class BatchResult(BaseModel):
@@ -147,20 +182,19 @@ class TopicCreate(BaseModel):
     model_config = _STRICT
 
     name: Annotated[str, StringConstraints(pattern=TOPIC_PATTERN)]
-    read_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1)
-    write_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1)
-    permission: int = Field(6, ge=0, le=6, description="RocketMQ bits: 4 read, 2 write.")
+    read_queue_count: QueueCount | None = None
+    write_queue_count: QueueCount | None = None
+    permission: Annotated[Literal[0, 2, 4, 6], WholeNumber] = Field(
+        6, description="RocketMQ bits: 4 read, 2 write.")
 
 
 class TopicUpdate(BaseModel):
     model_config = _STRICT
 
-    read_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1,
-                                         description="May only grow.")
-    write_queue_count: int | None = Field(None, ge=1, le=QUEUE_ID_MAX + 1,
-                                          description="May only grow.")
-    permission: int | None = Field(None, ge=0, le=6, description="RocketMQ bits: 4 read, "
-                                                                 "2 write.")
+    read_queue_count: QueueCount | None = Field(None, description="May only grow.")
+    write_queue_count: QueueCount | None = Field(None, description="May only grow.")
+    permission: Annotated[Literal[0, 2, 4, 6], WholeNumber] | None = Field(
+        None, description="RocketMQ bits: 4 read, 2 write.")
 
 
 # One transaction creates a batch: bounded like every batch.
@@ -206,8 +240,8 @@ class GroupCreate(BaseModel):
     name: Annotated[str, StringConstraints(pattern=GROUP_PATTERN)]
     consume_enabled: bool = True
     broadcast_enabled: bool = False
-    retry_queue_count: int = Field(1, ge=0, le=QUEUE_ID_MAX + 1)
-    retry_times_max: int = Field(16, ge=0, le=128)
+    retry_queue_count: Annotated[int, Field(ge=0, le=QUEUE_ID_MAX + 1), WholeNumber] = 1
+    retry_times_max: Annotated[int, Field(ge=0, le=128), WholeNumber] = 16
 
 
 class Group(BaseModel):
@@ -234,11 +268,11 @@ class OffsetCommit(BaseModel):
 class OffsetResetByTime(BaseModel):
     model_config = _STRICT
 
-    timestamp_ms: int = Field(ge=0, le=2**53 - 1, description=(
+    timestamp_ms: Offset = Field(description=(
         "Each queue's offset becomes its first message stored at or after this time (epoch "
         "ms); a queue whose messages are all older gets its max offset."))
-    queue_id: int | None = Field(None, ge=0, le=QUEUE_ID_MAX,
-                                 description="Only this queue (default: every read queue).")
+    queue_id: QueueId | None = Field(None,
+                                     description="Only this queue (default: every read queue).")
 
 
 class ConsumerOffsetView(BaseModel):

@@ -111,7 +111,7 @@ def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueId
 
 @router.post("/v1/groups/{group}/offsets/{topic}:reset", operation_id="reset-consumer-offsets",
              dependencies=[requires(Scope.ADMIN)],
-             responses=problem_responses(400, 401, 403, 404, 503))
+             responses=problem_responses(400, 401, 403, 404, 409, 503))
 def reset_consumer_offsets(group: GroupPath, topic: TopicPath, reset: OffsetResetByTime,
                            gateway: GatewayDep) -> ConsumerOffsetList:
     """Reset the group's offsets on a topic to a time: per queue, the first message stored at

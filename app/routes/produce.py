@@ -28,6 +28,7 @@ from app.gateway import Gateway
 from app.openapi import problem_responses
 from app.produce import (
     Answer,
+    attributes_from_headers,
     batch_from_json,
     born_host_of,
     check_queue,
@@ -38,8 +39,10 @@ from app.produce import (
     put_one,
 )
 from app.schemas import (
+    KEYS_HEADER_PATTERN,
     BatchResult,
     IdempotencyKey,
+    MessageTag,
     ProduceBatch,
     ProduceMessage,
     PutResult,
@@ -169,15 +172,14 @@ async def _produce_message(scope: Scope, receive: Receive, gateway: Gateway) -> 
     gateway.metrics.request_bytes_total += len(body)
     born_host = born_host_of(scope.get("client"))
     queue_id = _query_queue_id(scope.get("query_string", b""))
+    from_headers = attributes_from_headers(headers.keys, headers.tags, headers.properties,
+                                           queue_id)
     if media_type == JSON:
-        if queue_id is not None or headers.keys is not None or headers.tags is not None \
-                or headers.properties is not None:
-            raise ApiError("VALIDATION_FAILED", "the queue_id query and X-Twinlog-* headers "
-                           "are for raw bodies; a JSON body carries its own", put_status=_ILLEGAL)
-        message = message_from_json(topic, body, settings.message_size_max_bytes, born_host)
+        message = message_from_json(topic, body, settings.message_size_max_bytes, born_host,
+                                    from_headers)
     else:
-        message = message_from_raw(topic, body, headers.keys, headers.tags, headers.properties,
-                                   queue_id, settings.message_size_max_bytes, born_host)
+        message = message_from_raw(topic, body, from_headers, settings.message_size_max_bytes,
+                                   born_host)
     if broker.cached_write_queue_count(topic) is None or message.queue_id is not None:
         await check_queue(broker, message)
     return await put_one(broker, message, key)
@@ -236,6 +238,8 @@ async def _produce_batch(scope: Scope, receive: Receive,
 
 # -- the documented operations ------------------------------------------------------------------
 
+_FILLS_IN = ("For raw bodies; with a JSON body it fills in the field when the body leaves it "
+             "out (the body's own field wins).")
 _RAW_BODY = {"type": "string", "format": "binary",
              "description": "The message body as is; attributes in X-Twinlog-* headers."}
 _PRODUCE_ERRORS = problem_responses(400, 401, 403, 404, 409, 413, 415, 429, 500, 503, 507)
@@ -253,14 +257,15 @@ async def produce_message(
         description="A retry with the same key (per topic, within idempotency_window_s) "
                     "answers the first result and stores nothing.")] = None,
     x_twinlog_keys: Annotated[str | None, Header(
-        alias="X-Twinlog-Keys", description="Raw bodies: comma-separated message keys.")] = None,
-    x_twinlog_tags: Annotated[str | None, Header(
-        alias="X-Twinlog-Tags", description="Raw bodies: the message tag.")] = None,
+        alias="X-Twinlog-Keys", pattern=KEYS_HEADER_PATTERN,
+        description="Message keys joined by commas. " + _FILLS_IN)] = None,
+    x_twinlog_tags: Annotated[MessageTag | None, Header(
+        alias="X-Twinlog-Tags", description="The message tag. " + _FILLS_IN)] = None,
     x_twinlog_properties: Annotated[str | None, Header(
         alias="X-Twinlog-Properties",
-        description='Raw bodies: properties as a JSON object, e.g. {"order": "42"}.')] = None,
+        description='Properties as a JSON object, e.g. {"order": "42"}. ' + _FILLS_IN)] = None,
     queue_id: Annotated[QueueId | None, Query(
-        description="Raw bodies: the queue to write to (JSON bodies carry queue_id).")] = None,
+        description="The queue to write to. " + _FILLS_IN)] = None,
 ) -> PutResult:
     """Store one message. 201: stored with every guarantee; 202: stored, a guarantee missing
     (`status` says which). Refusals are problem+json naming the `put_status`."""

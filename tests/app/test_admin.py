@@ -77,7 +77,7 @@ async def test_offsets_and_lag(served: Served) -> None:
     back = await served.client.put(url, json={"offset": 1}, headers=CONSUMER)
     assert back.status_code == 409 and problem(back)["error_code"] == "OFFSET_MOVES_BACKWARDS"
     past = await served.client.put(url, json={"offset": 6}, headers=CONSUMER)
-    assert past.status_code == 400 and problem(past)["error_code"] == "INVALID_OFFSET"
+    assert past.status_code == 409 and problem(past)["error_code"] == "INVALID_OFFSET"
     reset = await served.client.put(url, json={"offset": 2, "allow_backwards": True},
                                     headers=CONSUMER)
     assert reset.json()["offset"] == 2
@@ -220,3 +220,41 @@ async def test_cors_preflight_for_a_dashboard_origin(served: Served) -> None:
         "origin": "https://evil.example", "access-control-request-method": "GET"})
     assert stranger.status_code == 400
     assert "access-control-allow-origin" not in stranger.headers
+
+
+async def test_405_names_every_method_of_the_path(served: Served) -> None:
+    """A 405 carries Allow (RFC 9110) with the methods of every route of that path, not only
+    the first one matched: /v1/topics has GET (list) and POST (create)."""
+    for method, path, allowed in (("DELETE", "/v1/topics", "GET, POST"),
+                                  ("TRACE", "/v1/groups/g1", "GET, DELETE"),
+                                  ("PUT", "/admin/diff", "GET"),
+                                  ("DELETE", "/v1/topics/T/messages", "GET, POST")):
+        answer = await served.client.request(method, path, headers=ADMIN)
+        assert answer.status_code == 405, (method, path)
+        assert answer.headers.get("allow") == allowed, (method, path)
+
+
+async def test_integers_written_with_a_fraction_of_zero(served: Served) -> None:
+    """JSON Schema integers include 1.0: topic, group, offset, produce and batch bodies take
+    them as integers; 1.5 and true are still refused."""
+    created = await served.client.post("/v1/topics", headers=ADMIN, json={
+        "name": "Floaty", "read_queue_count": 2.0, "write_queue_count": 2.0,
+        "permission": 6.0})
+    assert created.status_code == 201 and created.json()["write_queue_count"] == 2
+    group = await served.client.post("/v1/groups", headers=ADMIN, json={
+        "name": "floaty-group", "retry_queue_count": 1.0, "retry_times_max": 3.0})
+    assert group.status_code == 201 and group.json()["retry_times_max"] == 3
+    single = await served.client.post("/v1/topics/Floaty/messages", headers=PRODUCER,
+                                      json={"body": "x", "queue_id": 1.0})
+    assert single.status_code == 201 and single.json()["queue_id"] == 1
+    batch = await served.client.post("/v1/topics/Floaty/messages:batch", headers=PRODUCER,
+                                     json={"messages": [{"body": "y", "queue_id": 1.0}]})
+    assert batch.status_code == 201 and batch.json()["results"][0]["queue_id"] == 1
+    wait_dispatched(served.broker.store)
+    commit = await served.client.put("/v1/groups/floaty-group/offsets/Floaty/queues/1",
+                                     headers=CONSUMER, json={"offset": 1.0})
+    assert commit.status_code == 200, commit.text
+    for bad in (1.5, True):
+        refused = await served.client.post("/v1/topics/Floaty/messages", headers=PRODUCER,
+                                           json={"body": "x", "queue_id": bad})
+        assert refused.status_code == 400, bad

@@ -11,8 +11,11 @@ import pytest
 
 from app import openapi
 from app.cli import main as cli_main
+from app.errors import PROBLEMS
 from app.main import create_app
+from app.schemas import BASE64_PATTERN, GROUP_PATTERN, RESERVED_PROPERTY_NAMES, TOPIC_PATTERN
 from app.settings import Settings
+from store import PutMessageStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_FILE = ROOT / "openapi" / "openapi.json"
@@ -100,3 +103,57 @@ def test_create_app_touches_no_disk_and_starts_no_thread(
     create_app().openapi()
     assert list(tmp_path.iterdir()) == []
     assert threading.active_count() == threads_before
+
+
+def test_every_operation_has_an_example(document: dict[str, Any]) -> None:
+    """Each operation carries an example: of its inputs when it takes any (every parameter and
+    the JSON body), of its answer when it takes none."""
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            where = f"{method.upper()} {path}"
+            parameters = operation.get("parameters", [])
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            for parameter in parameters:
+                holder = parameter["content"]["application/json"] \
+                    if "content" in parameter else parameter
+                assert "example" in holder, (where, parameter["name"])
+            if body is not None:
+                assert "example" in body, where
+            if not parameters and body is None:
+                answers = [content for code, answer in operation["responses"].items()
+                           if code.startswith("2") for content in answer["content"].values()]
+                assert any("example" in content for content in answers), where
+
+
+def test_codes_and_statuses_are_enums(document: dict[str, Any]) -> None:
+    """error_code lists every code of the error table; put_status, a result's status and a
+    batch entry's error_code are the PutMessageStatus enum."""
+    schemas = document["components"]["schemas"]
+    assert schemas["Problem"]["properties"]["error_code"]["enum"] == sorted(PROBLEMS)
+    status_values = sorted(status.value for status in PutMessageStatus)
+    assert sorted(schemas["PutMessageStatus"]["enum"]) == status_values
+    status_ref = {"$ref": "#/components/schemas/PutMessageStatus"}
+    assert schemas["PutResult"]["properties"]["status"] == status_ref
+    assert status_ref in schemas["PutResult"]["properties"]["error_code"]["anyOf"]
+    assert status_ref in schemas["Problem"]["properties"]["put_status"]["anyOf"]
+
+
+def test_declared_constraints_are_the_enforced_ones(document: dict[str, Any]) -> None:
+    """The spec declares the bounds the broker checks: topic and group name patterns,
+    property names (pattern, reserved names) and values, queue counts up to this broker's
+    queues_per_topic_max, batch size up to max_batch_messages, base64 bodies."""
+    schemas = document["components"]["schemas"]
+    settings = Settings.model_construct()
+    topic = schemas["TopicCreate"]["properties"]
+    assert topic["name"]["pattern"] == TOPIC_PATTERN
+    assert topic["permission"]["enum"] == [0, 2, 4, 6]
+    assert {"type": "integer", "minimum": 1, "maximum": settings.queues_per_topic_max} in \
+        topic["write_queue_count"]["anyOf"]
+    assert schemas["GroupCreate"]["properties"]["name"]["pattern"] == GROUP_PATTERN
+    assert schemas["ProduceBatch"]["properties"]["messages"]["maxItems"] == \
+        settings.max_batch_messages
+    properties = schemas["ProduceMessage"]["properties"]["properties"]
+    assert "patternProperties" not in properties
+    assert properties["propertyNames"]["not"]["enum"] == sorted(RESERVED_PROPERTY_NAMES)
+    assert properties["additionalProperties"]["maxLength"] == 4096
+    assert schemas["ProduceMessage"]["then"]["properties"]["body"]["pattern"] == BASE64_PATTERN

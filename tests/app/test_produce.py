@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app.schemas import BatchResult, ConsumeResult, PutResult
-from tests.app.conftest import Served, app_settings, serving
+from tests.app.conftest import Served, ServeFactory, app_settings, serving
 from tests.store.conftest import wait_dispatched
 
 pytestmark = pytest.mark.anyio
@@ -147,4 +147,27 @@ async def test_created_topic_routes_to_its_queue_count(served: Served) -> None:
     assert queue_ids == {0, 1}
     refused = await served.client.post("/v1/topics/Two/messages",
                                        json={"body": "x", "queue_id": 2})
-    assert refused.status_code == 400
+    assert refused.status_code == 409
+
+
+async def test_json_body_with_the_queue_id_query_and_headers(serve: ServeFactory) -> None:
+    """With a JSON body, the queue_id query and X-Twinlog-* headers fill in what the body
+    leaves out (as the spec says); the body's own fields win."""
+    async with serve() as served:
+        await _json_with_query_and_headers(served)
+
+
+async def _json_with_query_and_headers(served: Served) -> None:
+    url = "/v1/topics/Orders/messages?queue_id=1"
+    response = await served.client.post(url, json={"body": "x"}, headers={
+        "x-twinlog-tags": "from-header", "x-twinlog-keys": "k1,k2"})
+    assert response.status_code == 201 and response.json()["queue_id"] == 1
+    own = await served.client.post(url, json={"body": "x", "queue_id": 2, "tags": "own"},
+                                   headers={"x-twinlog-tags": "from-header"})
+    assert own.status_code == 201 and own.json()["queue_id"] == 2
+    wait_dispatched(served.broker.store)
+    read = await served.client.get("/v1/topics/Orders/queues/1/messages")
+    first = read.json()["messages"][0]
+    assert (first["tags"], first["keys"]) == ("from-header", ["k1", "k2"])
+    read = await served.client.get("/v1/topics/Orders/queues/2/messages")
+    assert read.json()["messages"][0]["tags"] == "own"

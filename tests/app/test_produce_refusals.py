@@ -146,11 +146,11 @@ async def test_one_bad_batch_entry_refuses_the_batch(served: Served) -> None:
 
 
 async def test_unknown_queue(served: Served) -> None:
-    """A queue id past the topic's write queues is 400 INVALID_QUEUE_ID, JSON or raw."""
-    await _refused(served, URL, 400, "INVALID_QUEUE_ID", json={"body": "x", "queue_id": 4})
-    await _refused(served, URL + "?queue_id=9", 400, "INVALID_QUEUE_ID", content=b"x",
+    """A queue id past the topic's write queues is 409 INVALID_QUEUE_ID, JSON or raw."""
+    await _refused(served, URL, 409, "INVALID_QUEUE_ID", json={"body": "x", "queue_id": 4})
+    await _refused(served, URL + "?queue_id=9", 409, "INVALID_QUEUE_ID", content=b"x",
                    headers=RAW)
-    await _refused(served, URL + ":batch", 400, "INVALID_QUEUE_ID",
+    await _refused(served, URL + ":batch", 409, "INVALID_QUEUE_ID",
                    json={"messages": [{"body": "x", "queue_id": 7}]})
 
 
@@ -174,13 +174,13 @@ async def test_bad_headers_of_a_raw_body(served: Served) -> None:
 
 
 async def test_attributes_in_the_wrong_place(served: Served) -> None:
-    """Raw-body headers or the queue_id query with a JSON body, or an Idempotency-Key header
-    on a batch (whose entries carry keys), are refused rather than ignored."""
-    await _refused(served, URL, 400, "VALIDATION_FAILED", json={"body": "x"},
-                   headers={"x-twinlog-tags": "t"})
-    await _refused(served, URL + "?queue_id=1", 400, "VALIDATION_FAILED", json={"body": "x"})
+    """An Idempotency-Key header on a batch (whose entries carry keys) is refused rather than
+    ignored; a bad X-Twinlog-* header or queue_id query is refused with a JSON body too."""
     await _refused(served, URL + ":batch", 400, "VALIDATION_FAILED",
                    json={"messages": [{"body": "x"}]}, headers={"idempotency-key": "k"})
+    await _refused(served, URL, 400, "VALIDATION_FAILED", json={"body": "x"},
+                   headers={"x-twinlog-properties": "null"})
+    await _refused(served, URL + "?queue_id=x", 400, "VALIDATION_FAILED", json={"body": "x"})
 
 
 async def test_bad_idempotency_key(served: Served) -> None:
