@@ -38,6 +38,7 @@ unit: setup
 test: lint types unit
 
 bench: setup
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/store_append.py
 	$(BIN)/python bench/ha_replication.py
 	$(BIN)/python bench/http_produce.py

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -34,3 +35,18 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def ensure_debian_tool(command: str, package: str) -> str:
+    """The path of `command`, installed with apt-get from `package` when missing."""
+    found = shutil.which(command)
+    if found:
+        return found
+    print(f"{command} is missing: installing it with apt-get (Debian package {package})",
+          flush=True)
+    subprocess.run(["apt-get", "update"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", package], check=True, stdout=subprocess.DEVNULL)
+    found = shutil.which(command)
+    if not found:
+        raise SystemExit(f"{command} could not be installed")
+    return found

@@ -9,8 +9,14 @@ Cases, one uvicorn process each (uvloop + httptools, no access log), same wrk lo
   (b)  single JSON produce on an ASYNC_MASTER (`twinlog serve`);
   (c)  single JSON produce on a SYNC_MASTER with a live SLAVE process;
   (d)  raw-body (application/octet-stream) produce on an ASYNC_MASTER;
-  (e)  batch produce of 100 x 100-byte messages on an ASYNC_MASTER (msgs/s).
-wrk is installed with apt-get when missing (Debian package `wrk`).
+  (e)  batch produce of 100 x 100-byte messages on an ASYNC_MASTER (msgs/s), next to
+  (e') the same batches put in-process (MessageStore.put_messages, no HTTP) in the same run;
+  (f)  batch produce of 100 x 100-byte messages on a SYNC_MASTER with a live SLAVE process;
+  Redis side by side (bench/redis_stream.py): a real redis-server and replica, XADD + WAIT 1
+  from redis-py at the same 64-way concurrency, single and in batches of 100, next to (c), (f).
+wrk is installed with apt-get when missing (Debian package `wrk`), redis-server likewise
+(`redis-server`); redis-py is in the `bench` extra. The machine's load average is printed: on a
+shared machine the figures move with it.
 """
 
 from __future__ import annotations
@@ -36,12 +42,14 @@ from pydantic import BaseModel
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header, row, stop_process  # noqa: E402
+from bench.common import ensure_debian_tool, header, row, stop_process  # noqa: E402
+from bench.in_process import in_process_batch  # noqa: E402
+from bench.redis_stream import RedisLoad, ensure_redis_server, measure_redis, redis_pair  # noqa: E402
 
 CONNECTIONS = 64
 WRK_THREADS = 1
 BODY_100 = b"x" * 100
-REDIS_XADD_WAIT_OPS_PER_S = 15_400  # redis-py XADD + WAIT 1, measured on this machine
+BATCH_MESSAGES = 100
 MEASURED_A_REQ_PER_S = 7_300  # (a) measured here before any code, for reference
 READY_TIMEOUT_S = 60.0
 
@@ -202,19 +210,11 @@ class Load:
     p50_ms: float
     p99_ms: float
     non_2xx: int
+    socket_errors: int
 
 
 def ensure_wrk() -> str:
-    found = shutil.which("wrk")
-    if found:
-        return found
-    print("wrk is missing: installing it with apt-get (Debian package wrk)", flush=True)
-    subprocess.run(["apt-get", "update"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["apt-get", "install", "-y", "wrk"], check=True, stdout=subprocess.DEVNULL)
-    found = shutil.which("wrk")
-    if not found:
-        raise SystemExit("wrk could not be installed")
-    return found
+    return ensure_debian_tool("wrk", "wrk")
 
 
 def run_wrk(wrk: str, url: str, body: bytes, content_type: str, duration_s: float,
@@ -229,7 +229,7 @@ def run_wrk(wrk: str, url: str, body: bytes, content_type: str, duration_s: floa
     if figures["socket_errors"]:
         print(f"  (wrk: {figures['socket_errors']} socket errors on {url})")
     return Load(figures["requests"] / (figures["duration_us"] / 1e6), figures["p50_us"] / 1000,
-                figures["p99_us"] / 1000, figures["non_2xx"])
+                figures["p99_us"] / 1000, figures["non_2xx"], figures["socket_errors"])
 
 
 def _lua_string(data: bytes) -> str:
@@ -263,40 +263,87 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 s per case instead of 5 s")
     arguments = parser.parse_args()
     duration_s = 2.0 if arguments.quick else 5.0
-    wrk = ensure_wrk()
-    single = json.dumps({"body": BODY_100.decode()}).encode()
-    batch = json.dumps({"messages": [{"body": BODY_100.decode()}] * 100}).encode()
-    raw_type, json_type = "application/octet-stream", "application/json"
+    wrk, redis_server = ensure_wrk(), ensure_redis_server()
     scratch = Path(tempfile.mkdtemp(prefix="twinlog-http-bench-"))
-    path = "/v1/topics/Bench/messages"
     try:
         header(f"HTTP produce, wrk -t{WRK_THREADS} -c{CONNECTIONS}, {duration_s:.0f} s per case, "
-               f"{os.cpu_count()} CPUs")
-        with uvicorn_app("bench.http_produce:baseline_fastapi_app", factory=True) as url:
-            a = measure(wrk, url + path, single, json_type, duration_s, scratch)
-        with uvicorn_app("bench.http_produce:baseline_asgi_app", factory=False) as url:
-            a_bare = measure(wrk, url + path, single, json_type, duration_s, scratch)
-        # (e) last, on a broker of its own: its ~100 MB/s of writes leave the kernel flushing
-        # dirty pages for a while, which would tax whatever case came next.
-        with broker(scratch, "ASYNC_MASTER") as url:
-            b = measure(wrk, url + path, single, json_type, duration_s, scratch)
-            d = measure(wrk, url + path, BODY_100, raw_type, duration_s, scratch)
-        with broker(scratch, "SYNC_MASTER", with_slave=True) as url:
-            c = measure(wrk, url + path, single, json_type, duration_s, scratch)
-        with broker(scratch, "ASYNC_MASTER", name="batch") as url:
-            e = measure(wrk, url + path + ":batch", batch, json_type, duration_s, scratch)
-        show("(a) bare FastAPI + pydantic body (baseline)", a, None,
-             f"(measured before any code: ~{MEASURED_A_REQ_PER_S:,})")
-        show("(a') bare ASGI callable, same uvicorn", a_bare, a, "(the server's ceiling)")
-        show("(b) produce JSON, ASYNC_MASTER", b, a, "target >= 1.50 of (a)")
-        row("(b) next to Redis XADD + WAIT 1 (redis-py)", b.requests_per_s, "req/s",
-            REDIS_XADD_WAIT_OPS_PER_S, f"Redis: {REDIS_XADD_WAIT_OPS_PER_S:,} ops/s")
-        show("(c) produce JSON, SYNC_MASTER + live slave", c, b, "target >= 0.80 of (b)")
-        show("(d) produce raw body, ASYNC_MASTER", d, b, "(ratio to (b))")
-        show("(e) batch 100 x 100 B, ASYNC_MASTER", e, None, "target >= 100,000 msgs/s",
-             messages_per_request=100)
+               f"{os.cpu_count()} CPUs, load average {_load_average()}")
+        figures = _measure_all(wrk, redis_server, scratch, duration_s)
+        _show_all(figures)
+        print(f"  load average at the end: {_load_average()}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def _measure_all(wrk: str, redis_server: str, scratch: Path,
+                 duration_s: float) -> dict[str, Any]:
+    single = json.dumps({"body": BODY_100.decode()}).encode()
+    batch = json.dumps({"messages": [{"body": BODY_100.decode()}] * BATCH_MESSAGES}).encode()
+    raw_type, json_type = "application/octet-stream", "application/json"
+    path = "/v1/topics/Bench/messages"
+    figures: dict[str, Any] = {}
+    with uvicorn_app("bench.http_produce:baseline_fastapi_app", factory=True) as url:
+        figures["a"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
+    with uvicorn_app("bench.http_produce:baseline_asgi_app", factory=False) as url:
+        figures["a'"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
+    with broker(scratch, "ASYNC_MASTER") as url:
+        figures["b"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
+        figures["d"] = measure(wrk, url + path, BODY_100, raw_type, duration_s, scratch)
+    with broker(scratch, "SYNC_MASTER", with_slave=True) as url:
+        figures["c"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
+        figures["f"] = measure(wrk, url + path + ":batch", batch, json_type, duration_s, scratch)
+    with redis_pair(redis_server, scratch, free_port(), free_port()) as url:
+        figures["redis single"] = measure_redis(url, CONNECTIONS, 1, duration_s)
+        figures["redis batch"] = measure_redis(url, CONNECTIONS, BATCH_MESSAGES, duration_s)
+    # (e) last, on a broker of its own: its ~100 MB/s of writes leave the kernel flushing
+    # dirty pages for a while, which would tax whatever case came next.
+    with broker(scratch, "ASYNC_MASTER", name="batch") as url:
+        figures["e"] = measure(wrk, url + path + ":batch", batch, json_type, duration_s, scratch)
+    figures["e'"] = in_process_batch(scratch / "in-process", BODY_100, BATCH_MESSAGES,
+                                     duration_s)
+    return figures
+
+
+def _show_all(figures: dict[str, Any]) -> None:
+    a, b, c, e, f = (figures[name] for name in ("a", "b", "c", "e", "f"))
+    redis_single: RedisLoad = figures["redis single"]
+    redis_batch: RedisLoad = figures["redis batch"]
+    show("(a) bare FastAPI + pydantic body (baseline)", a, None,
+         f"(measured before any code: ~{MEASURED_A_REQ_PER_S:,})")
+    show("(a') bare ASGI callable, same uvicorn", figures["a'"], a, "(the server's ceiling)")
+    show("(b) produce JSON, ASYNC_MASTER", b, a, "target >= 1.50 of (a)")
+    show("(c) produce JSON, SYNC_MASTER + live slave", c, b, "target >= 0.80 of (b)")
+    show("(d) produce raw body, ASYNC_MASTER", figures["d"], b, "(ratio to (b))")
+    show("(e) batch 100 x 100 B, ASYNC_MASTER", e, None, "target >= 100,000 msgs/s",
+         messages_per_request=BATCH_MESSAGES)
+    in_process_per_s = figures["e'"]
+    row("(e') the same batches in-process", in_process_per_s, "msgs/s")
+    _ratio("(e) over HTTP / (e') in-process",
+           e.requests_per_s * BATCH_MESSAGES / in_process_per_s, "target >= 0.50")
+    _ratio("(e) p99 / p50 at 64 connections", e.p99_ms / e.p50_ms,
+           f"target <= 5; socket errors {e.socket_errors} (target 0)")
+    show("(f) batch 100 x 100 B, SYNC_MASTER + slave", f, None, "",
+         messages_per_request=BATCH_MESSAGES)
+    _show_redis("Redis XADD + WAIT 1, single (redis-py)", redis_single)
+    row("(c) SYNC_MASTER single / Redis single", c.requests_per_s, "req/s",
+        redis_single.requests_per_s, "target >= 0.60")
+    _show_redis("Redis 100 x XADD + WAIT 1, pipelined", redis_batch)
+    row("(f) SYNC_MASTER batch / Redis batch", f.requests_per_s * BATCH_MESSAGES, "msgs/s",
+        redis_batch.messages_per_s, "target >= 1.00")
+
+
+def _ratio(name: str, value: float, target: str) -> None:
+    print(f"  {name:<44} {value:14.2f} {'ratio':<8}  {target}")
+
+
+def _show_redis(name: str, load: RedisLoad) -> None:
+    row(name, load.messages_per_s, "msgs/s")
+    print(f"  {'':<44} p50 {load.p50_ms:7.2f} ms   p99 {load.p99_ms:7.2f} ms"
+          f"   WAIT short of 1 replica: {load.errors}")
 
 
 if __name__ == "__main__":
