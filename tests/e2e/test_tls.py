@@ -32,8 +32,12 @@ def test_produce_and_consume_over_https(master: BrokerProcess) -> None:
     put = master.client.post("/v1/topics/Secure/messages",
                              json={"body": "over tls", "queue_id": 0})
     assert put.status_code == 201, put.text
-    page = master.get_json("/v1/topics/Secure/queues/0/messages", offset=0)
-    assert [base64.b64decode(m["body"]) for m in page["messages"]] == [b"over tls"]
+
+    def bodies() -> list[bytes]:  # a 201 is stored; the consume queue follows by dispatch
+        page = master.get_json("/v1/topics/Secure/queues/0/messages", offset=0)
+        return [base64.b64decode(m["body"]) for m in page["messages"]]
+
+    wait_for(lambda: bodies() == [b"over tls"], what="the message readable over https")
 
 
 def test_plain_http_and_unverified_clients_get_nothing(master: BrokerProcess,
