@@ -30,6 +30,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from app.lag import queue_lag
 from app.latency import LatencyHistogram
 
 if TYPE_CHECKING:
@@ -153,8 +154,7 @@ def _consumer_lag(broker: Broker) -> tuple[Metric, Metric, int]:
         total = 0
         for queue_id, (low, high) in zip(queue_ids, _queue_bounds(broker, topic, queue_ids),
                                          strict=True):
-            start = max(by_queue.get(queue_id, low), low)
-            total += max(0, high - start)
+            total += queue_lag(low, high, by_queue.get(queue_id))
         lag.add_metric([group, topic], total)
         offsets.add_metric([group, topic], sum(by_queue.values()))
     return lag, offsets, max(0, len(pairs) - SERIES_MAX)

@@ -13,19 +13,7 @@ if have_postgres; then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_postgres.sh: apt-get not found; install the PostgreSQL server another way" >&2
-    exit 1
-fi
-
-as_root=""
-if [ "$(id -u)" -ne 0 ]; then
-    as_root="sudo"
-fi
-
-# noninteractive: no prompts from debconf; the package's own cluster is never started here.
-$as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-$as_root env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+# The package's own cluster is never started here.
+sh "$(dirname "$0")/apt_install.sh" postgresql
 
 have_postgres

@@ -11,6 +11,7 @@ from app.broker import Broker
 from app.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
 from app.errors import ApiError
 from app.gateway import Gateway
+from app.lag import queue_lag
 from app.openapi import problem_responses
 from app.schemas import (
     TOPIC_PATTERN,
@@ -186,7 +187,6 @@ def _queue_ids(broker: Broker, topic: str) -> list[int]:
 def _queue_lag(broker: Broker, topic: str, queue_id: int, committed: int | None) -> QueueLag:
     bounds = broker.store.queue_offset_range(topic, queue_id)
     low, high = bounds if bounds is not None else (0, 0)
-    start = low if committed is None else max(committed, low)
     return QueueLag(topic=topic, queue_id=queue_id, broker_offset=high,
                     consumer_offset=-1 if committed is None else committed,
-                    lag=max(0, high - start))
+                    lag=queue_lag(low, high, committed))
