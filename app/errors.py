@@ -29,7 +29,7 @@ class ProblemKind:
 
 
 PROBLEMS: dict[str, ProblemKind] = {
-    # -- put statuses (store.PutMessageStatus); the four stored ones are successes ----------------
+    # -- put statuses (store.PutMessageStatus); the five stored ones are successes ----------------
     "PUT_OK": ProblemKind(201, "Stored"),
     "FLUSH_DISK_TIMEOUT": ProblemKind(202, "Stored, but the flush to disk timed out"),
     "FLUSH_SLAVE_TIMEOUT": ProblemKind(202, "Stored, but the slave did not confirm in time"),
@@ -41,6 +41,9 @@ PROBLEMS: dict[str, ProblemKind] = {
     "CREATE_MAPPED_FILE_FAILED": ProblemKind(507, "The broker could not create a log file"),
     "UNKNOWN_ERROR": ProblemKind(500, "The broker failed to store the message"),
     "IN_SYNC_REPLICAS_NOT_ENOUGH": ProblemKind(503, "Not enough in-sync replicas"),
+    "COMMIT_INDETERMINATE": ProblemKind(
+        202, "Appended on the DLedger leader, not committed in time: it may still commit or be "
+             "lost"),
     # -- gateway codes ---------------------------------------------------------------------------
     "MALFORMED_JSON": ProblemKind(400, "The request body is not valid JSON"),
     "VALIDATION_FAILED": ProblemKind(400, "The request does not match the API schema"),
@@ -65,6 +68,10 @@ PROBLEMS: dict[str, ProblemKind] = {
     "LONG_POLL_BUSY": ProblemKind(429, "Too many reads wait already; retry later",
                                   RETRY_AFTER_S),
     "NOT_A_MASTER": ProblemKind(503, "This broker is a slave; write to the master"),
+    # DLedger mode: the body names the leader (leader_id, leader_http_address) when one is known.
+    "NOT_LEADER": ProblemKind(503, "This member is not the DLedger leader; write to the leader",
+                              RETRY_AFTER_S),
+    "TRANSFER_REFUSED": ProblemKind(409, "The leadership transfer was refused"),
     "NOT_READY": ProblemKind(503, "The broker is not ready"),
     "INTERNAL_ERROR": ProblemKind(500, "Internal error"),
     "SNAPSHOT_RUNNING": ProblemKind(409, "A snapshot export is already running"),

@@ -29,6 +29,9 @@ from pydantic_settings import (
 )
 
 from ha import HAConfig
+from ha.dledger.host_config import HostConfig
+from ha.dledger.peers import Peer, parse_peers
+from ha.dledger.transport import TransportConfig
 from store import BrokerRole, ConfigError, FlushDiskType, StoreConfig
 from store.metadata import sqlite_database_url
 from store.paths import StorePaths
@@ -37,6 +40,8 @@ CONFIG_FILE_VARIABLE = "TWINLOG_CONFIG_FILE"
 GIB = 1 << 30
 MIB = 1 << 20
 KIB = 1 << 10
+
+_HOST = HostConfig()  # the DLedger host's defaults, in ms
 
 _config_file: ContextVar[Path | None] = ContextVar("twinlog_config_file", default=None)
 
@@ -78,6 +83,13 @@ def _compact_tokens(text: str) -> dict[str, list[str]]:
             raise ValueError(f"auth_tokens: expected token:scope+scope, got {entry!r}")
         tokens[token] = _split(scopes, "+")
     return tokens
+
+
+class ReplicationMode(enum.StrEnum):
+    """How a broker replicates: classic master/slave (ha/), or a DLedger group (ha/dledger/)."""
+
+    CLASSIC = "classic"
+    DLEDGER = "dledger"
 
 
 class SettingsError(ValueError):
@@ -218,6 +230,52 @@ class Settings(BaseSettings):
                                           "reconnecting to its master")
     ha_connect_timeout_ms: int = Field(3000, description="a slave's TCP connect timeout to its "
                                        "master")
+    # -- DLedger mode (docs/dledger.md, "Running a DLedger group") -----------------------------
+    replication_mode: ReplicationMode = Field(
+        ReplicationMode.CLASSIC, description="classic (broker_role: master/slave over the HA "
+        "port) or dledger (a Raft group of dledger_peers elects its leader; broker_role and "
+        "the ha_* settings are not used)")
+    dledger_group: str = Field("default", min_length=1, max_length=64,
+                               pattern=r"^[A-Za-z0-9_.-]+$",
+                               description="the DLedger group's name (bound into the peer "
+                                           "handshake: members of another group are refused)")
+    dledger_self_id: str | None = Field(None, description="this member's id, one of "
+                                        "dledger_peers (required in dledger mode)")
+    dledger_peers: str | None = Field(
+        None, description="every member's DLedger port as DLedger writes it: "
+                          "n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913")
+    dledger_http_peers: str | None = Field(
+        None, description="every member's HTTP gateway, same ids and format "
+                          "(n0-127.0.0.1:8080;...): a follower names the leader's in its 503 "
+                          "and pulls metadata from it")
+    dledger_secret: str | None = Field(None, description="shared secret of the group's peer "
+                                       "port (mutual authentication, every frame tagged); "
+                                       "required unless dledger_allow_unauthenticated")
+    dledger_allow_unauthenticated: bool = Field(False, description="run the DLedger port "
+                                                "open (anyone who reaches it can vote and "
+                                                "push entries)")
+    dledger_listen_fd: int | None = Field(
+        None, ge=0, description="a bound TCP socket inherited from the parent to serve the "
+                                "DLedger port on (tests, supervisors); default: bind this "
+                                "member's address in dledger_peers")
+    dledger_tick_ms: int = Field(_HOST.tick_ms, description="the DLedger loop's tick; every "
+                                 "time below is rounded up to whole ticks")
+    dledger_election_timeout_ms: int = Field(
+        _HOST.election_timeout_ms, description="a follower that heard no leader for a random "
+        "time in [this, 2 x this) starts an election; the leader's check-quorum window")
+    dledger_heartbeat_interval_ms: int = Field(_HOST.heartbeat_interval_ms, description="an "
+                                               "idle leader pushes a heartbeat this often")
+    dledger_push_timeout_ms: int = Field(_HOST.push_timeout_ms, description="an unanswered "
+                                         "push is sent again after this")
+    dledger_quorum_deadline_ms: int = Field(
+        _HOST.quorum_deadline_ms, description="a produce not committed by a quorum within this "
+        "answers 202 COMMIT_INDETERMINATE (it may still commit, or be lost)")
+    dledger_transfer_catchup_ms: int = Field(
+        _HOST.transfer_catchup_ms, description="a leadership transfer whose target is not "
+        "caught up within this is refused (NOT_CAUGHT_UP)")
+    dledger_pending_appends_max: int = Field(
+        _HOST.pending_appends_max, ge=1, le=1_000_000,
+        description="produces waiting for a quorum at once; past it 429 OS_PAGE_CACHE_BUSY")
     # -- slave metadata sync -------------------------------------------------------------------
     master_http_address: str | None = Field(None, description="http://host:port of the "
                                             "master's gateway; a SLAVE pulls topics, groups "
@@ -339,7 +397,27 @@ class Settings(BaseSettings):
         # The store and HA configs validate themselves; build them now so they fail here.
         self.to_store_config()
         self.to_ha_config()
+        if self.replication_mode is ReplicationMode.DLEDGER:
+            self._check_dledger()
         return self
+
+    def _check_dledger(self) -> None:
+        if self.broker_role is BrokerRole.SLAVE:
+            raise ValueError("broker_role: a DLedger member is not a SLAVE (the group elects "
+                             "its leader; leave broker_role at its default)")
+        for name in ("dledger_self_id", "dledger_peers", "dledger_http_peers"):
+            if not getattr(self, name):
+                raise ValueError(f"{name}: required when replication_mode is dledger")
+        peers = self.dledger_peer_list
+        http_peers = self.dledger_http_peer_list
+        if [peer.node_id for peer in peers] != [peer.node_id for peer in http_peers]:
+            raise ValueError("dledger_http_peers: must name the ids of dledger_peers, in the "
+                             f"same order (got {self.dledger_http_peers!r})")
+        if self.dledger_self_id not in {peer.node_id for peer in peers}:
+            raise ValueError(f"dledger_self_id: {self.dledger_self_id!r} is not one of the ids "
+                             f"of dledger_peers ({self.dledger_peers!r})")
+        # The secret is checked when the transport is built (twinlog serve), as ha_secret is.
+        self.to_dledger_host_config()
 
     # -- derived configs -------------------------------------------------------------------------
 
@@ -406,6 +484,53 @@ class Settings(BaseSettings):
             raise SettingsError(str(error)) from error
 
     @property
+    def dledger_peer_list(self) -> tuple[Peer, ...]:
+        try:
+            return parse_peers(self.dledger_peers or "")
+        except ConfigError as error:
+            raise SettingsError(f"dledger_peers: {error}") from error
+
+    @property
+    def dledger_http_peer_list(self) -> tuple[Peer, ...]:
+        try:
+            return parse_peers(self.dledger_http_peers or "")
+        except ConfigError as error:
+            raise SettingsError(f"dledger_http_peers: {error}") from error
+
+    def dledger_http_urls(self) -> dict[str, str]:
+        """Member id -> its gateway's base URL (https when this broker serves TLS: a group
+        runs one scheme)."""
+        scheme = "https" if self.tls_cert is not None else "http"
+        return {peer.node_id: f"{scheme}://{peer.address}" for peer in self.dledger_http_peer_list}
+
+    def to_dledger_host_config(self) -> HostConfig:
+        try:
+            return HostConfig(
+                tick_ms=self.dledger_tick_ms,
+                election_timeout_ms=self.dledger_election_timeout_ms,
+                heartbeat_interval_ms=self.dledger_heartbeat_interval_ms,
+                push_timeout_ms=self.dledger_push_timeout_ms,
+                quorum_deadline_ms=self.dledger_quorum_deadline_ms,
+                transfer_catchup_ms=self.dledger_transfer_catchup_ms,
+                pending_appends_max=self.dledger_pending_appends_max,
+            )
+        except ConfigError as error:
+            raise SettingsError(str(error)) from error
+
+    def to_dledger_transport_config(self) -> TransportConfig:
+        assert self.dledger_self_id is not None
+        secret = self.dledger_secret.encode() if self.dledger_secret is not None else None
+        try:
+            return TransportConfig(
+                group=self.dledger_group, self_id=self.dledger_self_id,
+                peers=self.dledger_peer_list, secret=secret,
+                allow_unauthenticated=self.dledger_allow_unauthenticated,
+                # A push holds up to 1 MiB of entries, or one largest record (with properties).
+                frame_bytes_max=max(8 * MIB, self.message_size_max_bytes + 2 * MIB))
+        except ConfigError as error:
+            raise SettingsError(str(error)) from error
+
+    @property
     def metadata_database_url(self) -> str:
         if self.database_url:
             return self.database_url
@@ -417,10 +542,12 @@ class Settings(BaseSettings):
 
     def public_view(self) -> dict[str, Any]:
         """The settings that matter to an operator, without secrets (for /admin/broker)."""
-        hidden = {"auth_tokens", "ha_secret", "master_auth_token", "database_url"}
+        hidden = {"auth_tokens", "ha_secret", "master_auth_token", "database_url",
+                  "dledger_secret"}
         view = self.model_dump(mode="json", exclude=hidden)
         view["auth"] = "open" if self.auth_open else f"{len(self.auth_tokens)} token(s)"
         view["ha_secret_set"] = self.ha_secret is not None
+        view["dledger_secret_set"] = self.dledger_secret is not None
         return view
 
 

@@ -18,6 +18,9 @@ class PutMessageStatus(enum.Enum):
     OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
     IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    # DLedger mode: appended on the leader, but no quorum confirmed it by the deadline (or the
+    # leader stepped down meanwhile): it may still commit, or be lost (indeterminate).
+    COMMIT_INDETERMINATE = "COMMIT_INDETERMINATE"
 
     @property
     def is_stored(self) -> bool:
@@ -31,6 +34,7 @@ _STORED = frozenset(
         PutMessageStatus.FLUSH_DISK_TIMEOUT,
         PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
         PutMessageStatus.SLAVE_NOT_AVAILABLE,
+        PutMessageStatus.COMMIT_INDETERMINATE,
     }
 )
 

@@ -22,6 +22,8 @@ class AppendStatus(enum.Enum):
     LEADER_PENDING_FULL = "LEADER_PENDING_FULL"  # refused, nothing appended
     # refused, nothing appended: leadership is being handed over, retry on the new leader
     LEADER_TRANSFERRING = "LEADER_TRANSFERRING"
+    # refused, nothing appended: the leader's disk refused the entry (the host's answer)
+    DISK_ERROR = "DISK_ERROR"
     WAIT_QUORUM_ACK_TIMEOUT = "WAIT_QUORUM_ACK_TIMEOUT"  # indeterminate
     LEADERSHIP_LOST = "LEADERSHIP_LOST"  # indeterminate (DLedger's TERM_CHANGED 501)
 

@@ -81,6 +81,8 @@ PUT_ANSWERS = {
     PutMessageStatus.CREATE_MAPPED_FILE_FAILED: 507,
     PutMessageStatus.UNKNOWN_ERROR: 500,
     PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: 503,
+    # DLedger mode: appended on the leader, its commit unknown (may still commit or be lost).
+    PutMessageStatus.COMMIT_INDETERMINATE: 202,
 }
 
 
@@ -94,9 +96,9 @@ def test_each_put_status_has_its_http_status(
 
 
 def test_only_the_busy_answer_asks_to_retry_later() -> None:
-    """Retry-After goes with the busy answers only (OS_PAGE_CACHE_BUSY, TOO_MANY_CONNECTIONS
-    and LONG_POLL_BUSY); WWW-Authenticate with 401 only."""
-    busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY"}
+    """Retry-After goes with the busy answers (OS_PAGE_CACHE_BUSY, TOO_MANY_CONNECTIONS,
+    LONG_POLL_BUSY) and a DLedger follower's NOT_LEADER only; WWW-Authenticate with 401 only."""
+    busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY", "NOT_LEADER"}
     for code, kind in PROBLEMS.items():
         headers = dict(render(ApiError(code, "d")).headers)
         assert (b"retry-after" in headers) is (code in busy), code

@@ -127,3 +127,47 @@ def test_bad_structured_text_names_the_setting(name: str, text: str) -> None:
     """Structured text that does not parse, or parses to a bad value, names its setting."""
     with pytest.raises(SettingsError, match=name):
         load_settings(**{name: text})
+
+
+DLEDGER_PEERS = "n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913"
+DLEDGER_HTTP_PEERS = "n0-127.0.0.1:8080;n1-127.0.0.1:8081;n2-127.0.0.1:8082"
+
+
+def test_dledger_settings_from_toml_env_and_flags(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """DLedger mode is configured like every other setting: TOML, TWINLOG_* and flags; its
+    times become the host's config and the peers keep DLedger's string format."""
+    config = tmp_path / "twinlog.toml"
+    config.write_text(f'replication_mode = "dledger"\ndledger_peers = "{DLEDGER_PEERS}"\n'
+                      f'dledger_http_peers = "{DLEDGER_HTTP_PEERS}"\n'
+                      'dledger_quorum_deadline_ms = 900\n')
+    monkeypatch.setenv("TWINLOG_DLEDGER_SELF_ID", "n1")
+    monkeypatch.setenv("TWINLOG_DLEDGER_SECRET", "group-secret")
+    arguments = build_parser().parse_args(["serve", "--set", "dledger_election_timeout_ms=800"])
+    settings = load_settings(config, **_serve_overrides(arguments))
+    assert [peer.port for peer in settings.dledger_peer_list] == [20911, 20912, 20913]
+    assert settings.dledger_http_urls()["n2"] == "http://127.0.0.1:8082"
+    host = settings.to_dledger_host_config()
+    assert (host.quorum_deadline_ms, host.election_timeout_ms) == (900, 800)
+    transport = settings.to_dledger_transport_config()
+    assert (transport.self_id, transport.secret) == ("n1", b"group-secret")
+    assert "dledger_secret" not in settings.public_view()
+
+
+@pytest.mark.parametrize(("overrides", "named"), [
+    ({}, "dledger_self_id"),
+    ({"dledger_self_id": "n7"}, "dledger_self_id"),
+    ({"dledger_self_id": "n0", "dledger_peers": "n0-h:1;n0-h:2"}, "dledger_peers"),
+    ({"dledger_self_id": "n0", "dledger_http_peers": "n0-h:1;n2-h:2;n1-h:3"},
+     "dledger_http_peers"),
+    ({"dledger_self_id": "n0", "broker_role": "SLAVE", "master_http_address": "http://m:1",
+      "ha_master_address": "m:1"}, "broker_role"),
+    ({"dledger_self_id": "n0", "dledger_heartbeat_interval_ms": 700}, "heartbeat_interval_ms"),
+])
+def test_bad_dledger_settings_name_the_setting(overrides: dict[str, Any], named: str) -> None:
+    """A DLedger member without its id, with peers that do not parse or do not match, as a
+    SLAVE, or with times the host refuses, fails naming the setting."""
+    settings: dict[str, Any] = {"replication_mode": "dledger", "dledger_peers": DLEDGER_PEERS,
+                                "dledger_http_peers": DLEDGER_HTTP_PEERS, **overrides}
+    with pytest.raises(SettingsError, match=named):
+        load_settings(**settings)
