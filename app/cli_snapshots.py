@@ -50,7 +50,11 @@ def _export(arguments: argparse.Namespace) -> int:
 def _report(arguments: argparse.Namespace) -> int:
     from jobs.snapshot_report import main as report_main
 
-    return report_main([*arguments.paths, "--out", arguments.out, "--master", arguments.master])
+    options = [*arguments.paths, "--out", arguments.out, "--master", arguments.master]
+    for flag, value in (("--from", arguments.time_from), ("--to", arguments.time_to)):
+        if value is not None:
+            options += [flag, value]
+    return report_main([*options, *(["--incremental"] if arguments.incremental else [])])
 
 
 def add_commands(commands: Any) -> None:
@@ -69,4 +73,11 @@ def add_commands(commands: Any) -> None:
     report.add_argument("paths", nargs="+", help="snapshot roots or snapshot directories")
     report.add_argument("--out", required=True, help="report directory")
     report.add_argument("--master", default="local[*]", help="Spark master")
+    report.add_argument("--from", dest="time_from", default=None,
+                        help="messages stored at or after this ISO time (no zone: UTC); only "
+                             "the files of its hours are read")
+    report.add_argument("--to", dest="time_to", default=None,
+                        help="messages stored before this ISO time (no zone: UTC)")
+    report.add_argument("--incremental", action="store_true",
+                        help="read only the snapshots OUT has not reported yet (state in OUT)")
     report.set_defaults(handler=_report)

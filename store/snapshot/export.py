@@ -1,7 +1,9 @@
 """Export a commit-log range `[from, to)` as a Parquet snapshot (pyarrow), in bounded memory.
 
-Layout of one snapshot directory:
-  messages/topic=<topic>/part-NNNNN.parquet   the records (body optional), by topic
+Layout of one snapshot directory (schema 3; schema 1 and 2 had no store_hour level):
+  messages/topic=<topic>/store_hour=<YYYYMMDDHH>/part-NNNNN.parquet
+                                              the records (body optional), by topic and by
+                                              the UTC hour of their store timestamp
   metadata/<table>.parquet                    topics, groups, consumer and delay offsets
   replication/diff_samples.parquet            the diff samples kept since the last snapshot
   _manifest.json                              id, range, counts, schema version
@@ -28,10 +30,11 @@ import shutil
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,7 @@ BATCH_ROWS_MIN = 4096  # a topic's rows are buffered until there are that many .
 BATCH_BYTES_MIN = 2 * 1024 * 1024  # ... or that many bytes of log
 BUFFERED_BYTES_MAX = 32 * 1024 * 1024
 OPEN_WRITERS_MAX = 64
+MS_PER_HOUR = 3_600_000
 WRITES_PENDING_MAX = 2  # decoded windows waiting for the writer thread, at most
 # Columns whose values rarely repeat: no dictionary encoding (it would be tried, then dropped).
 _UNIQUE_COLUMNS = ("commit_log_offset", "queue_offset", "body")
@@ -227,17 +231,9 @@ class _MessageWriter:
             rows = window.batch.slice(group.begin, group.end - group.begin)
             topic = group.topic
             self.topic_counts[topic] = self.topic_counts.get(topic, 0) + rows.num_rows
-            buffered = self._buffers.pop(topic, None) or _Buffered()
-            self._buffered_bytes -= buffered.log_bytes
-            if (buffered.rows + rows.num_rows >= BATCH_ROWS_MIN
-                    or buffered.log_bytes + group.log_bytes >= BATCH_BYTES_MIN):
-                self._write(topic, [*buffered.batches, rows])
-                continue
-            buffered.batches.append(_compact(rows))  # a copy: nothing of the window is kept
-            buffered.rows += rows.num_rows
-            buffered.log_bytes += group.log_bytes
-            self._buffers[topic] = buffered
-            self._buffered_bytes += buffered.log_bytes
+            for hour, hour_rows, log_bytes in _by_store_hour(rows, group.log_bytes):
+                self._add_rows(f"topic={_escape(topic)}/store_hour={hour}", hour_rows,
+                               log_bytes)
         self.count += window.count
         self.body_bytes += window.body_bytes
         if self._buffered_bytes >= BUFFERED_BYTES_MAX:
@@ -245,28 +241,42 @@ class _MessageWriter:
                 self._write(name, self._buffers.pop(name).batches)
             self._buffered_bytes = 0
 
-    def _write(self, topic: str, batches: list[pa.RecordBatch]) -> None:
-        writer = self._writers.get(topic)
+    def _add_rows(self, partition: str, rows: pa.RecordBatch, log_bytes: int) -> None:
+        """A partition's rows written, or buffered until it has enough."""
+        buffered = self._buffers.pop(partition, None) or _Buffered()
+        self._buffered_bytes -= buffered.log_bytes
+        if (buffered.rows + rows.num_rows >= BATCH_ROWS_MIN
+                or buffered.log_bytes + log_bytes >= BATCH_BYTES_MIN):
+            self._write(partition, [*buffered.batches, rows])
+            return
+        buffered.batches.append(_compact(rows))  # a copy: nothing of the window is kept
+        buffered.rows += rows.num_rows
+        buffered.log_bytes += log_bytes
+        self._buffers[partition] = buffered
+        self._buffered_bytes += buffered.log_bytes
+
+    def _write(self, partition: str, batches: list[pa.RecordBatch]) -> None:
+        writer = self._writers.get(partition)
         if writer is None:
             if len(self._writers) >= OPEN_WRITERS_MAX:
                 oldest = next(iter(self._writers))
                 self._writers.pop(oldest).close()
-            part = self._parts.get(topic, 0)
-            self._parts[topic] = part + 1
-            directory = self._directory / f"topic={_escape(topic)}"
+            part = self._parts.get(partition, 0)
+            self._parts[partition] = part + 1
+            directory = self._directory / partition
             directory.mkdir(parents=True, exist_ok=True)
             # The bodies are binary views; without the Arrow schema in the file, readers
             # take the Parquet schema, which is MESSAGE_SCHEMA's (binary) exactly.
             writer = pq.ParquetWriter(directory / f"part-{part:05d}.parquet", DECODED_SCHEMA,
                                       store_schema=False, **_PARQUET_OPTIONS)
-            self._writers[topic] = writer
+            self._writers[partition] = writer
         views = [batch if batch.schema.equals(DECODED_SCHEMA) else batch.cast(DECODED_SCHEMA)
                  for batch in batches]
         writer.write_table(pa.Table.from_batches(views, DECODED_SCHEMA))
 
     def close(self) -> None:
-        for topic in list(self._buffers):
-            self._write(topic, self._buffers.pop(topic).batches)
+        for partition in list(self._buffers):
+            self._write(partition, self._buffers.pop(partition).batches)
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
@@ -284,6 +294,28 @@ class _Buffered:
 def _compact(rows: pa.RecordBatch) -> pa.RecordBatch:
     """The rows copied into arrays of their own (a slice shares its window's buffers)."""
     return materialize(rows).take(pa.array(np.arange(rows.num_rows)))
+
+
+def store_hour(timestamp_ms: int) -> int:
+    """The UTC hour of a store timestamp as YYYYMMDDHH: readable, and ordered like time."""
+    moment = datetime.fromtimestamp(timestamp_ms // 1000, UTC)
+    return int(moment.strftime("%Y%m%d%H"))
+
+
+def _by_store_hour(rows: pa.RecordBatch,
+                   log_bytes: int) -> Iterator[tuple[int, pa.RecordBatch, int]]:
+    """A topic's rows split into runs of one store hour (slices: the bodies stay views), each
+    with its log bytes. Store timestamps follow the log, so a window's rows almost always
+    fall in one hour and are passed on whole; a clock set back only makes more runs."""
+    hours = rows.column("store_timestamp_ms").to_numpy() // MS_PER_HOUR
+    if (hours == hours[0]).all():
+        yield store_hour(int(hours[0]) * MS_PER_HOUR), rows, log_bytes
+        return
+    sizes = rows.column("size_bytes").to_numpy()
+    bounds = [0, *(np.flatnonzero(hours[1:] != hours[:-1]) + 1).tolist(), len(hours)]
+    for begin, end in zip(bounds, bounds[1:], strict=False):
+        yield (store_hour(int(hours[begin]) * MS_PER_HOUR), rows.slice(begin, end - begin),
+               int(sizes[begin:end].sum()))
 
 
 def _escape(topic: str) -> str:

@@ -18,8 +18,9 @@ from store.paths import offset_to_name
 log = logging.getLogger(__name__)
 
 # 2: `msg_id` gave way to `store_host` (msg_id = hex(store_host + commit_log_offset)).
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = frozenset({1, 2})
+# 3: messages partitioned by store hour too (messages/topic=.../store_hour=YYYYMMDDHH/).
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = frozenset({1, 2, 3})
 MANIFEST_NAME = "_manifest.json"
 SNAPSHOT_PREFIX = "snapshot-"
 TEMP_PREFIX = ".tmp-"

@@ -20,6 +20,7 @@ from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
 from tests.store.conftest import small_config, wait_dispatched
 from tests.support.child_lines import ChildLines
+from tests.support.report_tables import report_tables as _tables
 from tests.support.spark_cluster import SPARK_HOME, SparkCluster, environment
 
 pyspark = pytest.importorskip("pyspark")
@@ -166,17 +167,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         yield started.start()
     finally:
         started.stop()
-
-
-def _tables(out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every table of a report directory as sorted rows."""
-    import pyarrow.parquet as pq
-
-    tables = {}
-    for name in ("topics", "group_topics", "top_keys", "consumer_lag", "replication_lag"):
-        rows = pq.read_table(out / name).to_pylist()
-        tables[name] = sorted(rows, key=lambda row: sorted(map(str, row.items())))
-    return tables
 
 
 @pytest.mark.timeout(900)  # five JVMs; minutes on a loaded 2-core machine

@@ -327,8 +327,44 @@ def test_buffered_rows_and_writer_eviction(open_store: OpenStore, tmp_path: Path
     rows = _exported_rows(tmp_path / "out")
     assert manifest.message_count == len(rows) == 600
     (snapshot, _), = find_snapshots(tmp_path / "out")
-    parts = sorted(snapshot.glob("messages/topic=*/part-*.parquet"))
+    parts = sorted(snapshot.glob("messages/topic=*/store_hour=*/part-*.parquet"))
     assert len(parts) > 3  # evicted writers: topics written to more than one part
     for part in parts:
         offsets = pq.read_table(part, columns=["commit_log_offset"]).column(0)
         assert offsets.to_pylist() == sorted(offsets.to_pylist())
+
+
+HOUR_MS = 3_600_000
+
+
+def test_messages_are_partitioned_by_topic_and_store_hour(open_store: OpenStore,
+                                                          tmp_path: Path) -> None:
+    """Each record lands in messages/topic=T/store_hour=YYYYMMDDHH of its topic and of its
+    store timestamp's UTC hour, every record once; the manifest says schema 3."""
+    from tests.support.store_clock import store_clock
+
+    store = open_store(data_dir=tmp_path / "data")
+    start_ms = 1_795_000_000_000 - 1_795_000_000_000 % HOUR_MS  # 2026-11-18T11:00Z
+    with store_clock(start_ms) as clock:
+        for index in range(300):
+            clock.now_ms = start_ms + (index // 100) * HOUR_MS + index % 100
+            store.put_message(Message(f"Snap{index % 2}", b"x" * 50))
+    wait_dispatched(store)
+    manifest = export_snapshot(ExportRequest(store.config.data_dir, tmp_path / "out"))
+    assert manifest.schema_version == 3 and manifest.message_count == 300
+    (snapshot, _), = find_snapshots(tmp_path / "out")
+    seen: Counter[tuple[str, str]] = Counter()
+    for part in snapshot.glob("messages/topic=*/store_hour=*/part-*.parquet"):
+        table = pq.read_table(part, columns=["store_timestamp_ms"])
+        topic, hour = part.parent.parent.name[6:], part.parent.name[11:]
+        for stamp in table.column(0).to_pylist():
+            assert store_hour_of(stamp) == hour
+            seen[(topic, hour)] += 1
+    assert seen == {(f"Snap{t}", h): 50 for t in (0, 1)
+                    for h in ("2026111811", "2026111812", "2026111813")}
+
+
+def store_hour_of(timestamp_ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y%m%d%H")
