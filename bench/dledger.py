@@ -1,7 +1,9 @@
-"""DLedger append throughput in-process, each figure next to its baseline from the same run.
+"""DLedger throughput and failover, each figure next to its baseline from the same run.
 
-    python bench/dledger.py            # 5 s per case
-    python bench/dledger.py --quick    # 1 s per case
+    python bench/dledger.py                      # 5 s per case, 10 failovers, 60 s quiet
+    python bench/dledger.py --quick              # 1 s per case, 3 failovers, 5 s quiet
+    python bench/dledger.py --cases quiet --quiet-s 300     # the issue's 5-minute count
+    python bench/dledger.py --cases sync-master --profile   # where the leader's time goes
 
 1. The bare node (baseline): three DLedgerNodes wired directly in one thread, messages
    delivered in FIFO order, every write durable at once; 64 appends kept in flight. This is
@@ -9,18 +11,35 @@
 2. Three DLedgerServers (host loop + peer transport on loopback, in-memory storage) in this
    process, 64 appends kept in flight through the leader's `append`; authenticated (every frame
    tagged) and open (allow_unauthenticated), so the price of the tags shows in the same run.
+3. The broker's log against SYNC_MASTER (issue 11's target, >= 0.6): three store-backed
+   members (StoredDLedgerStorage: commit log, entry index, fsync per group commit), the
+   leader in this process and each follower in its own process (bench/dledger_member.py), 64
+   producers' appends in flight, next to a SYNC_MASTER MessageStore with one live slave
+   process and 64 asyncio producers (bench/ha_replication.py), 100-byte bodies, both over
+   authenticated links. Each process is given its own listener (bound here, inherited).
+   SYNC_MASTER with SYNC_FLUSH too: DLedger fsyncs on every member before it acknowledges,
+   the classic default (ASYNC_FLUSH) never does. --profile prints the leader host's profile.
+4. Failover (bench/dledger_failover.py): kill -9 of the leader's process to the first append
+   answered OK by the next leader, default timing, p50 and max over --failover-runs.
+5. Quiet group: elections after the first leader over --quiet-s seconds of an idle group.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import functools
+import os
+import pstats
 import random
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -28,6 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
+from bench.dledger_failover import failover_runs, quiet_elections, summary  # noqa: E402
+from bench.dledger_member import spawn_member, stop_member, stored_server  # noqa: E402
+from bench.ha_replication import SECRET as HA_SECRET  # noqa: E402
+from bench.ha_replication import put_rate  # noqa: E402
 from ha.dledger import (  # noqa: E402
     AppendResult,
     AppendStatus,
@@ -46,6 +69,11 @@ from ha.dledger import (  # noqa: E402
     TransportConfig,
 )
 from ha.dledger.actions import Action, Write  # noqa: E402
+from ha.dledger.host import DLedgerHost  # noqa: E402
+from ha.dledger.peers import format_peers  # noqa: E402
+from ha.dledger.stored_storage import StoredDLedgerStorage  # noqa: E402
+from store import BrokerRole, FlushDiskType  # noqa: E402
+from store import Message as StoreMessage  # noqa: E402
 
 IN_FLIGHT = 64
 PAYLOAD = b"x" * 100
@@ -118,6 +146,39 @@ def group_appends_per_s(duration_s: float, secret: bytes | None) -> tuple[float,
             server.stop()
 
 
+def stored_group_appends_per_s(root: Path,
+                                duration_s: float) -> tuple[float, float, float]:
+    """Appends/s, p50 and p99 ms through three store-backed members: the leader here, the
+    followers in child processes."""
+    listeners = [_listener() for _ in range(3)]
+    peers = tuple(Peer(f"n{i}", "127.0.0.1", listener.getsockname()[1])
+                  for i, listener in enumerate(listeners))
+    # The followers' election timeout is long so that this member leads.
+    children = [spawn_member(root / f"n{i}", f"n{i}", format_peers(peers), listeners[i],
+                             HA_SECRET, election_timeout_ms=60_000)
+                for i in (1, 2)]
+    leader = stored_server(root / "n0", "n0", format_peers(peers), listeners[0],
+                           HA_SECRET.encode(), HostConfig())
+    leader.start()
+    try:
+        _wait_leader([leader])
+        storage = leader.host._storage
+        assert isinstance(storage, StoredDLedgerStorage)
+        log = storage.log
+        message = StoreMessage("Bench", b"p000" * 25)
+
+        def encode() -> bytes:
+            encoded = log.encode(message)
+            assert isinstance(encoded, bytes), encoded
+            return encoded
+
+        return _drive(leader, duration_s, encode)
+    finally:
+        leader.stop()
+        for child in children:
+            stop_member(child)
+
+
 def _wait_leader(servers: list[DLedgerServer]) -> DLedgerServer:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -128,7 +189,8 @@ def _wait_leader(servers: list[DLedgerServer]) -> DLedgerServer:
     raise RuntimeError("no leader within 30 s")
 
 
-def _drive(leader: DLedgerServer, duration_s: float) -> tuple[float, float, float]:
+def _drive(leader: DLedgerServer, duration_s: float,
+           encode: Callable[[], bytes] = lambda: PAYLOAD) -> tuple[float, float, float]:
     """Keep IN_FLIGHT appends outstanding; each completion starts the next."""
     slots = threading.Semaphore(IN_FLIGHT)
     latencies_ms: list[float] = []
@@ -147,7 +209,7 @@ def _drive(leader: DLedgerServer, duration_s: float) -> tuple[float, float, floa
     while time.perf_counter() - started_at < duration_s:
         slots.acquire()
         began = time.perf_counter()
-        future = leader.host.append(lambda: PAYLOAD)
+        future = leader.host.append(encode)
         future.add_done_callback(functools.partial(finished, began))
         count += 1
     for _ in range(IN_FLIGHT):
@@ -162,8 +224,44 @@ def _drive(leader: DLedgerServer, duration_s: float) -> tuple[float, float, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    duration_s = 1.0 if parser.parse_args().quick else 5.0
+    parser.add_argument("--quick", action="store_true", help="1 s per case, 3 failover runs")
+    parser.add_argument("--cases", default="appends,sync-master,failover,quiet",
+                        help="comma-separated: appends, sync-master, failover, quiet")
+    parser.add_argument("--failover-runs", type=int, default=10)
+    parser.add_argument("--quiet-s", type=float, default=60.0,
+                        help="idle period for the election count (the issue asks 300)")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile the DLedger leader's host thread in sync-master")
+    arguments = parser.parse_args()
+    duration_s = 1.0 if arguments.quick else 5.0
+    cases = set(arguments.cases.split(","))
+    print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+    if "appends" in cases:
+        appends(duration_s)
+    if "sync-master" in cases:
+        versus_sync_master(duration_s, arguments.profile)
+    root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
+    try:
+        if "failover" in cases:
+            runs = 3 if arguments.quick else arguments.failover_runs
+            header(f"failover: kill -9 of the leader process to the first OK append, {runs} runs")
+            timings = failover_runs(root / "failover", runs)
+            p50_s, max_s = summary(timings)
+            row("p50", p50_s * 1000, "ms", None, "<= 2000 ms")
+            row("max", max_s * 1000, "ms")
+            print("    runs (ms): " + ", ".join(f"{t * 1000:.0f}" for t in timings))
+        if "quiet" in cases:
+            quiet_s = 5.0 if arguments.quick else arguments.quiet_s
+            header(f"quiet group: elections after the first leader over {quiet_s:.0f} s idle")
+            elections, changes = quiet_elections(root / "quiet", quiet_s)
+            row("elections after the first", elections, "", None, "0")
+            row("leader changes", changes, "", None, "0")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
+
+
+def appends(duration_s: float) -> None:
     header(f"DLedger appends, 3 members, {IN_FLIGHT} in flight, {len(PAYLOAD)} B payloads")
     bare = bare_node_appends_per_s(duration_s)
     row("bare node (simulated network, baseline)", bare, "appends/s")
@@ -172,6 +270,49 @@ def main() -> None:
         per_s, p50_ms, p99_ms = group_appends_per_s(duration_s, secret)
         row(name, per_s, "appends/s", bare)
         print(f"    latency p50 {p50_ms:.2f} ms, p99 {p99_ms:.2f} ms")
+
+
+def versus_sync_master(duration_s: float, profile: bool) -> None:
+    header(f"DLedger (3 stored members) vs SYNC_MASTER, {IN_FLIGHT} producers, 100 B bodies")
+    root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
+    # About as many puts as the DLedger case makes in duration_s on an idle machine.
+    count_per_producer = max(50, int(duration_s * 60))
+    try:
+        sync_rate, sync_p50, sync_p99 = put_rate(root / "async", BrokerRole.SYNC_MASTER,
+                                                 count_per_producer)
+        row("SYNC_MASTER, ASYNC_FLUSH (baseline)", sync_rate, "msgs/s")
+        print(f"    latency p50 {sync_p50:.2f} ms, p99 {sync_p99:.2f} ms")
+        flushed_rate, flushed_p50, flushed_p99 = put_rate(
+            root / "sync", BrokerRole.SYNC_MASTER, count_per_producer,
+            flush_disk_type=FlushDiskType.SYNC_FLUSH)
+        row("SYNC_MASTER, SYNC_FLUSH", flushed_rate, "msgs/s", sync_rate)
+        print(f"    latency p50 {flushed_p50:.2f} ms, p99 {flushed_p99:.2f} ms")
+        profiler = _profile_hosts() if profile else None
+        per_s, p50_ms, p99_ms = stored_group_appends_per_s(root / "dledger", duration_s)
+        row("DLedger, leader + 2 follower processes", per_s, "msgs/s", sync_rate,
+            ">= 0.60 of SYNC_MASTER")
+        row("  vs SYNC_MASTER, SYNC_FLUSH", per_s, "msgs/s", flushed_rate)
+        print(f"    latency p50 {p50_ms:.2f} ms, p99 {p99_ms:.2f} ms")
+        if profiler is not None:
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _profile_hosts() -> cProfile.Profile:
+    """cProfile every round of the DLedger hosts of this process (the leader, here)."""
+    profiler = cProfile.Profile()
+    run_once = DLedgerHost.run_once
+
+    def profiled(host: DLedgerHost) -> float:
+        profiler.enable()
+        try:
+            return run_once(host)
+        finally:
+            profiler.disable()
+
+    DLedgerHost.run_once = profiled  # type: ignore[method-assign]
+    return profiler
 
 
 if __name__ == "__main__":

@@ -30,7 +30,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
 from ha import HAConfig, Replication  # noqa: E402
-from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConfig  # noqa: E402
+from store import (  # noqa: E402
+    BrokerRole,
+    FlushDiskType,
+    Message,
+    MessageStore,
+    PutMessageStatus,
+    StoreConfig,
+)
 
 MIB = 1 << 20
 FILE_SIZE_BYTES = 256 * MIB
@@ -51,10 +58,12 @@ print(total, flush=True)
 """
 
 
-def _master(root: Path, role: BrokerRole,
-            secret: str | None = SECRET) -> tuple[MessageStore, Replication]:
+def _master(root: Path, role: BrokerRole, secret: str | None = SECRET,
+            flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH,
+            ) -> tuple[MessageStore, Replication]:
     store = MessageStore(StoreConfig(data_dir=root, broker_role=role,
-                                     mapped_file_size_bytes=FILE_SIZE_BYTES))
+                                     mapped_file_size_bytes=FILE_SIZE_BYTES,
+                                     flush_disk_type=flush_disk_type))
     store.start()
     replication = Replication(HAConfig(broker_role=role, ha_listen_port=0, ha_secret=secret,
                                        ha_allow_unauthenticated=secret is None), store)
@@ -194,11 +203,12 @@ async def _produce(store: MessageStore, count_per_producer: int,
 
 
 def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
-             producers: int = PRODUCERS,
-             secret: str | None = SECRET) -> tuple[float, float, float]:
+             producers: int = PRODUCERS, secret: str | None = SECRET,
+             flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH,
+             ) -> tuple[float, float, float]:
     """(msgs/s, p50 ms, p99 ms) with `producers` asyncio producers."""
-    name = f"{role.value}-{producers}-{'auth' if secret else 'open'}"
-    store, replication = _master(root / f"puts-{name}", role, secret)
+    name = f"{role.value}-{producers}-{'auth' if secret else 'open'}-{flush_disk_type.value}"
+    store, replication = _master(root / f"puts-{name}", role, secret, flush_disk_type)
     child = None
     try:
         if role is BrokerRole.SYNC_MASTER:

@@ -1,0 +1,97 @@
+"""One store-backed DLedger member in its own process, for bench/dledger.py: the follower
+side of the SYNC_MASTER comparison (the classic bench runs its slave in a process too).
+
+    python bench/dledger_member.py DATA_DIR SELF_ID PEERS LISTENER_FD [--secret S]
+        [--election-timeout-ms N]
+
+The listener is bound by the parent and inherited (pass_fds). Prints READY once started and
+stops cleanly at the end of stdin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ha.dledger import DLedgerServer, TransportConfig  # noqa: E402
+from ha.dledger.host_config import HostConfig  # noqa: E402
+from ha.dledger.peers import parse_peers  # noqa: E402
+from ha.dledger.stored_storage import StoredDLedgerStorage  # noqa: E402
+from store import StoreConfig  # noqa: E402
+
+FILE_SIZE_BYTES = 256 << 20
+
+
+def stored_server(data_dir: Path, self_id: str, peers_text: str, listener: socket.socket,
+                  secret: bytes | None, host_config: HostConfig) -> DLedgerServer:
+    peers = parse_peers(peers_text)
+    storage = StoredDLedgerStorage(StoreConfig(data_dir=data_dir,
+                                               mapped_file_size_bytes=FILE_SIZE_BYTES))
+    transport = TransportConfig("bench", self_id, peers, secret,
+                                allow_unauthenticated=secret is None)
+    return DLedgerServer(transport, host_config, storage, listener,
+                         random.Random(self_id))
+
+
+def spawn_member(data_dir: Path, self_id: str, peers_text: str, listener: socket.socket,
+                 secret: str | None, election_timeout_ms: int | None = None,
+                 ) -> subprocess.Popen[str]:
+    """A member process on `listener` (inherited, then closed here), once it says READY."""
+    command = [sys.executable, str(Path(__file__)), str(data_dir), self_id, peers_text,
+               str(listener.fileno())]
+    if secret is not None:
+        command += ["--secret", secret]
+    if election_timeout_ms is not None:
+        command += ["--election-timeout-ms", str(election_timeout_ms)]
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT, pass_fds=(listener.fileno(),),
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    listener.close()
+    assert child.stdout is not None and child.stdout.readline().strip() == "READY"
+    return child
+
+
+def stop_member(child: subprocess.Popen[str]) -> None:
+    """End of stdin: the member stops cleanly; killed after 30 s."""
+    assert child.stdin is not None
+    child.stdin.close()
+    try:
+        child.wait(30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("self_id")
+    parser.add_argument("peers")
+    parser.add_argument("listener_fd", type=int)
+    parser.add_argument("--secret")
+    parser.add_argument("--election-timeout-ms", type=int,
+                        default=HostConfig().election_timeout_ms)
+    arguments = parser.parse_args()
+    listener = socket.socket(fileno=arguments.listener_fd)
+    secret = arguments.secret.encode() if arguments.secret else None
+    host_config = HostConfig(election_timeout_ms=arguments.election_timeout_ms)
+    server = stored_server(arguments.data_dir, arguments.self_id, arguments.peers, listener,
+                           secret, host_config)
+    server.start()
+    print("READY", flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
