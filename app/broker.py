@@ -16,10 +16,12 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from app.dledger_member import build_dledger, leader_http_address
 from app.idempotency import IdempotencyWindow, rebuild
-from app.settings import Settings
+from app.settings import ReplicationMode, Settings
 from app.slave_sync import SlaveSync
 from ha import Replication
+from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore
 from store.metadata import MetadataStore, TopicConfig
 
@@ -55,12 +57,18 @@ class Broker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.role = settings.broker_role
-        self.is_slave = settings.broker_role is BrokerRole.SLAVE
+        self._is_slave = settings.broker_role is BrokerRole.SLAVE
         # Where writes go while this broker is a slave; a demotion points them elsewhere.
         self.master_http_address = settings.master_http_address
         self.master_ha_address = settings.ha_master_address
         self._role_lock = threading.Lock()
-        self.store = MessageStore(settings.to_store_config())
+        # DLedger mode: the group member owns the write path and starts the store itself.
+        self.dledger: DLedgerCommitLog | None = None
+        if settings.replication_mode is ReplicationMode.DLEDGER:
+            self.dledger = build_dledger(settings)
+            self.store = self.dledger.store
+        else:
+            self.store = MessageStore(settings.to_store_config())
         self.metadata: MetadataStore | None = None
         self.replication: Replication | None = None
         self.slave_sync: SlaveSync | None = None
@@ -81,8 +89,7 @@ class Broker:
         self.state = BrokerState.STARTING
         settings = self.settings
         try:
-            report = self.store.start()
-            log.info("store recovered %s: %s", settings.data_dir, report)
+            self._start_store()
             self.metadata = MetadataStore(
                 settings.metadata_database_url,
                 auto_create_topics=settings.auto_create_topics,
@@ -94,9 +101,12 @@ class Broker:
             for topic in self.metadata.list_topics():
                 self.store.set_queue_count(topic.name, topic.write_queue_count)
             self.metadata.start()
-            self.replication = Replication(settings.to_ha_config(), self.store)
-            self.replication.start()
-            if self.is_slave:
+            if self.dledger is None:
+                self.replication = Replication(settings.to_ha_config(), self.store)
+                self.replication.start()
+            if self.dledger is not None:
+                rebuild(self.idempotency, self.store)
+            elif self.is_slave:
                 assert settings.master_http_address is not None
                 self._start_slave_sync(settings.master_http_address)
             else:
@@ -107,8 +117,22 @@ class Broker:
             raise
         self.started_at_ms = time.time_ns() // 1_000_000
         self.state = BrokerState.RUNNING
-        log.info("broker running: %s, HTTP %s:%d, data %s", self.role.value,
+        log.info("broker running: %s, HTTP %s:%d, data %s", self.describe_role(),
                  settings.http_host, settings.http_port, settings.data_dir)
+
+    def _start_store(self) -> None:
+        if self.dledger is None:
+            report = self.store.start()
+            log.info("store recovered %s: %s", self.settings.data_dir, report)
+            return
+        self.dledger.start()
+        log.info("store recovered %s: %s; DLedger member %s on port %d", self.settings.data_dir,
+                 self.dledger.storage.recovery, self.dledger.self_id, self.dledger.listen_port)
+
+    def describe_role(self) -> str:
+        if self.dledger is None:
+            return self.role.value
+        return f"DLedger {self.dledger.status().role} {self.dledger.self_id}"
 
     def stop(self) -> None:
         """Stop everything; a clean store shutdown removes the abort marker."""
@@ -132,7 +156,9 @@ class Broker:
             steps.append(self.replication.stop)
         if self.metadata is not None:
             steps.append(self.metadata.stop)
-        if self.store.state is Lifecycle.RUNNING:
+        if self.dledger is not None and self.dledger.is_started:
+            steps.append(self.dledger.stop)  # the store's clean shutdown is part of it
+        elif self.store.state is Lifecycle.RUNNING:
             steps.append(self.store.shutdown)
         errors: list[BaseException] = []
         for step in steps:
@@ -164,9 +190,9 @@ class Broker:
         if role is BrokerRole.SLAVE:
             raise RoleChangeRefused("promote to SYNC_MASTER or ASYNC_MASTER, not SLAVE")
         with self._role_lock:
-            if not self.is_running or not self.is_slave:
-                raise RoleChangeRefused(f"this broker is {self.role.value}, not a running "
-                                        "slave")
+            if not self.is_running or not self.is_slave or self.dledger is not None:
+                raise RoleChangeRefused(f"this broker is {self.describe_role()}, not a running "
+                                        "slave (a DLedger group elects its leader)")
             assert self.replication is not None and self.replication.client is not None
             link = self.replication.client.view()
             heard_ms = link.last_read_age_ms
@@ -183,7 +209,7 @@ class Broker:
                                          ha_master_address=None)
             self.replication = Replication(config, self.store)
             self.replication.start()
-            self.role, self.is_slave = role, False
+            self.role, self._is_slave = role, False
             rebuild(self.idempotency, self.store)
             assert self.replication.service is not None
             epoch = self.replication.service.epochs[-1]
@@ -195,16 +221,16 @@ class Broker:
         """Turn this master into a slave of another broker: pending replication waits fail,
         and the new master's epochs decide what of this log is kept."""
         with self._role_lock:
-            if not self.is_running or self.is_slave:
-                raise RoleChangeRefused(f"this broker is {self.role.value}, not a running "
-                                        "master")
+            if not self.is_running or self.is_slave or self.dledger is not None:
+                raise RoleChangeRefused(f"this broker is {self.describe_role()}, not a running "
+                                        "master (a DLedger group elects its leader)")
             config = dataclasses.replace(self.settings.to_ha_config(),
                                          broker_role=BrokerRole.SLAVE,
                                          ha_master_address=master_ha_address)
             assert self.replication is not None
             self.replication.stop()
             self.store.change_role(BrokerRole.SLAVE)
-            self.role, self.is_slave = BrokerRole.SLAVE, True
+            self.role, self._is_slave = BrokerRole.SLAVE, True
             self.master_ha_address = master_ha_address
             self.master_http_address = master_http_address
             self.replication = Replication(config, self.store)
@@ -215,6 +241,20 @@ class Broker:
     @property
     def is_running(self) -> bool:
         return self.state is BrokerState.RUNNING
+
+    @property
+    def is_slave(self) -> bool:
+        """Whether writes go elsewhere: a classic SLAVE, or a DLedger member that does not
+        lead now (its leader, if known, is `write_address()`)."""
+        if self.dledger is not None:
+            return not self.dledger.is_leader
+        return self._is_slave
+
+    def write_address(self) -> str | None:
+        """The HTTP address writes go to: the master's, or the current DLedger leader's."""
+        if self.dledger is not None:
+            return leader_http_address(self.settings, self.dledger.status().leader_id)
+        return self.master_http_address
 
     @property
     def metadata_store(self) -> MetadataStore:

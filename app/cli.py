@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import logging
 import signal
+import socket
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -65,6 +66,7 @@ SERVE_FLAGS = {
     "flush_disk_type": "flush_disk_type",
     "tls_cert": "tls_cert",
     "tls_key": "tls_key",
+    "dledger_listen_fd": "dledger_listen_fd",
 }
 
 
@@ -85,18 +87,31 @@ def _serve(arguments: argparse.Namespace) -> int:
     from app.fd_budget import FdBudgetError, fd_budget, raise_nofile_limit
     from app.http_server import build_server
     from app.main import create_app
-    from app.settings import SettingsError, load_settings
+    from app.settings import ReplicationMode, SettingsError, load_settings
 
     config_file = Path(arguments.config) if arguments.config else None
+    http_socket = _inherited_http_socket(arguments.http_listen_fd)
+    overrides = _serve_overrides(arguments)
+    if http_socket is not None:
+        # The gateway serves the inherited socket: its address is the one ids and logs name.
+        overrides["http_host"], overrides["http_port"] = http_socket.getsockname()[:2]
     try:
-        settings = load_settings(config_file, **_serve_overrides(arguments))
-        settings.to_ha_config().check_authentication()
+        settings = load_settings(config_file, **overrides)
+        if settings.replication_mode is ReplicationMode.DLEDGER:
+            settings.to_dledger_transport_config()  # the secret, or the open port by name
+        else:
+            settings.to_ha_config().check_authentication()
     except (SettingsError, ConfigError) as error:
         print(f"twinlog: invalid settings: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if settings.ha_secret is None:
+    if settings.replication_mode is ReplicationMode.DLEDGER:
+        if settings.dledger_secret is None:
+            logging.getLogger("twinlog").warning(
+                "THE DLEDGER PORT IS UNAUTHENTICATED (dledger_allow_unauthenticated is set): "
+                "anyone who reaches it can vote and push entries")
+    elif settings.ha_secret is None:
         logging.getLogger("twinlog").warning(
             "THE HA LINK IS UNAUTHENTICATED (ha_allow_unauthenticated is set): %s",
             "this slave applies whatever the peer at ha_master_address sends"
@@ -117,8 +132,17 @@ def _serve(arguments: argparse.Namespace) -> int:
     stop_signals: list[int] = []
     for stop_signal in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop_signal, lambda signum, _: stop_signals.append(signum))
-    server.run()
+    server.run(sockets=None if http_socket is None else [http_socket])
     return 0 if server.started else 3
+
+
+def _inherited_http_socket(fd: int | None) -> socket.socket | None:
+    """`--http-listen-fd N`: a bound TCP socket from the parent (family from the descriptor)."""
+    if fd is None:
+        return None
+    inherited = socket.socket(fileno=fd)
+    inherited.listen(2048)  # uvicorn's default backlog; listening twice is harmless
+    return inherited
 
 
 def _dev(arguments: argparse.Namespace) -> int:
@@ -202,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
     serve.add_argument("--port-file", help="once serving, write the bound HTTP and HA ports "
                                            "here as JSON (for --http-port 0 --ha-port 0)")
+    serve.add_argument("--http-listen-fd", type=int, metavar="FD",
+                       help="serve HTTP on this inherited, bound TCP socket (tests and "
+                            "supervisors bind first: every port known before start)")
+    serve.add_argument("--dledger-listen-fd", type=int, metavar="FD",
+                       help="the DLedger peer port on this inherited, bound TCP socket")
     serve.add_argument("--set", action="append", metavar="NAME=VALUE",
                        help="any other setting, e.g. --set slave_timeout_ms=1000")
     serve.set_defaults(handler=_serve)

@@ -42,6 +42,8 @@ class Gateway:
 
     def not_a_master(self, *, for_put: bool = False) -> ApiError:
         broker = self.broker
+        if broker is not None and broker.dledger is not None:
+            return not_leader(broker, for_put=for_put)
         http_address = broker.master_http_address if broker else self.settings.master_http_address
         ha_address = broker.master_ha_address if broker else self.settings.ha_master_address
         detail = f"this broker is a slave; send writes to {http_address or 'the master'}"
@@ -51,3 +53,18 @@ class Gateway:
             error = from_put_status(PutMessageStatus.SERVICE_NOT_AVAILABLE, detail,
                                     **error.extra)
         return error
+
+
+def not_leader(broker: Broker, *, for_put: bool = False) -> ApiError:
+    """A DLedger follower's 503: the leader's id and gateway when one is known (clients
+    resend there), with Retry-After (an election takes about a second)."""
+    assert broker.dledger is not None
+    leader_id = broker.dledger.status().leader_id
+    http_address = broker.write_address()
+    where = (f"send writes to the leader {leader_id} at {http_address}" if http_address
+             else "no leader is known yet (an election is running); retry")
+    detail = f"this member ({broker.dledger.self_id}) is not the DLedger leader; {where}"
+    return ApiError("NOT_LEADER", detail,
+                    put_status=PutMessageStatus.SERVICE_NOT_AVAILABLE if for_put else None,
+                    leader_id=leader_id, leader_http_address=http_address,
+                    master_http_address=http_address)

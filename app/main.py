@@ -28,7 +28,7 @@ from app.broker import Broker
 from app.errors import ApiError, code_for_http_status, from_metadata_error, render
 from app.gateway import Gateway
 from app.gc_tuning import tuned_gc
-from app.routes import admin, consume, groups, health, messages, produce, topics, ui
+from app.routes import admin, consume, dledger, groups, health, messages, produce, topics, ui
 from app.settings import Settings, load_settings
 from app.snapshots import PeriodicSnapshots, Snapshots
 from store.metadata import MetadataError
@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
     produce.install(app)
     routers = (consume.router, messages.router, topics.router, groups.router, admin.router,
-               health.router, ui.router)
+               dledger.router, health.router, ui.router)
     for router in routers:
         app.include_router(router)
     app.body_guard = BodyGuard(app, routers)

@@ -42,6 +42,7 @@ _BODY_EXAMPLES: dict[str, Any] = {
     "admin-ha-promote": {"role": "SYNC_MASTER", "force": False},
     "admin-ha-demote": {"master_ha_address": "10.0.0.2:10912",
                         "master_http_address": "http://10.0.0.2:8080"},
+    "admin-dledger-transfer-leadership": {"target_id": "n1"},
 }
 
 _TOPIC = {"name": "Orders", "read_queue_count": 4, "write_queue_count": 4, "permission": 6,
@@ -66,6 +67,16 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
         "listen_address": "127.0.0.1:10912", "epoch": 2, "authenticated": True,
         "connection_count": 0, "master_max_offset": 668, "in_sync_slave_count": 0,
         "slaves_needed": 1, "slaves": [], "rejected": []}, "slave": None},
+    "admin-dledger": {
+        "self_id": "n0", "group": "default", "role": "LEADER", "term": 1, "leader_id": "n0",
+        "leader_http_address": "http://127.0.0.1:8080",
+        "leader_dledger_address": "127.0.0.1:20911", "committed_index": 2, "end_index": 2,
+        "committed_offset": 97, "max_offset": 97, "pending_appends": 0,
+        "inbox_dropped_count": 0, "last_error": None, "peers": [
+            {"peer_id": "n1", "dledger_address": "127.0.0.1:20912",
+             "http_address": "http://127.0.0.1:8081", "match_index": 2, "lag_entries": 0,
+             "lag_bytes": 0, "inflight_pushes": 0, "dispatcher_state": "COMMIT",
+             "last_contact_ms_ago": 4}]},
     "admin-broker": {"role": "ASYNC_MASTER", "flush_disk_type": "ASYNC_FLUSH",
                      "versions": {"twinlog": "0.1.0"},
                      "metadata_schema_revision": "f80ccc51dad8",

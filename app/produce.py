@@ -33,6 +33,7 @@ from app.schemas import (
     ProduceBatch,
     ProduceMessage,
 )
+from ha.dledger.commit_log import DLedgerPut
 from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
 from store.metadata import MetadataError
 from store.record import PROPERTY_KEYS, PROPERTY_TAGS
@@ -260,9 +261,19 @@ async def put_one(broker: Broker, message: Message, key: str | None) -> Answer:
 
 
 async def _put(broker: Broker, message: Message) -> tuple[PutMessageResult, PutMessageStatus]:
+    if broker.dledger is not None:
+        return await _dledger_put(broker.dledger.put(message))
     result, completion = broker.store.put_message(message)
     status = completion.result() if completion.is_done else await completion
     return result, status
+
+
+async def _dledger_put(put: DLedgerPut) -> tuple[PutMessageResult, PutMessageStatus]:
+    """Answered only once the member decides: committed, refused, or indeterminate after the
+    quorum deadline (the host bounds the wait, ha/dledger/put_status.py)."""
+    if not put.future.done():
+        await asyncio.wrap_future(put.future)
+    return put.outcome()
 
 
 def _answer(topic: str, result: PutMessageResult, status: PutMessageStatus) -> Answer:
@@ -361,6 +372,10 @@ async def _put_many(broker: Broker, messages: list[Message]
                     ) -> list[tuple[PutMessageResult, PutMessageStatus]]:
     if not messages:
         return []
+    if broker.dledger is not None:
+        # Each entry its own append, all in flight at once (the host batches them per round).
+        dledger = broker.dledger
+        return [await _dledger_put(put) for put in [dledger.put(m) for m in messages]]
     pairs = broker.store.put_messages(messages)
     first = pairs[0][0].status
     if first in _REQUEST_LEVEL_REFUSALS and all(result.status is first for result, _ in pairs):

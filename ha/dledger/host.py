@@ -53,6 +53,7 @@ from ha.dledger.member import Role
 from ha.dledger.messages import Message
 from ha.dledger.node import DLedgerNode
 from ha.dledger.storage import DLedgerStorage
+from ha.dledger.stored_log import EntryWriteError, StoredLog
 from store.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -254,7 +255,14 @@ class DLedgerHost(ServiceThread):
             self._fail(event.request_id, error)
             return []
         self._in_node.add(event.request_id)
-        return node.client_append(event.request_id, payload)
+        try:
+            return node.client_append(event.request_id, payload)
+        except EntryWriteError as error:
+            # The log wrote nothing of it (stored_log.py) and the node had not yet recorded
+            # the entry: refused, the member goes on (a disk that recovers takes the next).
+            log.error("dledger: %s refused append %d: %s", self.self_id, event.request_id,
+                      error)
+            return [CompleteAppend(event.request_id, AppendStatus.DISK_ERROR, 0, 0)]
 
     def _run_due_ticks(self, node: DLedgerNode) -> None:
         now_ms = self._clock_ms()
@@ -315,11 +323,27 @@ class DLedgerHost(ServiceThread):
         assert node is not None
         peers = tuple(
             PeerSample.of(peer_id, node.dispatchers.get(peer_id), node.log.last_index,
-                          self._last_contact_ms.get(peer_id))
+                          self._last_contact_ms.get(peer_id), _lag_bytes(node, peer_id))
             for peer_id in node.peer_ids)
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
                                   node.commit_index, node.log.last_index, len(self._futures),
                                   peers, self.last_error)
+
+
+def _lag_bytes(node: DLedgerNode, peer_id: str) -> int | None:
+    """Commit-log bytes the leader holds past the peer's match (a store-backed log only; None
+    when unknown: not the leader, or the match is below the log's base)."""
+    dispatcher = node.dispatchers.get(peer_id)
+    stored = node.log
+    if dispatcher is None or not isinstance(stored, StoredLog):
+        return None
+    if dispatcher.match_index < stored.base_index:
+        return None
+    end = stored.end_position
+    match_end = stored.end_of(dispatcher.match_index)
+    if end < 0 or match_end < 0:
+        return 0 if end == match_end else None
+    return end - match_end
 
 
 def _resolved(future: Future[AppendResult], status: AppendStatus) -> Future[AppendResult]:

@@ -14,6 +14,7 @@ class PeerStatus:
     # The leader's view of the peer; None on a member that is not the leader.
     match_index: int | None
     lag_entries: int | None
+    lag_bytes: int | None  # commit-log bytes past the match (a store-backed log only)
     inflight_pushes: int | None
     dispatcher_state: str | None
     last_contact_ms_ago: int | None  # since a message from the peer reached this host
@@ -24,21 +25,23 @@ class PeerSample:
     peer_id: str
     match_index: int | None
     lag_entries: int | None
+    lag_bytes: int | None
     inflight_pushes: int | None
     dispatcher_state: str | None
     last_contact_ms: float | None  # on the host's clock
 
     @staticmethod
     def of(peer_id: str, dispatcher: EntryDispatcher | None, last_index: int,
-           last_contact_ms: float | None) -> PeerSample:
+           last_contact_ms: float | None, lag_bytes: int | None = None) -> PeerSample:
         if dispatcher is None:
-            return PeerSample(peer_id, None, None, None, None, last_contact_ms)
+            return PeerSample(peer_id, None, None, None, None, None, last_contact_ms)
         return PeerSample(peer_id, dispatcher.match_index, last_index - dispatcher.match_index,
-                          dispatcher.inflight_count, dispatcher.state.value, last_contact_ms)
+                          lag_bytes, dispatcher.inflight_count, dispatcher.state.value,
+                          last_contact_ms)
 
     def view(self, now_ms: float) -> PeerStatus:
         ago_ms = None if self.last_contact_ms is None else int(now_ms - self.last_contact_ms)
-        return PeerStatus(self.peer_id, self.match_index, self.lag_entries,
+        return PeerStatus(self.peer_id, self.match_index, self.lag_entries, self.lag_bytes,
                           self.inflight_pushes, self.dispatcher_state, ago_ms)
 
 

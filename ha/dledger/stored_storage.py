@@ -26,11 +26,17 @@ INDEX_ENTRIES_PER_FILE = 1 << 20  # 40 MiB index files: about a million entries 
 
 class StoredDLedgerStorage:
     def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK,
-                 index_entries_per_file: int = INDEX_ENTRIES_PER_FILE) -> None:
+                 index_entries_per_file: int = INDEX_ENTRIES_PER_FILE,
+                 store: MessageStore | None = None) -> None:
+        """`store`: a commit-limited MessageStore built (not started) by the caller, so that a
+        broker holds its store from construction; `open()` starts it. Default: built here."""
+        assert store is None or store.commit_limit is not None, \
+            "a DLedger store must be commit-limited"
         self._config = config
         self._disk = disk
         self._paths = StorePaths(config.data_dir)
         self._index_entries_per_file = index_entries_per_file
+        self._given_store = store
         self._store: MessageStore | None = None
         self._index: EntryIndex | None = None
         self._log: StoredLog | None = None
@@ -55,7 +61,7 @@ class StoredDLedgerStorage:
 
     def open(self) -> tuple[HardState, StoredLog]:
         assert self._store is None, "open() twice"
-        store = MessageStore(self._config, self._disk, commit_limited=True)
+        store = self._given_store or MessageStore(self._config, self._disk, commit_limited=True)
         store.start()
         try:
             self._paths.dledger_index_dir.mkdir(parents=True, exist_ok=True)

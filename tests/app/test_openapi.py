@@ -28,7 +28,7 @@ OPERATION_IDS = {
     "commit-consumer-offset", "get-consumer-lag", "admin-diff", "admin-ha", "admin-broker",
     "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",
     "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "admin-create-snapshot",
-    "admin-ha-promote", "admin-ha-demote",
+    "admin-ha-promote", "admin-ha-demote", "admin-dledger", "admin-dledger-transfer-leadership",
     "healthz", "readyz", "metrics",
 }
 

@@ -5,11 +5,9 @@ and handed on, so another process cannot take it first."""
 from __future__ import annotations
 
 import os
-import signal
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +17,10 @@ import httpx
 import pytest
 
 from app.port_file import read_port_file
+from tests.support.processes import terminate, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
 
 # Fast heartbeats and reconnects, small files, a short slave timeout and sync interval.
 FAST_SETTINGS: dict[str, Any] = {
@@ -39,16 +37,6 @@ FAST_SETTINGS: dict[str, Any] = {
     "disk_max_used_ratio": 0.95,  # retention must not follow the host's disk use
     "ha_secret": "test-ha-secret",
 }
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0,
-             what: str = "condition") -> None:
-    """Poll `condition` until it holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.02)
 
 
 @dataclass
@@ -139,19 +127,7 @@ class BrokerProcess:
 
     def stop(self) -> int:
         """SIGTERM, then SIGKILL after a bounded wait; returns the exit code."""
-        process = self.process
-        if process is None:
-            return 0
-        if process.poll() is None:
-            process.send_signal(signal.SIGCONT)  # in case a test paused it
-            process.terminate()
-        try:
-            return process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise AssertionError(
-                f"{self.name} did not stop on SIGTERM:\n{self.log()}") from None
+        return terminate(self.process, self.name, self.log)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

@@ -1,0 +1,101 @@
+"""DLedger admin: `GET /admin/dledger` and `POST /admin/dledger/transfer-leadership`.
+
+The view reads the snapshot the host publishes every round (ha/dledger/host_status.py), so it
+never waits on a busy member. A broker in classic mode answers 404 on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+
+from app.broker import Broker
+from app.deps import BrokerDep, GatewayDep, requires
+from app.dledger_schemas import (
+    DLedgerPeerView,
+    DLedgerView,
+    TransferLeadershipRequest,
+    TransferLeadershipView,
+)
+from app.errors import ApiError
+from app.gateway import not_leader
+from app.openapi import problem_responses
+from app.settings import Scope
+from ha.dledger.actions import TransferStatus
+from ha.dledger.commit_log import DLedgerCommitLog
+
+router = APIRouter(prefix="/admin/dledger", tags=["admin"],
+                   responses=problem_responses(401, 403, 404, 503))
+
+# Refusals that leave this member the leader: a conflict with the group's state.
+_REFUSED = frozenset({TransferStatus.NOT_MEMBER, TransferStatus.TARGET_IS_SELF,
+                      TransferStatus.IN_PROGRESS, TransferStatus.NOT_CAUGHT_UP,
+                      TransferStatus.TIMEOUT})
+# The host answers within the catch-up time plus an election timeout; past this, a bug.
+_TRANSFER_MARGIN_S = 5.0
+
+
+def member_of(broker: Broker) -> DLedgerCommitLog:
+    if broker.dledger is None:
+        raise ApiError("NOT_FOUND", "this broker runs classic replication, not DLedger mode "
+                                    "(replication_mode)")
+    return broker.dledger
+
+
+@router.get("", dependencies=[requires(Scope.MONITOR)], operation_id="admin-dledger")
+def admin_dledger(broker: BrokerDep) -> DLedgerView:
+    """This member: role, term, leader (id and addresses), committed and end index; per peer
+    (on the leader) match index, lag in entries and bytes, pushes in flight, last contact."""
+    member = member_of(broker)
+    status = member.status()
+    settings = broker.settings
+    http_urls = settings.dledger_http_urls()
+    dledger_addresses = {peer.node_id: peer.address for peer in settings.dledger_peer_list}
+    leader_id = status.leader_id
+    return DLedgerView(
+        self_id=status.self_id, group=settings.dledger_group, role=status.role,
+        term=status.term, leader_id=leader_id,
+        leader_http_address=http_urls.get(leader_id) if leader_id else None,
+        leader_dledger_address=dledger_addresses.get(leader_id) if leader_id else None,
+        committed_index=status.committed_index, end_index=status.end_index,
+        committed_offset=broker.store.commit_limit or None,
+        max_offset=broker.store.max_offset, pending_appends=status.pending_appends,
+        inbox_dropped_count=status.inbox_dropped_count, last_error=status.last_error,
+        peers=[DLedgerPeerView(
+            peer_id=peer.peer_id, dledger_address=dledger_addresses[peer.peer_id],
+            http_address=http_urls[peer.peer_id], match_index=peer.match_index,
+            lag_entries=peer.lag_entries, lag_bytes=peer.lag_bytes,
+            inflight_pushes=peer.inflight_pushes, dispatcher_state=peer.dispatcher_state,
+            last_contact_ms_ago=peer.last_contact_ms_ago) for peer in status.peers])
+
+
+@router.post("/transfer-leadership", dependencies=[requires(Scope.ADMIN)],
+             operation_id="admin-dledger-transfer-leadership",
+             responses=problem_responses(409))
+async def admin_dledger_transfer_leadership(request: TransferLeadershipRequest,
+                                            gateway: GatewayDep) -> TransferLeadershipView:
+    """Hand leadership to `target_id` once it is caught up. 200 OK when the target took
+    over; 409 TRANSFER_REFUSED (`transfer_status`: NOT_MEMBER, TARGET_IS_SELF, IN_PROGRESS,
+    NOT_CAUGHT_UP, TIMEOUT) when this member stays the leader; 503 NOT_LEADER naming the
+    leader when this member does not lead (or lost its quorum meanwhile)."""
+    broker = gateway.running_broker()
+    member = member_of(broker)
+    host = member.server.host.config
+    wait_s = (host.transfer_catchup_ms + 2 * host.election_timeout_ms) / 1000
+    future = member.transfer_leadership(request.target_id)
+    try:
+        status = await asyncio.wait_for(asyncio.wrap_future(future),
+                                        wait_s + _TRANSFER_MARGIN_S)
+    except TimeoutError:
+        raise ApiError("INTERNAL_ERROR", "the DLedger member did not answer the transfer in "
+                                         "time; see its log") from None
+    if status in _REFUSED:
+        raise ApiError("TRANSFER_REFUSED", f"transfer to {request.target_id!r} refused: "
+                                           f"{status.value}", transfer_status=status.value)
+    if status is not TransferStatus.OK:
+        error = not_leader(broker)
+        error.extra["transfer_status"] = status.value
+        raise error
+    return TransferLeadershipView(status=status.value, target_id=request.target_id,
+                                  leader_id=member.status().leader_id)

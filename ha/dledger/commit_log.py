@@ -1,0 +1,122 @@
+"""DLedgerCommitLog: a broker's write path in DLedger mode (RocketMQ's DLedgerCommitLog).
+
+It owns one group member (ha/dledger/server.py: the peer transport and the host loop) over the
+broker's own store (StoredDLedgerStorage, commit-limited: reads, dispatch and snapshots stop
+at the committed position). A put is one host append: the record is encoded on the host
+thread at the log's end (StoredLog.encode), replicated, and answered once the node decides
+(committed, refused or indeterminate: ha/dledger/put_status.py). Nothing here blocks: a put
+returns a `DLedgerPut` whose future completes on the host thread.
+"""
+
+from __future__ import annotations
+
+import socket
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from ha.dledger.actions import TransferStatus
+from ha.dledger.host import AppendResult, HostState
+from ha.dledger.host_config import HostConfig
+from ha.dledger.host_status import HostStatus
+from ha.dledger.member import Role
+from ha.dledger.put_status import put_status_of
+from ha.dledger.server import DLedgerServer
+from ha.dledger.stored_storage import StoredDLedgerStorage
+from ha.dledger.transport import TransportConfig
+from store.message_store import MessageStore
+from store.record import Message, decode_head
+from store.status import PutMessageResult, PutMessageStatus
+
+# A record holds its body plus the topic and at most 32 KiB of properties and a fixed header.
+_RECORD_OVERHEAD_BYTES_MAX = 64 * 1024
+
+
+class RecordRefused(Exception):  # noqa: N818 (a refusal carried through the future)
+    """The leader refused to encode the message (StoredLog.encode): nothing was appended."""
+
+    def __init__(self, status: PutMessageStatus, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class DLedgerPut:
+    """One put in flight: `future` completes on the host thread; then `outcome()`."""
+
+    future: Future[AppendResult]
+    store_host: bytes
+    record: bytes | None = field(default=None)  # set by the encode, on the host thread
+
+    def outcome(self) -> tuple[PutMessageResult, PutMessageStatus]:
+        """The put's result and status; call once `future` is done."""
+        error = self.future.exception()
+        if isinstance(error, RecordRefused):
+            return PutMessageResult(error.status, detail=error.detail), error.status
+        if error is not None:
+            raise error
+        status, detail = put_status_of(self.future.result().status)
+        if not status.is_stored or self.record is None:
+            return PutMessageResult(status, detail=detail), status
+        head = decode_head(self.record)
+        return PutMessageResult(status, head.queue_id, head.queue_offset,
+                                head.commit_log_offset, head.total_size, self.store_host,
+                                detail), status
+
+
+class DLedgerCommitLog:
+    def __init__(self, store: MessageStore, transport_config: TransportConfig,
+                 host_config: HostConfig, listener: socket.socket) -> None:
+        """`store` is built commit-limited and not started (the member's storage starts it);
+        `listener` a bound socket for the member's DLedger port."""
+        self.store = store
+        self.storage = StoredDLedgerStorage(store.config, store=store)
+        entry_bytes_max = store.config.message_size_max_bytes + _RECORD_OVERHEAD_BYTES_MAX
+        self.server = DLedgerServer(transport_config, host_config, self.storage, listener,
+                                    entry_payload_bytes_max=entry_bytes_max)
+        self.self_id = transport_config.self_id
+        self._store_host = store.config.store_host_bytes
+
+    @property
+    def listen_port(self) -> int:
+        return self.server.transport.listen_port
+
+    def start(self) -> None:
+        """Recover the log (the store starts here), then join the group."""
+        try:
+            self.server.start()
+        except BaseException:
+            self.server.transport.stop()  # a failed recovery leaves no thread or port behind
+            raise
+
+    @property
+    def is_started(self) -> bool:
+        return self.server.host.state is HostState.RUNNING
+
+    def stop(self) -> None:
+        """Answer every pending put, leave the group, then close the store cleanly."""
+        self.server.stop()
+
+    def status(self) -> HostStatus:
+        return self.server.host.status()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.status().role == Role.LEADER.value
+
+    def put(self, message: Message) -> DLedgerPut:
+        put = DLedgerPut(Future(), self._store_host)
+        storage = self.storage
+
+        def encode() -> bytes:  # on the host thread, only while the log is open
+            encoded = storage.log.encode(message)
+            if isinstance(encoded, tuple):
+                raise RecordRefused(*encoded)
+            put.record = encoded
+            return encoded
+
+        put.future = self.server.host.append(encode)
+        return put
+
+    def transfer_leadership(self, target_id: str) -> Future[TransferStatus]:
+        return self.server.host.transfer_leadership(target_id)

@@ -1,0 +1,171 @@
+"""DLedger mode end to end: 3 real `twinlog serve` processes on loopback, ports bound by the
+test and passed as descriptors (tests/support/dledger_group.py)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.dledger_group import DLedgerGroup, Member, wait_for
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DLedgerGroup]:
+    started = DLedgerGroup(tmp_path_factory.mktemp("dledger"))
+    try:
+        started.start_all()
+        yield started
+    finally:
+        started.stop_all()
+
+
+def _followers(group: DLedgerGroup, leader: Member) -> list[Member]:
+    return [member for member in group.members.values() if member is not leader]
+
+
+def _bodies(member: Member, topic: str, queue_count: int = 4) -> list[str]:
+    bodies = []
+    for queue_id in range(queue_count):
+        response = member.client.get(f"/v1/topics/{topic}/queues/{queue_id}/messages",
+                                     params={"offset": 0, "max_messages": 500,
+                                             "body_encoding": "utf8"})
+        if response.status_code == 404:  # a topic this member's metadata does not hold yet
+            continue
+        assert response.status_code == 200, response.text
+        bodies += [message["body"] for message in response.json()["messages"]]
+    return sorted(bodies)
+
+
+def test_the_leader_takes_produces_and_answers_once_committed(group: DLedgerGroup) -> None:
+    """A leader is elected; single (JSON and raw) and batch produces answer 201 PUT_OK; the
+    messages are readable on the leader at once and on every follower after the commit."""
+    leader = group.wait_leader()
+    single = leader.client.post("/v1/topics/Orders/messages", json={"body": "one"})
+    assert single.status_code == 201, single.text
+    assert single.json()["status"] == "PUT_OK"
+    raw = leader.client.post("/v1/topics/Orders/messages", content=b"two",
+                             headers={"content-type": "application/octet-stream"})
+    assert raw.status_code == 201, raw.text
+    batch = leader.client.post("/v1/topics/Orders/messages:batch",
+                               json={"messages": [{"body": f"b{n}"} for n in range(5)]})
+    assert batch.status_code == 201, batch.text
+    assert [result["status"] for result in batch.json()["results"]] == ["PUT_OK"] * 5
+    expected = sorted(["one", "two", *[f"b{n}" for n in range(5)]])
+    assert _bodies(leader, "Orders") == expected
+    view = leader.dledger()
+    for follower in _followers(group, leader):
+        wait_for(lambda f=follower: f.dledger()["committed_index"] >= view["committed_index"],
+                 what=f"{follower.node_id} committed")
+        wait_for(lambda f=follower: _bodies(f, "Orders") == expected,
+                 what=f"{follower.node_id} reads the committed messages")
+
+
+def test_a_follower_answers_503_naming_the_leader(group: DLedgerGroup) -> None:
+    """A follower refuses a produce (single and batch) and a metadata write with 503
+    NOT_LEADER, naming the leader's id and HTTP address, with Retry-After."""
+    leader = group.wait_leader()
+    follower = _followers(group, leader)[0]
+    answers = [
+        follower.client.post("/v1/topics/Orders/messages", json={"body": "x"}),
+        follower.client.post("/v1/topics/Orders/messages:batch",
+                             json={"messages": [{"body": "x"}]}),
+        follower.client.post("/v1/topics", json={"name": "NewTopic"}),
+    ]
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        problem = answer.json()
+        assert problem["error_code"] == "NOT_LEADER"
+        assert (problem["leader_id"], problem["leader_http_address"]) == (
+            leader.node_id, leader.url)
+        assert answer.headers["retry-after"] == "1"
+    assert answers[0].json()["put_status"] == "SERVICE_NOT_AVAILABLE"
+
+
+def test_admin_dledger_shows_the_member_and_its_peers(group: DLedgerGroup) -> None:
+    """GET /admin/dledger: self id, role, term, leader id and addresses, committed and end
+    index, and on the leader per peer match index, lags, in-flight pushes, last contact."""
+    leader = group.wait_leader()
+    assert leader.client.post("/v1/topics/View/messages", json={"body": "v"}).status_code == 201
+    follower = _followers(group, leader)[0]
+
+    def caught_up() -> bool:
+        peers = leader.dledger()["peers"]
+        return all(peer["lag_entries"] == 0 and peer["lag_bytes"] == 0 for peer in peers)
+
+    wait_for(caught_up, what="every peer at the leader's end")
+    view = leader.dledger()
+    assert view["self_id"] == leader.node_id and view["role"] == "LEADER"
+    assert view["term"] >= 1 and view["leader_id"] == leader.node_id
+    assert view["leader_http_address"] == leader.url
+    assert view["leader_dledger_address"] == f"127.0.0.1:{leader.dledger_port}"
+    assert view["committed_index"] == view["end_index"] >= 2  # the no-op and a message
+    assert view["committed_offset"] == view["max_offset"] > 0
+    assert sorted(peer["peer_id"] for peer in view["peers"]) == sorted(
+        member.node_id for member in _followers(group, leader))
+    for peer in view["peers"]:
+        assert peer["match_index"] == view["end_index"]
+        assert peer["inflight_pushes"] >= 0 and peer["dispatcher_state"] is not None
+        assert 0 <= peer["last_contact_ms_ago"] < 5000
+    seen: dict[str, Any] = follower.dledger()
+    assert (seen["role"], seen["leader_id"], seen["term"]) == ("FOLLOWER", leader.node_id,
+                                                               view["term"])
+    assert all(peer["match_index"] is None for peer in seen["peers"])
+
+
+def test_reads_stop_at_the_committed_position(tmp_path: Path) -> None:
+    """With both followers paused, a produce on the leader answers 202 COMMIT_INDETERMINATE
+    after the quorum deadline; its record is in the leader's log past the committed offset,
+    and no read shows it."""
+    group = DLedgerGroup(tmp_path, dledger_quorum_deadline_ms=500,
+                         dledger_election_timeout_ms=3000, dledger_heartbeat_interval_ms=150)
+    try:
+        group.start_all()
+        leader = group.wait_leader()
+        assert leader.client.post("/v1/topics/Held/messages",
+                                  json={"body": "committed"}).status_code == 201
+        followers = _followers(group, leader)
+        for follower in followers:
+            assert follower.process is not None
+            follower.process.send_signal(signal.SIGSTOP)
+        try:
+            answer = leader.client.post("/v1/topics/Held/messages", json={"body": "held"})
+            assert answer.status_code == 202, answer.text
+            assert answer.json()["status"] == "COMMIT_INDETERMINATE"
+            view = leader.dledger()
+            assert view["end_index"] > view["committed_index"]
+            assert view["max_offset"] > view["committed_offset"]
+            assert _bodies(leader, "Held") == ["committed"]
+        finally:
+            for follower in followers:
+                assert follower.process is not None
+                follower.process.send_signal(signal.SIGCONT)
+    finally:
+        group.stop_all()
+
+
+def test_leadership_transfer_hands_over_or_says_why_not(group: DLedgerGroup) -> None:
+    """POST /admin/dledger/transfer-leadership: to a caught-up follower 200 OK and it leads;
+    to a stranger 409 NOT_MEMBER; asked of a follower 503 NOT_LEADER naming the leader."""
+    leader = group.wait_leader()
+    target = _followers(group, leader)[0]
+    stranger = leader.client.post("/admin/dledger/transfer-leadership",
+                                  json={"target_id": "n9"})
+    assert stranger.status_code == 409, stranger.text
+    assert (stranger.json()["error_code"], stranger.json()["transfer_status"]) == (
+        "TRANSFER_REFUSED", "NOT_MEMBER")
+    asked_of_follower = target.client.post("/admin/dledger/transfer-leadership",
+                                           json={"target_id": leader.node_id})
+    assert asked_of_follower.status_code == 503, asked_of_follower.text
+    assert asked_of_follower.json()["leader_id"] == leader.node_id
+    handed = leader.client.post("/admin/dledger/transfer-leadership",
+                                json={"target_id": target.node_id})
+    assert handed.status_code == 200, handed.text
+    assert handed.json()["status"] == "OK"
+    # The members' views are published once per host round: poll until all name the target.
+    wait_for(lambda: group.leader() is target, what=f"{target.node_id} leads")
+    assert target.client.post("/v1/topics/Moved/messages",
+                              json={"body": "m"}).status_code == 201

@@ -1,0 +1,109 @@
+"""DLedgerCommitLog, the broker's write path in DLedger mode, over a real store and a real
+peer port: a one-member group commits on its own, so each AppendStatus reaches the put."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ha.dledger.actions import AppendStatus
+from ha.dledger.commit_log import DLedgerCommitLog
+from ha.dledger.host_config import HostConfig
+from ha.dledger.peers import Peer
+from ha.dledger.put_status import PUT_STATUS_OF_APPEND, put_status_of
+from ha.dledger.stored_log import EntryWriteError
+from ha.dledger.transport import TransportConfig
+from store import BrokerRole, Message, MessageStore, PutMessageStatus
+from store.status import AppendRawStatus
+from tests.ha.dledger.stored import dledger_config
+from tests.store.conftest import wait_until
+
+HOST = HostConfig(tick_ms=10, election_timeout_ms=50, heartbeat_interval_ms=20)
+
+
+def test_every_append_status_has_a_put_status() -> None:
+    """Each AppendStatus maps to a PutMessageStatus: OK stored, the indeterminate ones
+    stored-but-unconfirmed (COMMIT_INDETERMINATE), every refusal not stored."""
+    assert set(PUT_STATUS_OF_APPEND) == set(AppendStatus)
+    for status in AppendStatus:
+        put_status, detail = put_status_of(status)
+        assert put_status.is_stored is (status is AppendStatus.OK or status.indeterminate)
+        assert (detail == "") is (status is AppendStatus.OK)
+    assert put_status_of(AppendStatus.LEADER_PENDING_FULL)[0] is \
+        PutMessageStatus.OS_PAGE_CACHE_BUSY
+
+
+@pytest.fixture
+def member(tmp_path: Path) -> Iterator[DLedgerCommitLog]:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    config = dataclasses.replace(dledger_config(tmp_path), broker_role=BrokerRole.SLAVE)
+    transport = TransportConfig("g", "n0", (Peer("n0", "127.0.0.1", port),),
+                                secret=b"a-group-secret")
+    started = DLedgerCommitLog(MessageStore(config, commit_limited=True), transport, HOST,
+                               listener)
+    started.start()
+    deadline = time.monotonic() + 10
+    while not started.is_leader:
+        assert time.monotonic() < deadline, "a one-member group elects itself"
+        time.sleep(0.01)
+    yield started
+    started.stop()
+
+
+def test_a_committed_put_answers_put_ok_with_its_position(member: DLedgerCommitLog) -> None:
+    """A put commits and its result names where the record is; the store reads it back."""
+    put = member.put(Message("T", b"hello", queue_id=1))
+    put.future.result(10)
+    result, status = put.outcome()
+    assert status is PutMessageStatus.PUT_OK
+    assert (result.queue_id, result.queue_offset, result.commit_log_offset) == (1, 0, 0)
+    assert result.wrote_bytes > 5 and result.msg_id
+    second = member.put(Message("T", b"again", queue_id=1))
+    second.future.result(10)
+    assert second.outcome()[0].commit_log_offset == result.wrote_bytes
+    limit = second.outcome()[0].end_offset
+    wait_until(lambda: member.store.dispatch.dispatched_offset >= limit)
+    found = member.store.get_messages("T", 1, 0, 10, max_bytes=1 << 20).messages
+    assert [message.body for message in found] == [b"hello", b"again"]
+
+
+def test_a_refused_record_is_a_put_status_and_appends_nothing(
+        member: DLedgerCommitLog) -> None:
+    """A message the leader cannot encode (queue id out of range) answers MESSAGE_ILLEGAL and
+    leaves the log as it was."""
+    end_before = member.status().end_index
+    put = member.put(Message("T", b"x", queue_id=500))
+    with pytest.raises(Exception):  # noqa: B017 (the future carries the refusal)
+        put.future.result(10)
+    result, status = put.outcome()
+    assert status is PutMessageStatus.MESSAGE_ILLEGAL and "queue_id" in result.detail
+    assert member.status().end_index == end_before
+
+
+def test_a_disk_that_refuses_the_entry_answers_disk_error(
+        member: DLedgerCommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry the disk refuses (EntryWriteError) answers DISK_ERROR, a 503 put status, and
+    the member goes on taking the next put."""
+    log = member.storage.log
+    real_append = log.append
+    refusals = [EntryWriteError(AppendRawStatus.STORE_NOT_WRITABLE, "injected")]
+
+    def append(entry: object) -> None:
+        if refusals:
+            raise refusals.pop()
+        real_append(entry)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log, "append", append)
+    refused = member.put(Message("T", b"lost", queue_id=0))
+    assert refused.future.result(10).status is AppendStatus.DISK_ERROR
+    assert refused.outcome()[1] is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    fine = member.put(Message("T", b"kept", queue_id=0))
+    assert fine.future.result(10).status is AppendStatus.OK
+    assert member.server.host.last_error is None
