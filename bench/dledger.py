@@ -34,6 +34,7 @@ import pstats
 import random
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import threading
@@ -47,10 +48,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
-from bench.dledger_failover import failover_runs, quiet_elections, summary  # noqa: E402
+from bench.dledger_failover import failover_runs, quiet_elections  # noqa: E402
 from bench.dledger_member import spawn_member, stop_member, stored_server  # noqa: E402
+from bench.dledger_serve import http_failover_runs, http_produce_loads  # noqa: E402
 from bench.ha_replication import SECRET as HA_SECRET  # noqa: E402
 from bench.ha_replication import put_rate  # noqa: E402
+from bench.http_produce import show  # noqa: E402
 from ha.dledger import (  # noqa: E402
     AppendResult,
     AppendStatus,
@@ -225,8 +228,10 @@ def _drive(leader: DLedgerServer, duration_s: float,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="1 s per case, 3 failover runs")
-    parser.add_argument("--cases", default="appends,sync-master,failover,quiet",
-                        help="comma-separated: appends, sync-master, failover, quiet")
+    parser.add_argument("--cases",
+                        default="appends,sync-master,http,failover,http-failover,quiet",
+                        help="comma-separated: appends, sync-master, http, failover, "
+                             "http-failover, quiet")
     parser.add_argument("--failover-runs", type=int, default=10)
     parser.add_argument("--quiet-s", type=float, default=60.0,
                         help="idle period for the election count (the issue asks 300)")
@@ -245,11 +250,18 @@ def main() -> None:
         if "failover" in cases:
             runs = 3 if arguments.quick else arguments.failover_runs
             header(f"failover: kill -9 of the leader process to the first OK append, {runs} runs")
-            timings = failover_runs(root / "failover", runs)
-            p50_s, max_s = summary(timings)
-            row("p50", p50_s * 1000, "ms", None, "<= 2000 ms")
-            row("max", max_s * 1000, "ms")
-            print("    runs (ms): " + ", ".join(f"{t * 1000:.0f}" for t in timings))
+            _print_timings(failover_runs(root / "failover", runs))
+        if "http" in cases:
+            header(f"HTTP produce under wrk (64 connections), {duration_s:.0f} s per case")
+            sync_master, dledger = http_produce_loads(root / "http", duration_s)
+            show("SYNC_MASTER, slave process (baseline)", sync_master, None)
+            show("DLedger leader, 3 serve processes", dledger, sync_master,
+                 ">= 0.60 of SYNC_MASTER")
+        if "http-failover" in cases:
+            runs = 3 if arguments.quick else arguments.failover_runs
+            header(f"failover of twinlog serve processes: kill -9 of the leader to the first "
+                   f"201, {runs} runs")
+            _print_timings(http_failover_runs(root / "http-failover", runs))
         if "quiet" in cases:
             quiet_s = 5.0 if arguments.quick else arguments.quiet_s
             header(f"quiet group: elections after the first leader over {quiet_s:.0f} s idle")
@@ -259,6 +271,12 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
+
+
+def _print_timings(timings: list[float]) -> None:
+    row("p50", statistics.median(timings) * 1000, "ms", None, "<= 2000 ms")
+    row("max", max(timings) * 1000, "ms")
+    print("    runs (ms): " + ", ".join(f"{t * 1000:.0f}" for t in timings))
 
 
 def appends(duration_s: float) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -167,6 +166,3 @@ def quiet_elections(root: Path, duration_s: float) -> tuple[int, int]:
     finally:
         group.stop()
 
-
-def summary(timings: list[float]) -> tuple[float, float]:
-    return statistics.median(timings), max(timings)
