@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from tests.e2e.conftest import log_bytes
 from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 from tests.support.tcp_proxy import TcpProxy
 
@@ -130,13 +131,6 @@ def _converged(group: DLedgerGroup, leader: Member) -> bool:
         and views[0]["end_index"] == views[0]["committed_index"]
 
 
-def _commit_log(member: Member, end_offset: int) -> bytes:
-    """A stopped member's commit log, [0, end_offset), read straight from its files."""
-    files = sorted((path for path in (member.data_dir / "commitlog").iterdir()
-                    if path.name.isdigit()), key=lambda path: int(path.name))
-    return b"".join(path.read_bytes() for path in files)[:end_offset]
-
-
 def _assert_byte_identical(group: DLedgerGroup, leader: Member) -> None:
     """Converged members stopped cleanly hold the same commit-log bytes up to the committed
     end (bytes past it on a deposed leader were truncated away: not compared)."""
@@ -145,7 +139,7 @@ def _assert_byte_identical(group: DLedgerGroup, leader: Member) -> None:
     assert committed_offset
     for node_id in group.members:
         group.stop(node_id)
-    logs = {node_id: _commit_log(member, committed_offset)
+    logs = {node_id: log_bytes(member.data_dir, committed_offset)
             for node_id, member in group.members.items()}
     assert len(logs[leader.node_id]) == committed_offset
     assert len(set(logs.values())) == 1, {node_id: len(log) for node_id, log in logs.items()}
