@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import httpx
-from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 
 from bench.http_produce import BODY_100, Load, broker, ensure_wrk, measure
+from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 
 TOPIC = "Failover"
 WAIT_S = 30.0
