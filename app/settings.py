@@ -315,6 +315,12 @@ class Settings(BaseSettings):
                                       "snapshots/ in data_dir")
     snapshot_interval_s: float = Field(0.0, ge=0, description="export a snapshot this often "
                                        "on a master; 0: only on request")
+    snapshot_export_bytes_per_s: int = Field(
+        0, ge=0, description="the export reads the log no faster than this (0: no budget), "
+        "so that produce keeps its throughput during an export on a busy broker")
+    snapshot_export_workers: int = Field(
+        1, ge=1, le=16, description="worker processes an export spreads its range over (1: "
+        "on the broker's thread); more make an export of an idle broker faster")
     snapshot_include_bodies: bool = Field(True, description="snapshots carry message bodies "
                                           "(false: the body column is null)")
     # -- process -------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ class Snapshots:
             metadata_rows=metadata_rows(broker.metadata_store),
             replication_samples=[asdict(sample) for sample in samples],
             log_files=HeldLogFiles(broker.store.commit_log.files),
+            bytes_per_s=settings.snapshot_export_bytes_per_s,
+            workers=settings.snapshot_export_workers,
         )
         try:
             manifest = export_snapshot(request)

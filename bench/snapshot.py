@@ -3,8 +3,14 @@
     python bench/snapshot.py            # N = 200,000 messages of 1 KiB
     python bench/snapshot.py --quick    # N = 20,000
 
-1. Export throughput (MB of commit log per second) next to a raw read of the same files.
-2. The Spark report's time for N and for 2N messages (one local[1] session, warmed up first).
+1. Export throughput (MB of commit log per second) on an idle machine, serial and spread over
+   worker processes, next to a raw read of the same files.
+2. Produce throughput (messages/s, in-process batches of 64) alone, then while an export of
+   the 2N log runs on another thread of the same process (as in the broker): without a
+   budget, with `--budget-mb-s`, and with the budget over 2 worker processes.
+3. The Spark report's time for N and for 2N messages on local[1] and on a standalone
+   cluster (a master and two 1-core workers on loopback), each session warmed up first.
+The load average is printed with the figures: on a shared machine they move with it.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,14 +35,15 @@ from store import Message, MessageStore, StoreConfig  # noqa: E402
 from store.snapshot import ExportRequest, export_snapshot  # noqa: E402
 
 MIB = 1 << 20
+PRODUCE_S = 4.0
+BODY = bytes(1024)
 
 
 def _store(data_dir: Path, count: int) -> MessageStore:
     store = MessageStore(StoreConfig(data_dir=data_dir, mapped_file_size_bytes=256 * MIB))
     store.start()
-    body = bytes(1024)
     for start in range(0, count, 512):
-        store.put_messages([Message(f"Topic{i % 4}", body, {"KEYS": f"k{i % 100}"})
+        store.put_messages([Message(f"Topic{i % 4}", BODY, {"KEYS": f"k{i % 100}"})
                             for i in range(start, min(count, start + 512))])
     return store
 
@@ -50,48 +59,143 @@ def raw_read_mb_s(data_dir: Path, log_end: int) -> float:
     return total / MIB / (time.perf_counter() - started)
 
 
+def _export_mb_s(data_dir: Path, out: Path, **options: Any) -> float:
+    started = time.perf_counter()
+    manifest = export_snapshot(ExportRequest(data_dir, out, **options))
+    return (manifest.range_to - manifest.range_from) / MIB / (time.perf_counter() - started)
+
+
+def _produce_rate(store: MessageStore, seconds: float) -> float:
+    """Messages per second put in batches of 64 for `seconds`."""
+    batch = [Message("Live", BODY) for _ in range(64)]
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        store.put_messages(batch)
+        count += len(batch)
+    return count / (time.perf_counter() - started)
+
+
+def _produce_during_exports(store: MessageStore, data_dir: Path, out: Path,
+                            **options: Any) -> tuple[float, float]:
+    """Produce rate while exports of `data_dir` run back to back on another thread, and the
+    exports' MB/s meanwhile."""
+    done = threading.Event()
+    exported: list[float] = []
+
+    def export_loop() -> None:
+        run = 0
+        while not done.is_set():
+            exported.append(_export_mb_s(data_dir, out / f"run-{run}", **options))
+            run += 1
+
+    exporter = threading.Thread(target=export_loop, name="bench-export")
+    exporter.start()
+    time.sleep(0.5)  # the export is under way (workers started) before produce is measured
+    try:
+        rate = _produce_rate(store, PRODUCE_S)
+    finally:
+        done.set()
+        exporter.join()
+    shutil.rmtree(out, ignore_errors=True)
+    return rate, sum(exported) / max(1, len(exported))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--budget-mb-s", type=float, default=40.0)
+    parser.add_argument("--no-cluster", action="store_true")
     arguments = parser.parse_args()
     count = 20_000 if arguments.quick else 200_000
     base = Path(tempfile.mkdtemp(prefix="twinlog-bench-snapshot-"))
     try:
         store = _store(base / "data", 2 * count)
         log_end = store.max_offset
-        log_mb = log_end / MIB
         store.shutdown()
-        header(f"snapshot export, {2 * count:,} messages of 1 KiB ({log_mb:,.0f} MiB of log)")
+        print(f"load average: {os.getloadavg()} on {os.cpu_count()} cores")
+        header(f"snapshot export, {2 * count:,} messages of 1 KiB ({log_end / MIB:,.0f} MiB)")
         raw = raw_read_mb_s(base / "data", log_end)
-        started = time.perf_counter()
-        manifest = export_snapshot(ExportRequest(base / "data", base / "all"))
-        export_s = time.perf_counter() - started
-        export_mb_s = (manifest.range_to - manifest.range_from) / MIB / export_s
+        serial = _export_mb_s(base / "data", base / "serial")
+        _export_mb_s(base / "data", base / "warm-up", workers=2)  # starts the forkserver
+        spread = _export_mb_s(base / "data", base / "spread", workers=2)
         row("raw read of the commit-log files (baseline)", raw, "MB/s")
-        row("export to Parquet", export_mb_s, "MB/s", raw, ">= 0.30 of raw read")
-        # Two roots: the first N messages, and all 2N (the half is a range of the same log).
-        half_to = _offset_after(base / "data", count)
-        export_snapshot(ExportRequest(base / "data", base / "half", range_to=half_to))
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master("local[1]").appName("twinlog-bench")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.driver.bindAddress", "127.0.0.1")
-                 .config("spark.driver.host", "127.0.0.1")
-                 .config("spark.sql.shuffle.partitions", "1").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        try:
-            _report_s(spark, base / "half", base / "warm-up")
-            half_s = _report_s(spark, base / "half", base / "report-half")
-            full_s = _report_s(spark, base / "all", base / "report-all")
-        finally:
-            spark.stop()
-        header("Spark report on local[1]")
-        row(f"report, N = {count:,} messages (baseline)", half_s * 1000, "ms")
-        row(f"report, 2N = {2 * count:,} messages", full_s * 1000, "ms", half_s * 1000,
-            "<= 2.2x")
+        row("export to Parquet, serial", serial, "MB/s", raw)
+        row("export to Parquet, 2 worker processes", spread, "MB/s", raw, ">= 0.30 of raw")
+        _produce_rows(base, arguments.budget_mb_s)
+        _report_rows(base, count, not arguments.no_cluster)
+        print(f"load average: {os.getloadavg()}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _produce_rows(base: Path, budget_mb_s: float) -> None:
+    live = MessageStore(StoreConfig(data_dir=base / "live", mapped_file_size_bytes=256 * MIB))
+    live.start()
+    try:
+        alone = _produce_rate(live, PRODUCE_S)
+        header(f"produce during an export (batches of 64 x 1 KiB, {PRODUCE_S:.0f} s each)")
+        row("produce, no export (baseline)", alone, "msg/s")
+        budget = {"bytes_per_s": budget_mb_s * MIB}
+        for name, options in (("no budget, serial", {}),
+                              (f"budget {budget_mb_s:.0f} MB/s, serial", budget),
+                              (f"budget {budget_mb_s:.0f} MB/s, 2 workers",
+                               {**budget, "workers": 2})):
+            rate, export_mb_s = _produce_during_exports(live, base / "data", base / "busy",
+                                                        **options)
+            row(f"produce during export, {name}", rate, "msg/s", alone, ">= 0.80")
+            row(f"  the export meanwhile, {name}", export_mb_s, "MB/s")
+    finally:
+        live.shutdown()
+
+
+def _report_rows(base: Path, count: int, with_cluster: bool) -> None:
+    # Two roots: the first N messages, and all 2N (the half is a range of the same log).
+    half_to = _offset_after(base / "data", count)
+    export_snapshot(ExportRequest(base / "data", base / "half", range_to=half_to))
+    shutil.move(base / "serial", base / "all")
+    header("Spark report, N and 2N messages")
+    local = _report_times("local[1]", base)
+    row(f"report local[1], N = {count:,} (baseline)", local[0] * 1000, "ms")
+    row(f"report local[1], 2N = {2 * count:,}", local[1] * 1000, "ms", local[0] * 1000,
+        "<= 2.2x")
+    if not with_cluster:
+        return
+    from tests.support.spark_cluster import SparkCluster, environment
+
+    os.environ.update(environment())
+    cluster = SparkCluster(base / "cluster").start()
+    try:
+        remote = _report_times(cluster.master_url, base)
+    finally:
+        cluster.stop()
+    row(f"report standalone (2 workers), N = {count:,}", remote[0] * 1000, "ms",
+        local[0] * 1000)
+    row(f"report standalone (2 workers), 2N = {2 * count:,}", remote[1] * 1000, "ms",
+        local[1] * 1000)
+
+
+def _report_times(master: str, base: Path) -> tuple[float, float]:
+    """Seconds of the report over the N root and over the 2N root, after a warm-up."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName("twinlog-bench")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2"))
+    if master.startswith("spark://"):
+        builder = builder.config("spark.executor.memory", "512m").config(
+            "spark.cores.max", "2")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        tag = master.replace("/", "_").replace(":", "_")
+        _report_s(spark, base / "half", base / f"warm-up-{tag}")
+        return (_report_s(spark, base / "half", base / f"report-half-{tag}"),
+                _report_s(spark, base / "all", base / f"report-all-{tag}"))
+    finally:
+        spark.stop()
 
 
 def _report_s(spark: object, root: Path, out: Path) -> float:

@@ -15,10 +15,10 @@ own files (`HeldLogFiles`); a file that retention removes before the export reac
 snapshot there (a shorter snapshot; the next one records the bytes it skipped), or, when not
 one record was read yet, fails with SnapshotRangeRemoved.
 
-The log is read a window (16 MiB) at a time, checked and decoded in bulk (log_reader.py,
-columns.py) on the calling thread while a writer thread encodes the previous window's rows
-to Parquet; no more than a few windows are held at once. A message's RocketMQ msg_id is not
-stored: it is the hex of `store_host` then of the big-endian `commit_log_offset`.
+The messages are written by messages.py (a window at a time, in bounded memory), paced by a
+reading budget (`bytes_per_s`, throttle.py), on the calling thread or spread over worker
+processes (`workers`, parallel.py). A message's RocketMQ msg_id is not stored: it is the hex
+of `store_host` then of the big-endian `commit_log_offset`.
 """
 
 from __future__ import annotations
@@ -29,27 +29,15 @@ import os
 import shutil
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from store.snapshot.columns import (
-    DECODED_SCHEMA,
-    MESSAGE_SCHEMA,
-    DecodedWindow,
-    decode_window,
-    materialize,
-)
-from store.snapshot.log_reader import LogFile, LogFileRemoved, iter_windows, log_range
+from store.snapshot.log_reader import LogFile, log_range
 from store.snapshot.manifest import (
     MANIFEST_NAME,
     TEMP_PREFIX,
@@ -57,7 +45,10 @@ from store.snapshot.manifest import (
     find_snapshots,
     snapshot_dir_name,
 )
+from store.snapshot.messages import MessageWriter, Progress, Totals, export_messages
+from store.snapshot.parallel import export_parallel, plan
 from store.snapshot.sources import DirectoryLogFiles, LogFiles
+from store.snapshot.throttle import Clock, Sleep, Throttle
 
 log = logging.getLogger(__name__)
 
@@ -67,20 +58,7 @@ SAMPLE_SCHEMA = pa.schema([
     ("ack_offset", pa.int64()),
     ("diff_bytes", pa.int64()),
 ])
-BATCH_ROWS_MIN = 4096  # a topic's rows are buffered until there are that many ...
-BATCH_BYTES_MIN = 2 * 1024 * 1024  # ... or that many bytes of log
-BUFFERED_BYTES_MAX = 32 * 1024 * 1024
-OPEN_WRITERS_MAX = 64
-MS_PER_HOUR = 3_600_000
-WRITES_PENDING_MAX = 2  # decoded windows waiting for the writer thread, at most
-# Columns whose values rarely repeat: no dictionary encoding (it would be tried, then dropped).
-_UNIQUE_COLUMNS = ("commit_log_offset", "queue_offset", "body")
-_PARQUET_OPTIONS: dict[str, Any] = {
-    "use_dictionary": [name for name in MESSAGE_SCHEMA.names if name not in _UNIQUE_COLUMNS],
-    "write_statistics": [name for name in MESSAGE_SCHEMA.names if name != "body"],
-}
-
-Progress = Callable[[int, int], None]
+WORKERS_MAX = 16
 
 
 class SnapshotError(Exception):
@@ -108,6 +86,12 @@ class ExportRequest:
     progress: Progress | None = None
     # Where the log's files come from; None: the files under data_dir, by path.
     log_files: LogFiles | None = None
+    # Reading budget (0: none), and worker processes (1: on the calling thread; more: by
+    # path, see parallel.py). Each worker gets its share of the budget.
+    bytes_per_s: float = 0
+    workers: int = 1
+    clock: Clock = time.monotonic  # the budget's: tests drive a fake one
+    sleep: Sleep = time.sleep
 
 
 def export_snapshot(request: ExportRequest) -> Manifest:
@@ -130,14 +114,14 @@ def export_snapshot(request: ExportRequest) -> Manifest:
     temp = request.out_root / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
     temp.mkdir()
     try:
-        writer = _MessageWriter(temp / "messages")
-        end, removed = _export_messages(files, source, range_from, range_to, request, writer)
-        if writer.count == 0 and removed is not None:
+        written = _write_messages(files, source, range_from, range_to, request, temp)
+        end, removed = written.end, written.removed
+        if written.count == 0 and removed is not None:
             raise SnapshotRangeRemoved(
                 f"{removed}, during the export of [{range_from}, {range_to}) and before any "
                 "record was read; nothing was exported, the next export starts at the log's "
                 "new start")
-        if writer.count == 0:
+        if written.count == 0:
             raise SnapshotError(f"no records to export from offset {range_from}")
         if removed is not None:
             log.warning("snapshot: %s; the snapshot ends at %d", removed, end)
@@ -151,10 +135,10 @@ def export_snapshot(request: ExportRequest) -> Manifest:
             broker_group=request.broker_group,
             range_from=range_from,
             range_to=end,
-            message_count=writer.count,
-            body_bytes=writer.body_bytes,
+            message_count=written.count,
+            body_bytes=written.body_bytes,
             include_bodies=request.include_bodies,
-            topics=dict(sorted(writer.topic_counts.items())),
+            topics=dict(sorted(written.topic_counts.items())),
             metadata_rows=metadata_rows,
             replication_samples=len(request.replication_samples),
             created_ms=int(time.time() * 1000),
@@ -176,151 +160,22 @@ def export_snapshot(request: ExportRequest) -> Manifest:
     return manifest
 
 
-def _export_messages(files: list[LogFile], source: LogFiles, range_from: int, range_to: int,
-                     request: ExportRequest, writer: _MessageWriter) -> tuple[int, str | None]:
-    """Read and decode the range a window at a time on this thread while a writer thread
-    encodes the windows before it (pyarrow's Parquet writer runs without the GIL). Returns
-    the offset after the last record exported, and why the export ended early when
-    retention removed a file before it was read. At most WRITES_PENDING_MAX windows wait for
-    the writer: memory stays bounded whatever the log's size."""
-    end = range_from
-    removed: str | None = None
-    with (ThreadPoolExecutor(1, thread_name_prefix="snapshot-writer") as pool,
-          closing(iter_windows(files, range_from, range_to, open_file=source.open)) as windows):
-        pending: deque[Future[None]] = deque()
-        try:
-            for window in windows:
-                decoded = decode_window(window, request.include_bodies)
-                del window  # the decoded rows hold what they need of the mapping
-                if len(pending) >= WRITES_PENDING_MAX:
-                    pending.popleft().result()
-                if decoded.count:
-                    pending.append(pool.submit(writer.add, decoded))
-                    end = decoded.end_offset
-                if request.progress is not None:
-                    request.progress(end - range_from, range_to - range_from)
-                if not decoded.complete:
-                    break  # an invalid record: nothing after it is exported
-        except LogFileRemoved as error:
-            removed = str(error)  # the records before that file are exported
-        while pending:
-            pending.popleft().result()
-        pool.submit(writer.close).result()
-    return end, removed
-
-
-class _MessageWriter:
-    """Decoded windows written a topic at a time. A topic's rows go straight to its Parquet
-    file when there are BATCH_ROWS_MIN of them (or BATCH_BYTES_MIN of log), their bodies read
-    from the mapped log as they are encoded; fewer are copied out and buffered
-    (BUFFERED_BYTES_MAX in all) until there are enough. Memory stays bounded whatever the
-    log's size."""
-
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
-        self._buffers: dict[str, _Buffered] = {}
-        self._writers: dict[str, pq.ParquetWriter] = {}
-        self._parts: dict[str, int] = {}
-        self._buffered_bytes = 0
-        self.count = 0
-        self.body_bytes = 0
-        self.topic_counts: dict[str, int] = {}
-
-    def add(self, window: DecodedWindow) -> None:
-        for group in window.groups:
-            rows = window.batch.slice(group.begin, group.end - group.begin)
-            topic = group.topic
-            self.topic_counts[topic] = self.topic_counts.get(topic, 0) + rows.num_rows
-            for hour, hour_rows, log_bytes in _by_store_hour(rows, group.log_bytes):
-                self._add_rows(f"topic={_escape(topic)}/store_hour={hour}", hour_rows,
-                               log_bytes)
-        self.count += window.count
-        self.body_bytes += window.body_bytes
-        if self._buffered_bytes >= BUFFERED_BYTES_MAX:
-            for name in list(self._buffers):
-                self._write(name, self._buffers.pop(name).batches)
-            self._buffered_bytes = 0
-
-    def _add_rows(self, partition: str, rows: pa.RecordBatch, log_bytes: int) -> None:
-        """A partition's rows written, or buffered until it has enough."""
-        buffered = self._buffers.pop(partition, None) or _Buffered()
-        self._buffered_bytes -= buffered.log_bytes
-        if (buffered.rows + rows.num_rows >= BATCH_ROWS_MIN
-                or buffered.log_bytes + log_bytes >= BATCH_BYTES_MIN):
-            self._write(partition, [*buffered.batches, rows])
-            return
-        buffered.batches.append(_compact(rows))  # a copy: nothing of the window is kept
-        buffered.rows += rows.num_rows
-        buffered.log_bytes += log_bytes
-        self._buffers[partition] = buffered
-        self._buffered_bytes += buffered.log_bytes
-
-    def _write(self, partition: str, batches: list[pa.RecordBatch]) -> None:
-        writer = self._writers.get(partition)
-        if writer is None:
-            if len(self._writers) >= OPEN_WRITERS_MAX:
-                oldest = next(iter(self._writers))
-                self._writers.pop(oldest).close()
-            part = self._parts.get(partition, 0)
-            self._parts[partition] = part + 1
-            directory = self._directory / partition
-            directory.mkdir(parents=True, exist_ok=True)
-            # The bodies are binary views; without the Arrow schema in the file, readers
-            # take the Parquet schema, which is MESSAGE_SCHEMA's (binary) exactly.
-            writer = pq.ParquetWriter(directory / f"part-{part:05d}.parquet", DECODED_SCHEMA,
-                                      store_schema=False, **_PARQUET_OPTIONS)
-            self._writers[partition] = writer
-        views = [batch if batch.schema.equals(DECODED_SCHEMA) else batch.cast(DECODED_SCHEMA)
-                 for batch in batches]
-        writer.write_table(pa.Table.from_batches(views, DECODED_SCHEMA))
-
-    def close(self) -> None:
-        for partition in list(self._buffers):
-            self._write(partition, self._buffers.pop(partition).batches)
-        for writer in self._writers.values():
-            writer.close()
-        self._writers.clear()
-
-
-@dataclass
-class _Buffered:
-    """A topic's rows waiting for more: copies, `log_bytes` of log."""
-
-    batches: list[pa.RecordBatch] = field(default_factory=list)
-    rows: int = 0
-    log_bytes: int = 0
-
-
-def _compact(rows: pa.RecordBatch) -> pa.RecordBatch:
-    """The rows copied into arrays of their own (a slice shares its window's buffers)."""
-    return materialize(rows).take(pa.array(np.arange(rows.num_rows)))
-
-
-def store_hour(timestamp_ms: int) -> int:
-    """The UTC hour of a store timestamp as YYYYMMDDHH: readable, and ordered like time."""
-    moment = datetime.fromtimestamp(timestamp_ms // 1000, UTC)
-    return int(moment.strftime("%Y%m%d%H"))
-
-
-def _by_store_hour(rows: pa.RecordBatch,
-                   log_bytes: int) -> Iterator[tuple[int, pa.RecordBatch, int]]:
-    """A topic's rows split into runs of one store hour (slices: the bodies stay views), each
-    with its log bytes. Store timestamps follow the log, so a window's rows almost always
-    fall in one hour and are passed on whole; a clock set back only makes more runs."""
-    hours = rows.column("store_timestamp_ms").to_numpy() // MS_PER_HOUR
-    if (hours == hours[0]).all():
-        yield store_hour(int(hours[0]) * MS_PER_HOUR), rows, log_bytes
-        return
-    sizes = rows.column("size_bytes").to_numpy()
-    bounds = [0, *(np.flatnonzero(hours[1:] != hours[:-1]) + 1).tolist(), len(hours)]
-    for begin, end in zip(bounds, bounds[1:], strict=False):
-        yield (store_hour(int(hours[begin]) * MS_PER_HOUR), rows.slice(begin, end - begin),
-               int(sizes[begin:end].sum()))
-
-
-def _escape(topic: str) -> str:
-    """Hive-style partition value: '%' is the only topic character readers unescape."""
-    return topic.replace("%", "%25")
+def _write_messages(files: list[LogFile], source: LogFiles, range_from: int, range_to: int,
+                    request: ExportRequest, temp: Path) -> Totals:
+    """The range's messages under temp/messages: on this process, or spread over
+    `request.workers` processes when the range has more than one segment."""
+    directory = temp / "messages"
+    segments = plan(files, range_from, range_to, directory, request.include_bodies,
+                    request.bytes_per_s / max(1, request.workers))
+    if request.workers > 1 and len(segments) > 1:
+        return export_parallel(segments, min(request.workers, WORKERS_MAX), range_from,
+                               range_to, request.progress)
+    writer = MessageWriter(directory)
+    throttle = Throttle(request.bytes_per_s, request.clock, request.sleep)
+    written = export_messages(files, source.open, range_from, range_to, writer,
+                              request.include_bodies, throttle, request.progress)
+    return Totals(writer.count, writer.body_bytes, writer.topic_counts, written.end,
+                  written.removed)
 
 
 def _write_metadata(directory: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:

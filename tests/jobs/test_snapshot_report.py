@@ -88,14 +88,15 @@ def _killed_export(data_dir: Path, root: Path) -> None:
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "import store.snapshot.export as e\n"
-        "original = e._MessageWriter.add\n"
+        "import store.snapshot.messages as e\n"
+        "import store.snapshot.export as x\n"
+        "original = e.MessageWriter.add\n"
         "def slow(self, record):\n"
         "    original(self, record)\n"
         "    if self.count >= 10:\n"
         "        print('HALFWAY', flush=True); time.sleep(60)\n"
-        "e._MessageWriter.add = slow\n"
-        "e.export_snapshot(e.ExportRequest(Path(sys.argv[1]), Path(sys.argv[2]),"
+        "e.MessageWriter.add = slow\n"
+        "x.export_snapshot(x.ExportRequest(Path(sys.argv[1]), Path(sys.argv[2]),"
         " range_from=0))\n")
     child = subprocess.Popen([sys.executable, "-c", script, str(data_dir), str(root)],
                              stdout=subprocess.PIPE, text=True, cwd=ROOT,

@@ -315,7 +315,7 @@ def test_buffered_rows_and_writer_eviction(open_store: OpenStore, tmp_path: Path
     """Rows buffered per topic, flushed all at once past BUFFERED_BYTES_MAX, with at most
     OPEN_WRITERS_MAX files open (a topic's next rows go to its next part file): every row
     is exported once, in log order within each part."""
-    import store.snapshot.export as export_module
+    import store.snapshot.messages as export_module
 
     monkeypatch.setattr(export_module, "BATCH_ROWS_MIN", 1_000_000)
     monkeypatch.setattr(export_module, "BATCH_BYTES_MIN", 1 << 40)
