@@ -41,6 +41,8 @@ class DLedgerView(BaseModel):
     max_offset: int = Field(description="the commit-log end, uncommitted entries included")
     pending_appends: int = Field(description="produces waiting for a quorum on this member")
     inbox_dropped_count: int
+    elections_started_count: int = Field(description="elections this member stood in as a "
+                                                     "candidate since it started")
     last_error: str | None
     peers: list[DLedgerPeerView]
 

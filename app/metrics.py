@@ -26,6 +26,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from app.latency import LatencyHistogram
+from app.metrics_dledger import dledger_metrics
 from app.metrics_usage import ConsumeStats, UsageCollector
 from ha import MasterDiff
 from store import MessageStore
@@ -123,6 +124,8 @@ class _BrokerCollector(Collector):
                                 value=store.arrivals.waiter_count)
         yield from _store_health_metrics(store)
         yield from _replication_metrics(broker)
+        if broker.dledger is not None:
+            yield from dledger_metrics(broker.dledger)
 
 
 def _store_health_metrics(store: MessageStore) -> Iterator[Metric]:

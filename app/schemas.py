@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from app.dledger_schemas import DLedgerView
 from store import GetMessageStatus, PutMessageStatus
 
 KEYS_PER_MESSAGE_MAX = 32
@@ -366,11 +367,14 @@ class SlaveDiffView(BaseModel):
 
 class DiffView(BaseModel):
     """Master: per-slave diff in bytes (master max offset - slave ack offset). Slave: its own
-    view of the link. Exactly one of `master` and `slave` is set, by role."""
+    view of the link. Exactly one of `master` and `slave` is set, by role. DLedger mode:
+    `role` is the member's (LEADER, FOLLOWER, ...), a leader's peers are `master.slaves`, and
+    `dledger` lists every peer (docs/dledger.md)."""
 
     role: str
     master: MasterDiffView | None = None
     slave: SlaveDiffView | None = None
+    dledger: DLedgerView | None = None
 
 
 class SlaveConnection(BaseModel):
@@ -409,6 +413,8 @@ class HaView(BaseModel):
     role: str
     master: MasterHaView | None = None
     slave: SlaveDiffView | None = None
+    dledger: DLedgerView | None = Field(
+        default=None, description="DLedger mode: the member's view (master and slave are null)")
 
 
 class PromoteRequest(BaseModel):

@@ -18,6 +18,7 @@ from fastapi import APIRouter
 
 from app.broker import Broker, RoleChangeRefused
 from app.deps import BrokerDep, GatewayDep, requires
+from app.dledger_views import dledger_view, leader_diff
 from app.errors import ApiError
 from app.openapi import problem_responses
 from app.schemas import (
@@ -69,7 +70,11 @@ def _slave_view(broker: Broker, link: SlaveLinkView) -> SlaveDiffView:
 @router.get("/diff", dependencies=_READ, operation_id="admin-diff")
 def admin_diff(broker: BrokerDep) -> DiffView:
     """Master: max offset and, per slave, diff_bytes = master max offset - the slave's ack
-    offset; 0 everywhere when the slaves have everything. Slave: its link and metadata sync."""
+    offset; 0 everywhere when the slaves have everything. Slave: its link and metadata sync.
+    DLedger mode: a leader's peers as the master's slaves, and every peer in `dledger`."""
+    if broker.dledger is not None:
+        view = dledger_view(broker, broker.dledger)
+        return DiffView(role=view.role, master=leader_diff(view), dledger=view)
     assert broker.replication is not None
     diff = broker.replication.diff()
     role = broker.role.value
@@ -89,6 +94,9 @@ def admin_diff(broker: BrokerDep) -> DiffView:
 def admin_ha(broker: BrokerDep) -> HaView:
     """Replication state: per slave connection (ack offset, diff, in-sync, transfer rate) on a
     master; the HA link on a slave."""
+    if broker.dledger is not None:
+        view = dledger_view(broker, broker.dledger)
+        return HaView(role=view.role, dledger=view)
     replication = broker.replication
     assert replication is not None
     diff = replication.diff()

@@ -13,11 +13,11 @@ from fastapi import APIRouter
 from app.broker import Broker
 from app.deps import BrokerDep, GatewayDep, requires
 from app.dledger_schemas import (
-    DLedgerPeerView,
     DLedgerView,
     TransferLeadershipRequest,
     TransferLeadershipView,
 )
+from app.dledger_views import dledger_view
 from app.errors import ApiError
 from app.gateway import not_leader
 from app.openapi import problem_responses
@@ -47,27 +47,7 @@ def member_of(broker: Broker) -> DLedgerCommitLog:
 def admin_dledger(broker: BrokerDep) -> DLedgerView:
     """This member: role, term, leader (id and addresses), committed and end index; per peer
     (on the leader) match index, lag in entries and bytes, pushes in flight, last contact."""
-    member = member_of(broker)
-    status = member.status()
-    settings = broker.settings
-    http_urls = settings.dledger_http_urls()
-    dledger_addresses = {peer.node_id: peer.address for peer in settings.dledger_peer_list}
-    leader_id = status.leader_id
-    return DLedgerView(
-        self_id=status.self_id, group=settings.dledger_group, role=status.role,
-        term=status.term, leader_id=leader_id,
-        leader_http_address=http_urls.get(leader_id) if leader_id else None,
-        leader_dledger_address=dledger_addresses.get(leader_id) if leader_id else None,
-        committed_index=status.committed_index, end_index=status.end_index,
-        committed_offset=broker.store.commit_limit or None,
-        max_offset=broker.store.max_offset, pending_appends=status.pending_appends,
-        inbox_dropped_count=status.inbox_dropped_count, last_error=status.last_error,
-        peers=[DLedgerPeerView(
-            peer_id=peer.peer_id, dledger_address=dledger_addresses[peer.peer_id],
-            http_address=http_urls[peer.peer_id], match_index=peer.match_index,
-            lag_entries=peer.lag_entries, lag_bytes=peer.lag_bytes,
-            inflight_pushes=peer.inflight_pushes, dispatcher_state=peer.dispatcher_state,
-            last_contact_ms_ago=peer.last_contact_ms_ago) for peer in status.peers])
+    return dledger_view(broker, member_of(broker))
 
 
 @router.post("/transfer-leadership", dependencies=[requires(Scope.ADMIN)],

@@ -120,6 +120,9 @@ class DLedgerHost(ServiceThread):
         self._last_contact_ms: dict[str, float] = {}
         self._snapshot: Snapshot | None = None
         self.inbox_dropped_count = 0
+        # Elections this member started (each new term it stood in as a candidate).
+        self.elections_started_count = 0
+        self._candidate_term = 0
 
     # ----- lifecycle -----
 
@@ -216,7 +219,8 @@ class DLedgerHost(ServiceThread):
     def status(self) -> HostStatus:
         snapshot = self._snapshot
         assert snapshot is not None, "status before start"
-        return snapshot.view(self._clock_ms(), self.inbox_dropped_count)
+        return snapshot.view(self._clock_ms(), self.inbox_dropped_count,
+                             self.elections_started_count)
 
     # ----- the host thread -----
 
@@ -302,6 +306,10 @@ class DLedgerHost(ServiceThread):
             else:
                 if isinstance(action, PersistTermVote):
                     self._storage.persist_term_vote(action.term, action.voted_for)
+                    if action.voted_for == self.self_id and action.term > self._candidate_term:
+                        # A candidate's vote for itself in a new term: one election started.
+                        self._candidate_term = action.term
+                        self.elections_started_count += 1
                 assert action.write_id == self._last_write_id + 1, action
                 self._last_write_id = action.write_id
 

@@ -56,6 +56,7 @@ class HostStatus:
     pending_appends: int
     peers: tuple[PeerStatus, ...]
     inbox_dropped_count: int
+    elections_started_count: int
     last_error: str | None
 
 
@@ -71,8 +72,9 @@ class Snapshot:
     peers: tuple[PeerSample, ...]
     last_error: str | None
 
-    def view(self, now_ms: float, inbox_dropped_count: int) -> HostStatus:
+    def view(self, now_ms: float, inbox_dropped_count: int,
+             elections_started_count: int) -> HostStatus:
         return HostStatus(self.self_id, self.role.value, self.term, self.leader_id,
                           self.committed_index, self.end_index, self.pending_appends,
                           tuple(peer.view(now_ms) for peer in self.peers),
-                          inbox_dropped_count, self.last_error)
+                          inbox_dropped_count, elections_started_count, self.last_error)

@@ -169,3 +169,48 @@ def test_leadership_transfer_hands_over_or_says_why_not(group: DLedgerGroup) -> 
     wait_for(lambda: group.leader() is target, what=f"{target.node_id} leads")
     assert target.client.post("/v1/topics/Moved/messages",
                               json={"body": "m"}).status_code == 201
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_diff_ha_and_metrics_show_the_group(group: DLedgerGroup) -> None:
+    """/admin/diff keeps its master fields on the leader (peers as slaves, epoch = term) and
+    lists every peer; /admin/ha answers; /metrics has term, role, lag per peer, elections."""
+    leader = group.wait_leader()
+    assert leader.client.post("/v1/topics/Diff/messages", json={"body": "d"}).status_code == 201
+    followers = _followers(group, leader)
+
+    def caught_up() -> bool:
+        master = leader.client.get("/admin/diff").json()["master"]
+        return master["max_diff_bytes"] == 0 and master["in_sync_slave_count"] == 2
+
+    wait_for(caught_up, what="both peers caught up in /admin/diff")
+    diff = leader.client.get("/admin/diff").json()
+    master = diff["master"]
+    assert diff["role"] == "LEADER" and master["epoch"] == diff["dledger"]["term"]
+    assert master["slaves_needed"] == 1
+    assert sorted(slave["slave_id"] for slave in master["slaves"]) == sorted(
+        follower.node_id for follower in followers)
+    assert all(slave["ack_offset"] == master["master_max_offset"] for slave in master["slaves"])
+    assert len(diff["dledger"]["peers"]) == 2
+    seen = followers[0].client.get("/admin/diff").json()
+    assert (seen["role"], seen["master"], seen["dledger"]["leader_id"]) == (
+        "FOLLOWER", None, leader.node_id)
+    ha = leader.client.get("/admin/ha")
+    assert ha.status_code == 200 and ha.json()["dledger"]["role"] == "LEADER"
+    text = leader.client.get("/metrics").text
+    assert _metric(text, "twinlog_dledger_term") == diff["dledger"]["term"]
+    assert _metric(text, 'twinlog_dledger_role{role="LEADER"}') == 1
+    assert _metric(text, 'twinlog_dledger_role{role="FOLLOWER"}') == 0
+    assert _metric(text, "twinlog_dledger_elections_total") >= 1
+    for follower in followers:
+        assert _metric(text, f'twinlog_dledger_peer_lag_entries{{peer="{follower.node_id}"}}') == 0
+        assert _metric(text, f'twinlog_dledger_peer_lag_bytes{{peer="{follower.node_id}"}}') == 0
+    follower_text = followers[0].client.get("/metrics").text
+    assert _metric(follower_text, 'twinlog_dledger_role{role="FOLLOWER"}') == 1
+    assert "twinlog_dledger_peer_lag_entries{" not in follower_text

@@ -259,3 +259,18 @@ def test_transfer_to_a_peer_that_never_catches_up_is_refused_in_time() -> None:
     assert not transfer.done()
     rig.advance(20)
     assert transfer.result(0) is TransferStatus.NOT_CAUGHT_UP
+
+
+def test_elections_started_are_counted_once_each() -> None:
+    """Each election this member stands in (its vote for itself in a new term) counts once,
+    whatever the rounds it spans; a vote for another member does not count."""
+    rig = Rig(("n0",))
+    rig.elect_alone()
+    assert rig.host.status().elections_started_count == 1
+    rig.advance(5 * CONFIG.election_timeout_ms)  # a leader alone never stands again
+    assert rig.host.status().elections_started_count == 1
+    other = Rig(("n0", "n1", "n2"))
+    other.host.receive(VoteRequest("n1", 5, 0, 0, pre_vote=False))
+    other.host.run_once()
+    assert other.storage.hard_state.voted_for == "n1"
+    assert other.host.status().elections_started_count == 0
