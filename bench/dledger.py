@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
 from bench.dledger_failover import failover_runs, quiet_elections  # noqa: E402
-from bench.dledger_member import spawn_member, stop_member, stored_server  # noqa: E402
+from bench.dledger_member import spawn_member, stop_member, stored_member  # noqa: E402
 from bench.dledger_serve import http_failover_runs, http_produce_loads  # noqa: E402
 from bench.ha_replication import SECRET as HA_SECRET  # noqa: E402
 from bench.ha_replication import put_rate  # noqa: E402
@@ -74,7 +74,6 @@ from ha.dledger import (  # noqa: E402
 from ha.dledger.actions import Action, Write  # noqa: E402
 from ha.dledger.host import DLedgerHost  # noqa: E402
 from ha.dledger.peers import format_peers  # noqa: E402
-from ha.dledger.stored_storage import StoredDLedgerStorage  # noqa: E402
 from store import BrokerRole, FlushDiskType  # noqa: E402
 from store import Message as StoreMessage  # noqa: E402
 
@@ -160,24 +159,15 @@ def stored_group_appends_per_s(root: Path,
     children = [spawn_member(root / f"n{i}", f"n{i}", format_peers(peers), listeners[i],
                              HA_SECRET, election_timeout_ms=60_000)
                 for i in (1, 2)]
-    leader = stored_server(root / "n0", "n0", format_peers(peers), listeners[0],
+    leader = stored_member(root / "n0", "n0", format_peers(peers), listeners[0],
                            HA_SECRET.encode(), HostConfig())
-    leader.start()
+    leader.server.start()
     try:
-        _wait_leader([leader])
-        storage = leader.host._storage
-        assert isinstance(storage, StoredDLedgerStorage)
-        log = storage.log
-        message = StoreMessage("Bench", b"p000" * 25)
-
-        def encode() -> bytes:
-            encoded = log.encode(message)
-            assert isinstance(encoded, bytes), encoded
-            return encoded
-
-        return _drive(leader, duration_s, encode)
+        _wait_leader([leader.server])
+        return _drive(leader.server, duration_s,
+                      leader.encoder(StoreMessage("Bench", b"p000" * 25)))
     finally:
-        leader.stop()
+        leader.server.stop()
         for child in children:
             stop_member(child)
 

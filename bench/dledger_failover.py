@@ -19,11 +19,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.dledger_member import spawn_member, stop_member, stored_server
-from ha.dledger import DLedgerServer, HostConfig, Peer, Role
+from bench.dledger_member import StoredMember, spawn_member, stop_member, stored_member
+from ha.dledger import HostConfig, Peer, Role
 from ha.dledger.actions import AppendStatus, TransferStatus
 from ha.dledger.peers import format_peers
-from ha.dledger.stored_storage import StoredDLedgerStorage
 from store import Message
 
 SECRET = b"bench-dledger-failover"
@@ -49,14 +48,14 @@ class MixedGroup:
         self.peers_text = format_peers(self.peers)
         self.child: subprocess.Popen[str] | None = None
         self._child_listener: socket.socket | None = listeners[0]
-        self.local = {f"n{i}": stored_server(root / f"n{i}", f"n{i}", self.peers_text,
+        self.local = {f"n{i}": stored_member(root / f"n{i}", f"n{i}", self.peers_text,
                                              listeners[i], SECRET, HostConfig())
                       for i in (1, 2)}
 
     def start(self) -> None:
         self.start_child()
-        for server in self.local.values():
-            server.start()
+        for member in self.local.values():
+            member.server.start()
 
     def start_child(self) -> None:
         listener = self._child_listener or _listener(self.peers[0].port)
@@ -71,24 +70,24 @@ class MixedGroup:
         self.child = None
 
     def stop(self) -> None:
-        for server in self.local.values():
-            server.stop()
+        for member in self.local.values():
+            member.server.stop()
         if self.child is not None:
             stop_member(self.child)
 
-    def local_leader(self) -> DLedgerServer | None:
-        for server in self.local.values():
-            if server.host.status().role == Role.LEADER.value:
-                return server
+    def local_leader(self) -> StoredMember | None:
+        for member in self.local.values():
+            if member.server.host.status().role == Role.LEADER.value:
+                return member
         return None
 
     def leader_id(self) -> str | None:
         """The leader the local members agree on (they hear the child's heartbeats)."""
-        seen = {server.host.status().leader_id for server in self.local.values()}
+        seen = {member.server.host.status().leader_id for member in self.local.values()}
         return seen.pop() if len(seen) == 1 else None
 
     def terms(self) -> list[int]:
-        return [server.host.status().term for server in self.local.values()]
+        return [member.server.host.status().term for member in self.local.values()]
 
     def make_child_lead(self) -> None:
         deadline = time.monotonic() + WAIT_S
@@ -97,26 +96,17 @@ class MixedGroup:
                 return
             leader = self.local_leader()
             if leader is not None:
-                status = leader.host.transfer_leadership("n0").result(WAIT_S)
+                status = leader.server.host.transfer_leadership("n0").result(WAIT_S)
                 if status is not TransferStatus.OK:
                     time.sleep(0.05)
             else:
                 time.sleep(0.01)
         raise RuntimeError("n0 did not become leader")
 
-    def append_ok(self, server: DLedgerServer) -> bool:
-        storage = server.host._storage  # noqa: SLF001 (the broker encodes on its own log)
-        assert isinstance(storage, StoredDLedgerStorage)
-        log = storage.log
-        message = Message("Bench", b"failover")
-
-        def encode() -> bytes:
-            encoded = log.encode(message)
-            assert isinstance(encoded, bytes), encoded
-            return encoded
-
-        result = server.host.append(encode).result(APPEND_WAIT_S)
-        return result.status is AppendStatus.OK
+    @staticmethod
+    def append_ok(member: StoredMember) -> bool:
+        future = member.server.host.append(member.encoder(Message("Bench", b"failover")))
+        return future.result(APPEND_WAIT_S).status is AppendStatus.OK
 
 
 def failover_seconds(group: MixedGroup) -> float:

@@ -16,6 +16,8 @@ import random
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,20 +27,37 @@ from ha.dledger import DLedgerServer, TransportConfig  # noqa: E402
 from ha.dledger.host_config import HostConfig  # noqa: E402
 from ha.dledger.peers import parse_peers  # noqa: E402
 from ha.dledger.stored_storage import StoredDLedgerStorage  # noqa: E402
-from store import StoreConfig  # noqa: E402
+from store import Message, StoreConfig  # noqa: E402
 
 FILE_SIZE_BYTES = 256 << 20
 
 
-def stored_server(data_dir: Path, self_id: str, peers_text: str, listener: socket.socket,
-                  secret: bytes | None, host_config: HostConfig) -> DLedgerServer:
+@dataclass(frozen=True)
+class StoredMember:
+    server: DLedgerServer
+    storage: StoredDLedgerStorage
+
+    def encoder(self, message: Message) -> Callable[[], bytes]:
+        """What the broker hands `host.append`: the record encoded on this member's log
+        (run on the host thread, so at the log's end at that moment)."""
+
+        def encode() -> bytes:
+            encoded = self.storage.log.encode(message)
+            assert isinstance(encoded, bytes), encoded
+            return encoded
+
+        return encode
+
+
+def stored_member(data_dir: Path, self_id: str, peers_text: str, listener: socket.socket,
+                  secret: bytes | None, host_config: HostConfig) -> StoredMember:
     peers = parse_peers(peers_text)
     storage = StoredDLedgerStorage(StoreConfig(data_dir=data_dir,
                                                mapped_file_size_bytes=FILE_SIZE_BYTES))
     transport = TransportConfig("bench", self_id, peers, secret,
                                 allow_unauthenticated=secret is None)
-    return DLedgerServer(transport, host_config, storage, listener,
-                         random.Random(self_id))
+    server = DLedgerServer(transport, host_config, storage, listener, random.Random(self_id))
+    return StoredMember(server, storage)
 
 
 def spawn_member(data_dir: Path, self_id: str, peers_text: str, listener: socket.socket,
@@ -83,8 +102,8 @@ def main() -> None:
     listener = socket.socket(fileno=arguments.listener_fd)
     secret = arguments.secret.encode() if arguments.secret else None
     host_config = HostConfig(election_timeout_ms=arguments.election_timeout_ms)
-    server = stored_server(arguments.data_dir, arguments.self_id, arguments.peers, listener,
-                           secret, host_config)
+    server = stored_member(arguments.data_dir, arguments.self_id, arguments.peers, listener,
+                           secret, host_config).server
     server.start()
     print("READY", flush=True)
     try:
