@@ -17,6 +17,9 @@ from store.errors import OffsetNotAvailableError
 from store.record import RecordError, StoredMessage
 
 MSG_ID_HEX_LENGTH = 32
+# What `parse_msg_id` accepts, for the HTTP spec: 16 hex digits of host, then 16 of a
+# non-negative signed 64-bit offset (its first digit 0-7).
+MSG_ID_PATTERN = r"^[0-9A-Fa-f]{16}[0-7][0-9A-Fa-f]{15}$"
 _HOST_SIZE_BYTES = 8
 _HEX_DIGITS = frozenset(string.hexdigits)
 

@@ -15,7 +15,7 @@ from app.routes.consume import consumed
 from app.schemas import ConsumedMessage, KeyLookupResult
 from app.settings import Scope
 from store.key_index import LOOKUP_RESULTS_MAX
-from store.message_id import MSG_ID_HEX_LENGTH, LookupStatus
+from store.message_id import MSG_ID_HEX_LENGTH, MSG_ID_PATTERN, LookupStatus
 
 router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
 
@@ -26,9 +26,11 @@ BodyEncoding = Annotated[Literal["base64", "utf8"], Query(
 @router.get("/v1/messages/{msg_id}", operation_id="get-message",
             responses=problem_responses(400, 401, 403, 404, 503))
 async def get_message(
-    msg_id: Annotated[str, Path(max_length=2 * MSG_ID_HEX_LENGTH, description=(
-        "A msg_id as produce answers it: 32 hex digits, the storing broker's host and port "
-        "and the record's commit-log offset."))],
+    # The pattern is declared, not enforced by FastAPI: the handler's own check answers the
+    # specific 400 INVALID_MESSAGE_ID (and both accept exactly the same ids).
+    msg_id: Annotated[str, Path(json_schema_extra={"pattern": MSG_ID_PATTERN}, description=(
+            "A msg_id as produce answers it: 32 hex digits, the storing broker's host and port "
+            "and the record's commit-log offset."))],
     broker: BrokerDep,
     body_encoding: BodyEncoding = "base64",
 ) -> ConsumedMessage:

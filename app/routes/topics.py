@@ -68,9 +68,9 @@ def create_topics(batch: TopicCreateBatch, broker: MasterBrokerDep) -> TopicList
 
 @router.patch("/v1/topics/{topic}", operation_id="update-topic",
               dependencies=[requires(Scope.ADMIN)],
-              responses=problem_responses(400, 401, 403, 404, 503))
+              responses=problem_responses(400, 401, 403, 404, 409, 503))
 def update_topic(topic: TopicPath, update: TopicUpdate, broker: MasterBrokerDep) -> Topic:
-    """Change a topic's permission and grow its queue counts (400 INVALID_QUEUE_COUNT for a
+    """Change a topic's permission and grow its queue counts (409 QUEUE_COUNT_SHRINKS for a
     count lower than today's: its queues' messages would be stranded). Fields left out stay."""
     metadata = broker.metadata_store
     current = metadata.get_topic(name=topic)
@@ -79,7 +79,7 @@ def update_topic(topic: TopicPath, update: TopicUpdate, broker: MasterBrokerDep)
                                ("write_queue_count", update.write_queue_count,
                                 current.write_queue_count)):
         if wanted is not None and wanted < now:
-            raise ApiError("INVALID_QUEUE_COUNT", f"{field} may only grow ({now} today, "
+            raise ApiError("QUEUE_COUNT_SHRINKS", f"{field} may only grow ({now} today, "
                            f"{wanted} asked)")
     config = metadata.update_topic(name=topic, read_queue_count=update.read_queue_count,
                                    write_queue_count=update.write_queue_count,

@@ -3,11 +3,15 @@ client generators (stable operation ids, problem+json errors, both produce conte
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from app import openapi
 from app.cli import main as cli_main
@@ -16,6 +20,7 @@ from app.main import create_app
 from app.schemas import BASE64_PATTERN, GROUP_PATTERN, RESERVED_PROPERTY_NAMES, TOPIC_PATTERN
 from app.settings import Settings
 from store import PutMessageStatus
+from store.message_id import parse_msg_id
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_FILE = ROOT / "openapi" / "openapi.json"
@@ -157,3 +162,22 @@ def test_declared_constraints_are_the_enforced_ones(document: dict[str, Any]) ->
     assert properties["propertyNames"]["not"]["enum"] == sorted(RESERVED_PROPERTY_NAMES)
     assert properties["additionalProperties"]["maxLength"] == 4096
     assert schemas["ProduceMessage"]["then"]["properties"]["body"]["pattern"] == BASE64_PATTERN
+
+
+def _msg_id_pattern(document: dict[str, Any]) -> str:
+    (parameter,) = document["paths"]["/v1/messages/{msg_id}"]["get"]["parameters"][:1]
+    pattern: str = parameter["schema"]["pattern"]
+    return pattern
+
+
+@hypothesis_settings(max_examples=300, derandomize=True)
+@given(text=st.one_of(st.text(max_size=40), st.text("0123456789abcdefABCDEFgx", min_size=30,
+                                                    max_size=34)))
+def test_message_id_pattern_is_what_the_server_parses(document: dict[str, Any],
+                                                      text: str) -> None:
+    """GET /v1/messages/{msg_id} declares exactly the ids the broker accepts: an id the
+    pattern allows is parsed (then looked up: 200 or 404), any other one is refused (400)."""
+    pattern = _msg_id_pattern(document)
+    for candidate in (text, "0" * 32, "7" * 32, "0" * 16 + "8" + "0" * 15, "0" * 31, "0" * 33):
+        assert (re.fullmatch(pattern, candidate) is not None) == \
+            (parse_msg_id(candidate) is not None), candidate

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_update_grows_queues_and_changes_permission(tmp_path: Path) -> None:
     """PATCH grows the queue counts and sets the permission; a lower count is refused with
-    400 INVALID_QUEUE_COUNT; an unknown topic is 404."""
+    409 QUEUE_COUNT_SHRINKS; an unknown topic is 404."""
     async with serving(app_settings(tmp_path)) as served:
         client = served.client
         await client.post("/v1/topics", json={"name": "Grow", "read_queue_count": 2,
@@ -26,8 +26,8 @@ async def test_update_grows_queues_and_changes_permission(tmp_path: Path) -> Non
         put = await client.post("/v1/topics/Grow/messages", json={"body": "x", "queue_id": 3})
         assert put.status_code == 201, put.text
         shrunk = await client.patch("/v1/topics/Grow", json={"write_queue_count": 1})
-        assert shrunk.status_code == 400
-        assert problem(shrunk)["error_code"] == "INVALID_QUEUE_COUNT"
+        assert shrunk.status_code == 409
+        assert problem(shrunk)["error_code"] == "QUEUE_COUNT_SHRINKS"
         read_only = await client.patch("/v1/topics/Grow", json={"permission": 4})
         assert read_only.json()["writable"] is False
         refused = await client.post("/v1/topics/Grow/messages", json={"body": "y"})

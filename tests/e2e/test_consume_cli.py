@@ -49,7 +49,7 @@ def test_topic_update_and_delete(broker: BrokerProcess) -> None:
     assert "updated CliAdmin: 4 read / 4 write queues, r" in ok(twinlog(
         url, "topic", "update", "CliAdmin", "--read-queues", "4", "--write-queues", "4",
         "--perm", "4"))
-    assert "400 INVALID_QUEUE_COUNT" in one_error_line(
+    assert "409 QUEUE_COUNT_SHRINKS" in one_error_line(
         twinlog(url, "topic", "update", "CliAdmin", "--write-queues", "1"), 1)
     one_error_line(twinlog(url, "topic", "update", "CliAdmin"), 2)
     assert "deleted CliAdmin" in ok(twinlog(url, "topic", "delete", "CliAdmin"))
