@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from app.dledger_member import build_dledger, leader_http_address
 from app.idempotency import IdempotencyWindow, rebuild
+from app.leader_sync import LeaderSync
 from app.settings import ReplicationMode, Settings
 from app.slave_sync import SlaveSync
 from ha import Replication
@@ -72,6 +73,7 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self.replication: Replication | None = None
         self.slave_sync: SlaveSync | None = None
+        self.leader_sync: LeaderSync | None = None  # DLedger mode: metadata follows the leader
         self.idempotency = IdempotencyWindow(settings.idempotency_window_s,
                                              settings.idempotency_keys_max)
         self.state = BrokerState.CREATED
@@ -106,6 +108,7 @@ class Broker:
                 self.replication.start()
             if self.dledger is not None:
                 rebuild(self.idempotency, self.store)
+                self._start_leader_sync(self.dledger)
             elif self.is_slave:
                 assert settings.master_http_address is not None
                 self._start_slave_sync(settings.master_http_address)
@@ -150,6 +153,8 @@ class Broker:
     def _stop_parts(self) -> None:
         """Stop what was started, newest first; every step runs even if one fails."""
         steps = []
+        if self.leader_sync is not None:
+            steps.append(self.leader_sync.stop)  # and the metadata sync it runs
         if self.slave_sync is not None:
             steps.append(self.slave_sync.stop)
         if self.replication is not None:
@@ -171,12 +176,22 @@ class Broker:
             raise errors[0]
 
     def _start_slave_sync(self, master_http_address: str) -> None:
+        self.slave_sync = self._started_sync(master_http_address)
+
+    def _started_sync(self, master_http_address: str) -> SlaveSync:
         settings = self.settings
-        self.slave_sync = SlaveSync(
+        sync = SlaveSync(
             master_http_address, self.metadata_store,
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file)
-        self.slave_sync.start()
+        sync.start()
+        return sync
+
+    def _start_leader_sync(self, member: DLedgerCommitLog) -> None:
+        self.leader_sync = LeaderSync(
+            member, lambda leader_id: leader_http_address(self.settings, leader_id),
+            self._started_sync, self._writable_queue_counts.clear)
+        self.leader_sync.start()
 
     # -- failover by hand --------------------------------------------------------------------
 

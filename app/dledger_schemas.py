@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.sync_schemas import MetadataSyncStatus
+
 
 class DLedgerPeerView(BaseModel):
     """One other member, as this member sees it. The replication fields are the leader's view
@@ -44,6 +46,8 @@ class DLedgerView(BaseModel):
     elections_started_count: int = Field(description="elections this member stood in as a "
                                                      "candidate since it started")
     last_error: str | None
+    metadata_sync: MetadataSyncStatus | None = Field(
+        description="a follower's metadata sync from the leader (null on the leader)")
     peers: list[DLedgerPeerView]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from app.broker import Broker
 from app.dledger_schemas import DLedgerPeerView, DLedgerView
 from app.schemas import MasterDiffView, SlaveDiff
+from app.sync_schemas import MetadataSyncStatus
 from ha.dledger.commit_log import DLedgerCommitLog
 
 
@@ -26,6 +27,7 @@ def dledger_view(broker: Broker, member: DLedgerCommitLog) -> DLedgerView:
         max_offset=broker.store.max_offset, pending_appends=status.pending_appends,
         inbox_dropped_count=status.inbox_dropped_count,
         elections_started_count=status.elections_started_count, last_error=status.last_error,
+        metadata_sync=_metadata_sync(broker),
         peers=[DLedgerPeerView(
             peer_id=peer.peer_id, dledger_address=dledger_addresses[peer.peer_id],
             http_address=http_urls[peer.peer_id], match_index=peer.match_index,
@@ -54,3 +56,8 @@ def _peer_diff(peer: DLedgerPeerView, view: DLedgerView) -> SlaveDiff:
                      state=peer.dispatcher_state or "UNKNOWN",
                      ack_offset=view.max_offset - diff_bytes, diff_bytes=diff_bytes,
                      in_sync=(peer.match_index or 0) >= view.committed_index)
+
+
+def _metadata_sync(broker: Broker) -> MetadataSyncStatus | None:
+    sync = broker.leader_sync.sync if broker.leader_sync is not None else None
+    return sync.status() if sync is not None else None

@@ -72,7 +72,8 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
         "leader_http_address": "http://127.0.0.1:8080",
         "leader_dledger_address": "127.0.0.1:20911", "committed_index": 2, "end_index": 2,
         "committed_offset": 97, "max_offset": 97, "pending_appends": 0,
-        "inbox_dropped_count": 0, "elections_started_count": 1, "last_error": None, "peers": [
+        "inbox_dropped_count": 0, "elections_started_count": 1, "last_error": None,
+        "metadata_sync": None, "peers": [
             {"peer_id": "n1", "dledger_address": "127.0.0.1:20912",
              "http_address": "http://127.0.0.1:8081", "match_index": 2, "lag_entries": 0,
              "lag_bytes": 0, "inflight_pushes": 0, "dispatcher_state": "COMMIT",

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from app.dledger_schemas import DLedgerView
+from app.sync_schemas import MetadataSyncStatus
 from store import GetMessageStatus, PutMessageStatus
 
 KEYS_PER_MESSAGE_MAX = 32
@@ -330,17 +331,6 @@ class MasterDiffView(BaseModel):
     in_sync_slave_count: int
     slaves_needed: int
     slaves: list[SlaveDiff]
-
-
-class MetadataSyncStatus(BaseModel):
-    master_http_address: str
-    interval_s: float
-    last_attempt_ms: int | None
-    last_success_ms: int | None
-    last_error: str | None
-    consecutive_failures: int
-    sync_count: int
-    tables_applied: dict[str, int]
 
 
 class SlaveDiffView(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from app.schemas import MetadataSyncStatus
+from app.sync_schemas import MetadataSyncStatus
 from store.metadata import MetadataError, MetadataStore
 from store.service import ServiceThread
 

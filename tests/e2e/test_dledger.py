@@ -214,3 +214,44 @@ def test_diff_ha_and_metrics_show_the_group(group: DLedgerGroup) -> None:
     follower_text = followers[0].client.get("/metrics").text
     assert _metric(follower_text, 'twinlog_dledger_role{role="FOLLOWER"}') == 1
     assert "twinlog_dledger_peer_lag_entries{" not in follower_text
+
+
+def _has_topic(member: Member, topic: str) -> bool:
+    return member.client.get(f"/v1/topics/{topic}").status_code == 200
+
+
+def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
+    """Topics, groups and consumer offsets written on the leader reach every follower; after
+    a hand-over the followers (the old leader among them) sync from the new leader."""
+    leader = group.wait_leader()
+    created = leader.client.post("/v1/topics", json={"name": "Meta", "write_queue_count": 2,
+                                                     "read_queue_count": 2})
+    assert created.status_code == 201, created.text
+    assert leader.client.post("/v1/topics/Meta/messages",
+                              json={"body": "m", "queue_id": 1}).status_code == 201
+    committed = leader.client.put("/v1/groups/billing/offsets/Meta/queues/1",
+                                  json={"offset": 1})
+    assert committed.status_code == 200, committed.text
+    followers = _followers(group, leader)
+
+    def offsets_of(member: Member) -> list[Any]:
+        answer = member.client.get("/v1/groups/billing/offsets")
+        return answer.json()["offsets"] if answer.status_code == 200 else []
+
+    for follower in followers:
+        wait_for(lambda f=follower: _has_topic(f, "Meta"), what=f"{follower.node_id} topic")
+        wait_for(lambda f=follower: [(o["topic"], o["queue_id"], o["offset"])
+                                     for o in offsets_of(f)] == [("Meta", 1, 1)],
+                 what=f"{follower.node_id} consumer offset")
+        sync = follower.dledger()["metadata_sync"]
+        assert sync["master_http_address"] == leader.url
+    assert leader.dledger()["metadata_sync"] is None
+    target = followers[0]
+    handed = leader.client.post("/admin/dledger/transfer-leadership",
+                                json={"target_id": target.node_id})
+    assert handed.status_code == 200, handed.text
+    wait_for(lambda: group.leader() is target, what=f"{target.node_id} leads")
+    assert target.client.post("/v1/topics", json={"name": "Meta2"}).status_code == 201
+    for member in _followers(group, target):
+        wait_for(lambda m=member: _has_topic(m, "Meta2"), what=f"{member.node_id} Meta2")
+        assert member.dledger()["metadata_sync"]["master_http_address"] == target.url
