@@ -55,7 +55,8 @@ def test_the_leader_takes_produces_and_answers_once_committed(group: DLedgerGrou
     assert batch.status_code == 201, batch.text
     assert [result["status"] for result in batch.json()["results"]] == ["PUT_OK"] * 5
     expected = sorted(["one", "two", *[f"b{n}" for n in range(5)]])
-    assert _bodies(leader, "Orders") == expected
+    # A committed record reaches the consume queues by the dispatch thread, just after.
+    wait_for(lambda: _bodies(leader, "Orders") == expected, what="the leader reads them")
     view = leader.dledger()
     for follower in _followers(group, leader):
         wait_for(lambda f=follower: f.dledger()["committed_index"] >= view["committed_index"],
@@ -138,7 +139,9 @@ def test_reads_stop_at_the_committed_position(tmp_path: Path) -> None:
             view = leader.dledger()
             assert view["end_index"] > view["committed_index"]
             assert view["max_offset"] > view["committed_offset"]
-            assert _bodies(leader, "Held") == ["committed"]
+            wait_for(lambda: _bodies(leader, "Held") == ["committed"],
+                     what="the committed message read, the held one not")
+            assert leader.dledger()["end_index"] > leader.dledger()["committed_index"]
         finally:
             for follower in followers:
                 assert follower.process is not None
