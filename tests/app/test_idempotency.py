@@ -344,6 +344,26 @@ def test_rebuild_includes_a_message_stored_exactly_window_s_ago(tmp_path: Path) 
         store.shutdown()
 
 
+def test_rebuild_skips_messages_without_a_key(tmp_path: Path) -> None:
+    """A message without an Idempotency-Key restores no key, and the keyed messages after it
+    on its queue are still restored."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": "before"}, queue_id=0))
+        store.put_message(Message("T", b"no key", queue_id=0))
+        store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": "after"}, queue_id=0))
+        wait_dispatched(store)
+        clock = FakeClock()
+        clock.now_ms = store.get_messages("T", 0, 0, 10).messages[-1].store_timestamp_ms
+        window = IdempotencyWindow(60.0, 3, clock_ms=clock)
+        assert rebuild(window, store) == 2
+        assert isinstance(window.lookup("T", "before"), RememberedPut)
+        assert isinstance(window.lookup("T", "after"), RememberedPut)
+    finally:
+        store.shutdown()
+
+
 def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
     """Rebuild reads at most keys_max messages per queue (plus its binary-search probes), and
     restores the newest keys_max keys."""
