@@ -147,7 +147,12 @@ def _inherited_http_socket(fd: int | None) -> socket.socket | None:
 
 def _dev(arguments: argparse.Namespace) -> int:
     from app.dev import DevLayout, run_dev
+    from app.dev_dledger import DLedgerDevLayout, run_dev_dledger
 
+    if arguments.dledger:
+        return run_dev_dledger(DLedgerDevLayout(
+            data_root=Path(arguments.data_root), http_port=arguments.dledger_http_port,
+            dledger_port=arguments.dledger_port))
     return run_dev(DevLayout(
         data_root=Path(arguments.data_root), master_http_port=arguments.master_http_port,
         slave_http_port=arguments.slave_http_port, ha_port=arguments.ha_port))
@@ -241,6 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--master-http-port", type=int, default=8080)
     dev.add_argument("--slave-http-port", type=int, default=8081)
     dev.add_argument("--ha-port", type=int, default=10912)
+    dev.add_argument("--dledger", action="store_true",
+                     help="run a DLedger group of three instead (n0, n1, n2)")
+    dev.add_argument("--dledger-http-port", type=int, default=8080,
+                     help="with --dledger: HTTP ports from this one (0: the kernel picks)")
+    dev.add_argument("--dledger-port", type=int, default=20911,
+                     help="with --dledger: DLedger ports from this one (0: the kernel picks)")
     dev.set_defaults(handler=_dev)
 
     spec = commands.add_parser("openapi", help="write the OpenAPI document of the app")

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -28,7 +29,7 @@ from app.port_file import read_port_file
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
-_POLL_S = 0.2
+POLL_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +62,14 @@ class DevLayout:
                 "--set", "ha_reconnect_interval_ms=1000"]
 
 
-class _Child:
-    def __init__(self, name: str, arguments: list[str], environment: dict[str, str]) -> None:
+class Child:
+    def __init__(self, name: str, arguments: list[str], environment: dict[str, str],
+                 pass_fds: tuple[int, ...] = ()) -> None:
         self.name = name
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", *arguments], env=environment,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True)
+            start_new_session=True, pass_fds=pass_fds)
         assert self.process.stdout is not None
         self._relay = threading.Thread(target=self._copy_output, args=(self.process.stdout,),
                                        name=f"dev-{name}-output", daemon=True)
@@ -93,7 +95,7 @@ class _Child:
         return code
 
 
-def _wait_ready(children: list[_Child], urls: list[str], stop: threading.Event) -> bool:
+def wait_ready(children: list[Child], urls: list[str], stop: threading.Event) -> bool:
     deadline = time.monotonic() + READY_TIMEOUT_S
     pending = dict(zip(urls, children, strict=True))
     with httpx.Client(timeout=1.0) as client:
@@ -108,7 +110,7 @@ def _wait_ready(children: list[_Child], urls: list[str], stop: threading.Event) 
                         del pending[url]
                 except httpx.HTTPError:
                     pass
-            stop.wait(_POLL_S)
+            stop.wait(POLL_S)
     return not pending
 
 
@@ -123,7 +125,7 @@ def _wait_in_sync(layout: DevLayout, stop: threading.Event) -> bool:
                     return True
             except (httpx.HTTPError, ValueError, KeyError, TypeError):
                 pass
-            stop.wait(_POLL_S)
+            stop.wait(POLL_S)
     return False
 
 
@@ -146,7 +148,7 @@ def _banner(layout: DevLayout) -> str:
     ])
 
 
-def _wait_ports(child: _Child, port_file: Path,
+def _wait_ports(child: Child, port_file: Path,
                 stop: threading.Event) -> tuple[int, int | None] | None:
     """The ports a child bound (its --port-file), or None if it exits or never reports."""
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -158,18 +160,18 @@ def _wait_ports(child: _Child, port_file: Path,
             print(f"twinlog dev: {child.name} exited with {child.process.returncode}",
                   flush=True)
             return None
-        stop.wait(_POLL_S)
+        stop.wait(POLL_S)
     return None
 
 
-def _start_pair(layout: DevLayout, environment: dict[str, str], children: list[_Child],
+def _start_pair(layout: DevLayout, environment: dict[str, str], children: list[Child],
                 stop: threading.Event) -> DevLayout | None:
     """Start the master, then the slave at the master's HA port; the layout with the ports
     they bound (a port given as 0 is chosen by the kernel), or None if one did not start."""
     layout.data_root.mkdir(parents=True, exist_ok=True)
     master_ports = layout.data_root / "master.ports"
     master_ports.unlink(missing_ok=True)
-    children.append(_Child("master", [*layout.master_arguments(), "--port-file",
+    children.append(Child("master", [*layout.master_arguments(), "--port-file",
                                       str(master_ports)], environment))
     ports = _wait_ports(children[-1], master_ports, stop)
     if ports is None or ports[1] is None:
@@ -177,38 +179,54 @@ def _start_pair(layout: DevLayout, environment: dict[str, str], children: list[_
     layout = replace(layout, master_http_port=ports[0], ha_port=ports[1])
     slave_ports = layout.data_root / "slave.ports"
     slave_ports.unlink(missing_ok=True)
-    children.append(_Child("slave", [*layout.slave_arguments(), "--port-file",
+    children.append(Child("slave", [*layout.slave_arguments(), "--port-file",
                                      str(slave_ports)], environment))
     ports = _wait_ports(children[-1], slave_ports, stop)
     return None if ports is None else replace(layout, slave_http_port=ports[0])
 
 
 def run_dev(layout: DevLayout) -> int:
+    def start(environment: dict[str, str], children: list[Child],
+              stop: threading.Event) -> str | None:
+        started = _start_pair(layout, environment, children, stop)
+        if started is None or not wait_ready(children, [started.master_url, started.slave_url],
+                                             stop):
+            return None
+        if not _wait_in_sync(started, stop) and not stop.is_set():
+            print("twinlog dev: the slave is not in sync yet; puts answer 202 until it is",
+                  flush=True)
+        return _banner(started)
+
+    # The pair shares a secret made for this run: the HA link is authenticated even in dev.
+    return supervise(start, {"TWINLOG_HA_SECRET": secrets.token_urlsafe(24)}, "both brokers")
+
+
+Starter = Callable[[dict[str, str], list[Child], threading.Event], "str | None"]
+
+
+def supervise(start: Starter, environment_extra: dict[str, str], what: str) -> int:
+    """Run `start` (it starts the children and returns the banner, or None if they did not
+    come up), then wait for Ctrl-C or SIGTERM (or a child's exit) and stop every child."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    # The pair shares a secret made for this run: the HA link is authenticated even in dev.
     environment = {**os.environ, "TWINLOG_AUTH_TOKENS": "{}", "PYTHONUNBUFFERED": "1",
-                   "TWINLOG_HA_SECRET": secrets.token_urlsafe(24)}
+                   **environment_extra}
     environment.pop("TWINLOG_CONFIG_FILE", None)
-    children: list[_Child] = []
+    children: list[Child] = []
     try:
-        started = _start_pair(layout, environment, children, stop)
-        if started is not None and _wait_ready(children, [started.master_url,
-                                                          started.slave_url], stop):
-            if not _wait_in_sync(started, stop) and not stop.is_set():
-                print("twinlog dev: the slave is not in sync yet; puts answer 202 until it is",
-                      flush=True)
-            print(_banner(started), flush=True)
+        banner = start(environment, children, stop)
+        if banner is not None:
+            print(banner, flush=True)
             while not stop.is_set() and all(c.process.poll() is None for c in children):
-                stop.wait(_POLL_S)
+                stop.wait(POLL_S)
         elif not stop.is_set():
             print("twinlog dev: the brokers did not become ready; stopping", flush=True)
     finally:
-        print("twinlog dev: stopping both brokers", flush=True)
+        print(f"twinlog dev: stopping {what}", flush=True)
         codes = [child.stop() for child in children]
         for sig, handler in previous.items():
             signal.signal(sig, handler)
