@@ -29,7 +29,7 @@ from store.errors import OffsetNotAvailableError, StoreStateError
 from store.flush import FlushService
 from store.health import StoreHealth
 from store.key_index import LOOKUP_RESULTS_MAX, KeyIndex
-from store.message_id import LookupResult, find_by_msg_id
+from store.message_id import LookupResult, LookupStatus, find_by_msg_id
 from store.paths import StorePaths
 from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages, read_heads
 from store.record import Message, RecordError, RecordHead, StoredMessage
@@ -419,8 +419,15 @@ class MessageStore:
 
     def get_message_by_id(self, msg_id: str) -> LookupResult:
         """The record a message id names (store/message_id.py): FOUND, NOT_FOUND or
-        MALFORMED_ID."""
-        return find_by_msg_id(self.commit_log, msg_id)
+        MALFORMED_ID. A commit-limited store finds no record past its commit limit."""
+        found = find_by_msg_id(self.commit_log, msg_id)
+        limit = self.dispatch.limit_offset
+        message = found.message
+        if limit is not None and message is not None \
+                and message.commit_log_offset + message.total_size > limit:
+            # DLedger mode: a record past the commit limit may still be truncated away.
+            return LookupResult(LookupStatus.NOT_FOUND)
+        return found
 
     def find_by_key(self, topic: str, key: str, count_max: int,
                     begin_timestamp_ms: int = 0,

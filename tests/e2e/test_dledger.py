@@ -120,7 +120,7 @@ def test_admin_dledger_shows_the_member_and_its_peers(group: DLedgerGroup) -> No
 def test_reads_stop_at_the_committed_position(tmp_path: Path) -> None:
     """With both followers paused, a produce on the leader answers 202 COMMIT_INDETERMINATE
     after the quorum deadline; its record is in the leader's log past the committed offset,
-    and no read shows it."""
+    and no read shows it: not a queue read, a look-up by message id or key, or a snapshot."""
     group = DLedgerGroup(tmp_path, dledger_quorum_deadline_ms=500,
                          dledger_election_timeout_ms=3000, dledger_heartbeat_interval_ms=150)
     try:
@@ -133,9 +133,20 @@ def test_reads_stop_at_the_committed_position(tmp_path: Path) -> None:
             assert follower.process is not None
             follower.process.send_signal(signal.SIGSTOP)
         try:
-            answer = leader.client.post("/v1/topics/Held/messages", json={"body": "held"})
+            answer = leader.client.post("/v1/topics/Held/messages",
+                                        json={"body": "held", "keys": ["held-key"]})
             assert answer.status_code == 202, answer.text
             assert answer.json()["status"] == "COMMIT_INDETERMINATE"
+            # Nor by its id or its key: every read stops at the committed position.
+            by_id = leader.client.get(f"/v1/messages/{answer.json()['msg_id']}")
+            assert by_id.status_code == 404, by_id.text
+            by_key = leader.client.get("/v1/topics/Held/messages",
+                                       params={"key": "held-key"})
+            assert by_key.status_code == 200 and by_key.json()["messages"] == [], by_key.text
+            snapshot = leader.client.post("/admin/snapshots")
+            assert snapshot.status_code == 201, snapshot.text
+            assert snapshot.json()["range_to"] == leader.dledger()["committed_offset"]
+            assert snapshot.json()["topics"] == {"Held": 1}
             view = leader.dledger()
             assert view["end_index"] > view["committed_index"]
             assert view["max_offset"] > view["committed_offset"]

@@ -14,6 +14,7 @@ from ha.dledger.state_files import read_hard_state
 from ha.dledger.stored_log import EntryRecordError, StoredLog
 from ha.dledger.stored_storage import StoredDLedgerStorage
 from store import Message, StoreCorruptError
+from store.message_id import LookupStatus
 from store.paths import StorePaths
 from store.reads import GetMessageStatus
 from store.record import decode_record
@@ -159,6 +160,22 @@ def test_readers_stop_at_the_committed_position(tmp_path: Path) -> None:
     assert storage.store.confirmed_offset == log.end_of(6)
     storage.close()
 
+
+def test_a_message_id_past_the_commit_is_not_found(tmp_path: Path) -> None:
+    """A look-up by message id stops at the committed position too: an uncommitted record
+    (which a leader already named in its 202 answer) is NOT_FOUND until it commits."""
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    entries = _fill(log, 3)
+    storage.sync()
+    storage.set_committed(2)  # the no-op and the first record
+    committed, held = (decode_record(entry.payload) for entry in entries[1:3])
+    assert storage.store.get_message_by_id(committed.msg_id).status is LookupStatus.FOUND
+    assert storage.store.get_message_by_id(held.msg_id).status is LookupStatus.NOT_FOUND
+    storage.set_committed(3)
+    found = storage.store.get_message_by_id(held.msg_id)
+    assert found.status is LookupStatus.FOUND and found.message is not None
+    assert found.message.body == held.body
+    storage.close()
 
 def test_after_a_restart_nothing_new_is_dispatched_before_the_commit_is_known(
         tmp_path: Path) -> None:
