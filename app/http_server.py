@@ -3,18 +3,21 @@
 `build_server` turns the settings into a uvicorn config: the connection cap from the
 descriptor budget (app/fd_budget.py), the guarded httptools protocol (app/http_protocol.py),
 the keep-alive timeout, and the certificate and key when TLS is on. The server checks the
-connections' deadlines every EXPIRE_EVERY_TICKS of uvicorn's 0.1 s ticks.
+connections' deadlines every EXPIRE_EVERY_TICKS of uvicorn's 0.1 s ticks, and accepts every
+waiting connection at once (app/eager_accept.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
 
+from app.eager_accept import EagerAccept
 from app.fd_budget import FdBudget
 from app.http_protocol import ConnectionLimits, expire_overdue, protocol_class
 from app.metrics import RefusalCounts
@@ -28,6 +31,34 @@ EXPIRE_EVERY_TICKS = 5
 
 
 class TwinlogServer(PortReportingServer):
+    eager_accept: EagerAccept | None = None
+    accepts_eagerly = True
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.accepts_eagerly:
+            self._start_eager_accept()
+
+    def _start_eager_accept(self) -> None:
+        """Every connection waiting is accepted at once (app/eager_accept.py)."""
+        config = self.config
+        listener = self.servers[0].sockets[0]
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> asyncio.Protocol:
+            created: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state,
+                _loop=loop)
+            return created
+
+        self.eager_accept = EagerAccept(listener, protocol, config.ssl)
+        self.eager_accept.start(loop)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.eager_accept is not None:
+            self.eager_accept.stop()
+        await super().shutdown(sockets)
+
     async def on_tick(self, counter: int) -> bool:
         if counter % EXPIRE_EVERY_TICKS == 0:
             expire_overdue(self.server_state.connections, asyncio.get_running_loop().time())
@@ -48,10 +79,14 @@ def build_server(app: FastAPI, settings: Settings, budget: FdBudget,
     limits = ConnectionLimits.from_settings(settings, budget.connections_max)
     config = uvicorn.Config(
         app, host=settings.http_host, port=settings.http_port,
-        loop=_available("uvloop", "auto"), http=protocol_class(limits, counts),
+        loop=(_available("uvloop", "auto") if settings.http_event_loop == "uvloop"
+              else "asyncio"),
+        http=protocol_class(limits, counts),
         lifespan="on", access_log=False, log_level=settings.log_level, server_header=False,
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
         timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s),
         ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
     log.info("%s (http_connections_max %d)", budget.describe(), settings.http_connections_max)
-    return TwinlogServer(config, app, port_file)
+    server = TwinlogServer(config, app, port_file)
+    server.accepts_eagerly = settings.http_eager_accept
+    return server

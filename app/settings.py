@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         1024, ge=1, le=1_000_000,
         description="open HTTP connections; lowered at start to what the descriptor budget "
                     "leaves (app/fd_budget.py); past it a new connection gets 503 and a close")
+    http_event_loop: Literal["uvloop", "asyncio"] = Field(
+        "uvloop", description="the HTTP server's event loop (uvloop is the faster; "
+                              "bench/fair_batches.py --broker compares them)")
+    http_eager_accept: bool = Field(
+        True, description="accept every waiting connection at once (app/eager_accept.py); "
+                          "off, uvloop accepts one per loop turn and a busy loop leaves new "
+                          "connections queued for seconds")
     tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     long_poll_wait_ms_max: int = Field(

@@ -157,16 +157,17 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def broker(root: Path, role: str, with_slave: bool = False, name: str = "") -> Iterator[str]:
-    """A `twinlog serve` master (and a SLAVE process when asked); yields the master's URL.
-    Its data dirs are removed afterwards."""
+def broker(root: Path, role: str, with_slave: bool = False, name: str = "",
+           settings: tuple[str, ...] = ()) -> Iterator[str]:
+    """A `twinlog serve` master (and a SLAVE process when asked), with `settings` (key=value)
+    on the master; yields the master's URL. Its data dirs are removed afterwards."""
     http_port, ha_port = free_port(), free_port()
     common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824",
               "--set", "ha_secret=bench-ha-secret"]
     data_dir = root / f"{role}{name}"
     master = _spawn(["-m", "app.cli", "serve", "--role", role, "--http-port", str(http_port),
                      "--ha-port", str(ha_port), "--data-dir", str(data_dir / "master"),
-                     *common])
+                     *common, *(part for setting in settings for part in ("--set", setting))])
     processes = [master]
     url = f"http://127.0.0.1:{http_port}"
     try:
