@@ -29,9 +29,11 @@ from tests.support.dledger_group import DLedgerGroup
 SPEC_FILE = ROOT / "openapi" / "openapi.json"
 TOKEN = "contract-token"
 AUTH_TOKENS = f'{{"{TOKEN}": ["produce", "consume", "admin"]}}'
-# What a DLedger member answers differently from a classic broker.
+# What a DLedger member answers differently from a classic broker (its admin view and
+# transfer, produce, /admin/diff and /admin/ha in DLedger form, reads up to the commit limit).
 DLEDGER_OPERATIONS = ("admin-dledger", "admin-dledger-transfer-leadership", "produce-message",
-                      "produce-batch")
+                      "produce-batch", "admin-diff", "admin-ha", "get-message", "metrics",
+                      "consume-messages")
 # Bounds the run: 25 take about 40 s on a loaded 2-core machine (100 about 75 s; set
 # TWINLOG_CONTRACT_EXAMPLES to go deeper).
 EXAMPLES_PER_OPERATION = int(os.environ.get("TWINLOG_CONTRACT_EXAMPLES", "25"))
@@ -174,12 +176,14 @@ def test_fuzzer_finds_nothing(launch: Launcher, monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.slow
 def test_fuzzer_finds_nothing_on_a_dledger_leader(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """The operations DLedger mode changes (its admin view, leadership transfer, produce)
-    against a DLedger member that leads a group of one: no finding either. One member, so
-    that a generated transfer to `n1` (the spec's example) is refused (409 NOT_MEMBER) rather
-    than handing leadership away, after which every write answers 503 NOT_LEADER, a 5xx the
-    server-error check rightly counts (tests/e2e/test_dledger.py covers a transfer)."""
-    group = DLedgerGroup(tmp_path, size=1, auth_tokens=AUTH_TOKENS)
+    """The operations DLedger mode changes (its admin view, leadership transfer, produce,
+    diff, HA view, metrics, reads) against a DLedger member that leads a group of one: no
+    finding either. One member, so that a generated transfer to `n1` (the spec's example)
+    is refused (409 NOT_MEMBER) rather than handing leadership away, after which every write
+    answers 503 NOT_LEADER, a 5xx the server-error check rightly counts
+    (tests/e2e/test_dledger.py covers a transfer)."""
+    group = DLedgerGroup(tmp_path, size=1, auth_tokens=AUTH_TOKENS,
+                         long_poll_wait_ms_max=LONG_POLL_WAIT_MS_MAX)
     for member in group.members.values():
         member.client.headers["Authorization"] = f"Bearer {TOKEN}"
     try:
