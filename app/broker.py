@@ -23,7 +23,7 @@ from app.settings import ReplicationMode, Settings
 from app.slave_sync import SlaveSync
 from ha import Replication
 from ha.dledger.commit_log import DLedgerCommitLog
-from store import BrokerRole, Lifecycle, MessageStore
+from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.metadata import MetadataStore, TopicConfig
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,14 @@ class Broker:
         self.dledger.start()
         log.info("store recovered %s: %s; DLedger member %s on port %d", self.settings.data_dir,
                  self.dledger.storage.recovery, self.dledger.self_id, self.dledger.listen_port)
+
+    @property
+    def role_name(self) -> str:
+        """What views call the role: the classic role, or the DLedger member's (LEADER,
+        FOLLOWER, PRE_CANDIDATE, CANDIDATE)."""
+        if self.dledger is None:
+            return self.role.value
+        return self.dledger.status().role
 
     def describe_role(self) -> str:
         if self.dledger is None:
@@ -310,11 +318,24 @@ class Broker:
 
     # -- rates -------------------------------------------------------------------------------
 
+    def put_counts(self) -> dict[PutMessageStatus, int]:
+        """Puts by status: the store's (classic), or the DLedger member's answers."""
+        if self.dledger is not None:
+            return dict(self.dledger.put_counts.by_status)
+        return {PutMessageStatus.PUT_OK: self.store.put_ok_count, **self.store.put_counts}
+
+    def put_bytes_total(self) -> int:
+        if self.dledger is not None:
+            return self.dledger.put_counts.stored_bytes_total
+        return self.store.put_bytes_total
+
+
     def sample_put_rates(self) -> PutRates:
         """Puts per second over about the last 10 s (sampled whenever asked, and every second
         by the app's rate task)."""
         now = time.monotonic()
-        sample = (now, self.store.put_ok_count, self.store.put_bytes_total)
+        counts = self.put_counts()
+        sample = (now, counts.get(PutMessageStatus.PUT_OK, 0), self.put_bytes_total())
         with self._rate_lock:
             samples = self._rate_samples
             if not samples or now - samples[-1][0] >= 0.5:

@@ -37,6 +37,12 @@ class DLedgerView(BaseModel):
     committed_index: int = Field(description="entries up to it are committed: reads, consume "
                                              "queues and snapshots stop there")
     end_index: int = Field(description="the last entry in this member's log (committed or not)")
+    base_index: int = Field(description="the log holds the entries after it: retention "
+                                         "compacted the rest (a peer below it is reset from it)")
+    min_offset: int = Field(description="the first commit-log offset retained")
+    retention_blocked_offset: int | None = Field(
+        description="where retention stopped to keep what a lagging peer still needs (null: "
+                    "not blocked)")
     committed_offset: int | None = Field(description="the commit-log offset reads stop at "
                                                      "(null until the first commit after a "
                                                      "start)")

@@ -23,6 +23,8 @@ def dledger_view(broker: Broker, member: DLedgerCommitLog) -> DLedgerView:
         leader_http_address=http_urls.get(leader_id) if leader_id else None,
         leader_dledger_address=dledger_addresses.get(leader_id) if leader_id else None,
         committed_index=status.committed_index, end_index=status.end_index,
+        base_index=status.base_index, min_offset=broker.store.min_offset,
+        retention_blocked_offset=broker.store.retention.blocked_offset,
         committed_offset=broker.store.commit_limit or None,
         max_offset=broker.store.max_offset, pending_appends=status.pending_appends,
         inbox_dropped_count=status.inbox_dropped_count,

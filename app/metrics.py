@@ -101,7 +101,7 @@ class _BrokerCollector(Collector):
             return
         store = broker.store
         yield CounterMetricFamily("twinlog_store_put_bytes", "Record bytes appended",
-                                  value=store.put_bytes_total)
+                                  value=broker.put_bytes_total())
         yield GaugeMetricFamily("twinlog_commit_log_max_offset_bytes",
                                 "Commit-log max offset", value=store.max_offset)
         yield GaugeMetricFamily("twinlog_commit_log_min_offset_bytes",

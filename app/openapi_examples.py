@@ -71,6 +71,7 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
         "self_id": "n0", "group": "default", "role": "LEADER", "term": 1, "leader_id": "n0",
         "leader_http_address": "http://127.0.0.1:8080",
         "leader_dledger_address": "127.0.0.1:20911", "committed_index": 2, "end_index": 2,
+        "base_index": 0, "min_offset": 0, "retention_blocked_offset": None,
         "committed_offset": 97, "max_offset": 97, "pending_appends": 0,
         "inbox_dropped_count": 0, "elections_started_count": 1, "last_error": None,
         "metadata_sync": None, "peers": [

@@ -55,7 +55,7 @@ class Snapshots:
             data_dir=settings.data_dir,
             out_root=settings.snapshot_root,
             broker_name=f"{settings.http_host}:{settings.http_port}",
-            broker_role=broker.role.value,
+            broker_role=broker.role_name,
             broker_group=settings.broker_group,
             range_to=broker.store.confirmed_offset,
             include_bodies=settings.snapshot_include_bodies,

@@ -151,7 +151,7 @@ def admin_broker(broker: BrokerDep) -> BrokerView:
     recovery = broker.store.recovery
     now_ms = time.time_ns() // 1_000_000
     return BrokerView(
-        role=broker.role.value, flush_disk_type=broker.settings.flush_disk_type.value,
+        role=broker.role_name, flush_disk_type=broker.settings.flush_disk_type.value,
         versions=versions, metadata_schema_revision=head_revision(),
         data_versions={table.value: DataVersionView(counter=version.counter,
                                                     timestamp_ms=version.timestamp_ms)
@@ -166,8 +166,7 @@ def admin_store(broker: BrokerDep) -> StoreView:
     """Offsets, commit-log files, disk use, put counts and rates (over the last ~10 s)."""
     store = broker.store
     files = store.commit_log.files.files
-    counts = {"PUT_OK": store.put_ok_count}
-    counts.update({status.value: count for status, count in store.put_counts.items()})
+    counts = {"PUT_OK": 0} | {status.value: count for status, count in broker.put_counts().items()}
     rates = broker.sample_put_rates()
     topics = store.queues.topics()
     return StoreView(
@@ -183,7 +182,7 @@ def admin_store(broker: BrokerDep) -> StoreView:
         consume_queue_count=sum(len(queue_ids) for queue_ids in topics.values()),
         topic_count=len(topics), disk_used_bytes=_disk_used_bytes(store.paths.root),
         disk_used_ratio=disk_used_ratio(store.paths.root), put_counts=counts,
-        put_bytes_total=store.put_bytes_total, put_messages_per_s=rates.messages_per_s,
+        put_bytes_total=broker.put_bytes_total(), put_messages_per_s=rates.messages_per_s,
         put_bytes_per_s=rates.bytes_per_s)
 
 

@@ -41,7 +41,7 @@ async def readyz(gateway: GatewayDep) -> Response:
         link = SlaveDiffView(**asdict(view), metadata_sync=broker.slave_sync.status()
                              if broker.slave_sync is not None else None)
     fault = broker.store.health.fault
-    readiness = Readiness(ready=broker.is_running and fault is None, role=broker.role.value,
+    readiness = Readiness(ready=broker.is_running and fault is None, role=broker.role_name,
                           state=broker.state.value, ha_link=link,
                           detail=fault.describe() if fault is not None else None)
     return JSONResponse(readiness.model_dump(mode="json"),

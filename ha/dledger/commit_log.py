@@ -11,6 +11,7 @@ returns a `DLedgerPut` whose future completes on the host thread.
 from __future__ import annotations
 
 import socket
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -41,15 +42,37 @@ class RecordRefused(Exception):  # noqa: N818 (a refusal carried through the fut
 
 
 @dataclass(slots=True)
+class PutCounts:
+    """Puts answered by this member, by status, and the record bytes of the stored ones (the
+    store's own counters count its direct puts, which DLedger mode never makes)."""
+
+    by_status: Counter[PutMessageStatus] = field(default_factory=Counter)
+    stored_bytes_total: int = 0
+
+    def record(self, result: PutMessageResult, status: PutMessageStatus) -> None:
+        self.by_status[status] += 1
+        if status.is_stored:
+            self.stored_bytes_total += result.wrote_bytes
+
+
+@dataclass(slots=True)
 class DLedgerPut:
     """One put in flight: `future` completes on the host thread; then `outcome()`."""
 
     future: Future[AppendResult]
     store_host: bytes
+    counts: PutCounts
     record: bytes | None = field(default=None)  # set by the encode, on the host thread
+    _outcome: tuple[PutMessageResult, PutMessageStatus] | None = None
 
     def outcome(self) -> tuple[PutMessageResult, PutMessageStatus]:
-        """The put's result and status; call once `future` is done."""
+        """The put's result and status (counted once); call once `future` is done."""
+        if self._outcome is None:
+            self._outcome = self._decide()
+            self.counts.record(*self._outcome)
+        return self._outcome
+
+    def _decide(self) -> tuple[PutMessageResult, PutMessageStatus]:
         error = self.future.exception()
         if isinstance(error, RecordRefused):
             return PutMessageResult(error.status, detail=error.detail), error.status
@@ -76,6 +99,7 @@ class DLedgerCommitLog:
                                     entry_payload_bytes_max=entry_bytes_max)
         self.self_id = transport_config.self_id
         self._store_host = store.config.store_host_bytes
+        self.put_counts = PutCounts()
 
     @property
     def listen_port(self) -> int:
@@ -105,7 +129,7 @@ class DLedgerCommitLog:
         return self.status().role == Role.LEADER.value
 
     def put(self, message: Message) -> DLedgerPut:
-        put = DLedgerPut(Future(), self._store_host)
+        put = DLedgerPut(Future(), self._store_host, self.put_counts)
         storage = self.storage
 
         def encode() -> bytes:  # on the host thread, only while the log is open

@@ -334,7 +334,8 @@ class DLedgerHost(ServiceThread):
                           self._last_contact_ms.get(peer_id), _lag_bytes(node, peer_id))
             for peer_id in node.peer_ids)
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
-                                  node.commit_index, node.log.last_index, len(self._futures),
+                                  node.commit_index, node.log.last_index, node.log.base_index,
+                                  len(self._futures),
                                   peers, self.last_error)
 
 

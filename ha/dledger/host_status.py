@@ -53,6 +53,7 @@ class HostStatus:
     leader_id: str | None
     committed_index: int
     end_index: int
+    base_index: int  # the log holds entries after it (retention compacted the rest)
     pending_appends: int
     peers: tuple[PeerStatus, ...]
     inbox_dropped_count: int
@@ -68,6 +69,7 @@ class Snapshot:
     leader_id: str | None
     committed_index: int
     end_index: int
+    base_index: int
     pending_appends: int
     peers: tuple[PeerSample, ...]
     last_error: str | None
@@ -75,6 +77,7 @@ class Snapshot:
     def view(self, now_ms: float, inbox_dropped_count: int,
              elections_started_count: int) -> HostStatus:
         return HostStatus(self.self_id, self.role.value, self.term, self.leader_id,
-                          self.committed_index, self.end_index, self.pending_appends,
+                          self.committed_index, self.end_index, self.base_index,
+                          self.pending_appends,
                           tuple(peer.view(now_ms) for peer in self.peers),
                           inbox_dropped_count, elections_started_count, self.last_error)

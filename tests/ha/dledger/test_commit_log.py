@@ -58,7 +58,8 @@ def member(tmp_path: Path) -> Iterator[DLedgerCommitLog]:
 
 
 def test_a_committed_put_answers_put_ok_with_its_position(member: DLedgerCommitLog) -> None:
-    """A put commits and its result names where the record is; the store reads it back."""
+    """A put commits and its result names where the record is; the store reads it back; the
+    member counts each put once, however often its outcome is asked."""
     put = member.put(Message("T", b"hello", queue_id=1))
     put.future.result(10)
     result, status = put.outcome()
@@ -72,6 +73,9 @@ def test_a_committed_put_answers_put_ok_with_its_position(member: DLedgerCommitL
     wait_until(lambda: member.store.dispatch.dispatched_offset >= limit)
     found = member.store.get_messages("T", 1, 0, 10, max_bytes=1 << 20).messages
     assert [message.body for message in found] == [b"hello", b"again"]
+    counts = member.put_counts
+    assert counts.by_status == {PutMessageStatus.PUT_OK: 2}
+    assert counts.stored_bytes_total == result.wrote_bytes + second.outcome()[0].wrote_bytes
 
 
 def test_a_refused_record_is_a_put_status_and_appends_nothing(
