@@ -1,0 +1,87 @@
+"""LeaderSync, driven by hand (no thread): the metadata sync follows whichever member leads,
+stops when this member takes over, and the broker's cache is dropped once per take-over."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.leader_sync import LeaderSync
+
+URLS = {"n0": "http://127.0.0.1:1", "n1": "http://127.0.0.1:2", "n2": "http://127.0.0.1:3"}
+
+
+@dataclass
+class FakeStatus:
+    role: str
+    leader_id: str | None
+    self_id: str = "n0"
+    term: int = 1
+
+
+@dataclass
+class FakeMember:
+    status_now: FakeStatus = field(default_factory=lambda: FakeStatus("FOLLOWER", None))
+
+    def status(self) -> FakeStatus:
+        return self.status_now
+
+
+@dataclass
+class FakeSync:
+    master_http_address: str
+    stopped: bool = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class Rig:
+    def __init__(self) -> None:
+        self.member = FakeMember()
+        self.syncs: list[FakeSync] = []
+        self.takeovers = 0
+        fake: Any = self.member
+        self.leader_sync = LeaderSync(fake, URLS.get, self._start, self._took_over)
+
+    def _start(self, url: str) -> Any:
+        self.syncs.append(FakeSync(url))
+        return self.syncs[-1]
+
+    def _took_over(self) -> None:
+        self.takeovers += 1
+
+    def step(self, role: str, leader_id: str | None) -> None:
+        self.member.status_now = FakeStatus(role, leader_id)
+        self.leader_sync.run_once()
+
+
+def test_the_sync_follows_the_leader_and_stops_on_taking_over() -> None:
+    """No leader: no sync; a leader elsewhere: a sync from it (once, not per check); a new
+    leader: the old sync stopped, a new one from it; this member leads: the sync stopped and
+    the take-over reported once; no leader known afterwards: nothing started."""
+    rig = Rig()
+    rig.step("FOLLOWER", None)
+    assert rig.syncs == []
+    rig.step("FOLLOWER", "n1")
+    rig.step("FOLLOWER", "n1")
+    assert [s.master_http_address for s in rig.syncs] == [URLS["n1"]]
+    rig.step("FOLLOWER", "n2")
+    assert [(s.master_http_address, s.stopped) for s in rig.syncs] == [
+        (URLS["n1"], True), (URLS["n2"], False)]
+    rig.step("LEADER", "n0")
+    rig.step("LEADER", "n0")
+    assert rig.syncs[-1].stopped and rig.leader_sync.sync is None and rig.takeovers == 1
+    rig.step("CANDIDATE", None)
+    assert len(rig.syncs) == 2
+    rig.step("LEADER", "n0")
+    assert rig.takeovers == 2
+    rig.leader_sync.stop()
+
+
+def test_stop_stops_the_running_sync() -> None:
+    """Stopping the watcher stops the metadata sync it runs."""
+    rig = Rig()
+    rig.step("FOLLOWER", "n1")
+    rig.leader_sync.stop()
+    assert rig.syncs[0].stopped and rig.leader_sync.sync is None
