@@ -4,13 +4,17 @@ slaves, so what each answer of a SYNC_MASTER put means is seen ack by ack."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ha import HAConfig
+from ha.connection import HAConnection
 from ha.epochs import Epoch, load_history
 from ha.service import HAService
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
@@ -122,6 +126,40 @@ def test_two_slaves_needed_means_two_distinct_slaves(
     first.close()
 
 
+def test_one_slave_needed_is_the_most_advanced_one(
+        store: MessageStore, start_service: StartService) -> None:
+    """With in_sync_replicas 2 one slave holding the message is enough: the replicated offset
+    is the highest ack of the connected slaves, not the lowest."""
+    service = start_service(in_sync_replicas=2)
+    ahead, behind = _slave(service), _slave(service)
+    _transferring(service, 2)
+    end, done = _put(store)
+    behind.receive_until(end)
+    behind.report(end - 10)
+    wait_until(lambda: service.replicated_offset() == end - 10)
+    ahead.receive_until(end)
+    ahead.report(end)
+    assert done.result(10) is PutMessageStatus.PUT_OK
+    assert sorted(view.ack_offset for view in service.slave_views()) == [end - 10, end]
+    assert service.replicated_offset() == end
+
+
+def test_a_slave_reconnecting_when_all_slots_are_taken_replaces_its_own_link(
+        store: MessageStore, start_service: StartService) -> None:
+    """With every slot taken, the slave holding one reconnects (its old link half-open): the new
+    link is not refused, it takes the old link's slot and the old link is closed."""
+    service = start_service(ha_connections_max=1)
+    old = _slave(service, slave_id=b"a" * 16)
+    _transferring(service, 1)
+    (old_link,) = service.connections
+    new = _slave(service, slave_id=b"a" * 16)
+    wait_until(lambda: service.connections != [old_link] and len(service.connections) == 1)
+    _transferring(service, 1)
+    assert service.refused_connection_count == 0 and not old_link.is_open
+    new.close()
+    old.close()
+
+
 def test_a_closed_slave_stops_counting(store: MessageStore, start_service: StartService) -> None:
     """When the only slave goes away its acks stop counting: the next put answers
     SLAVE_NOT_AVAILABLE at once."""
@@ -137,6 +175,22 @@ def test_a_closed_slave_stops_counting(store: MessageStore, start_service: Start
     assert service.replicated_offset() == -1 and not service.is_slave_ok(end)
     _, refused = _put(store)
     assert refused.is_done and refused.result() is PutMessageStatus.SLAVE_NOT_AVAILABLE
+
+
+def test_a_slave_that_acked_an_empty_master_is_in_sync(
+        store: MessageStore, start_service: StartService) -> None:
+    """On a master with nothing stored, a slave that reported offset 0 has everything: it is
+    in sync, so the first put waits for its ack instead of answering SLAVE_NOT_AVAILABLE."""
+    service = start_service()
+    slave = _slave(service, report=0)
+    _transferring(service, 1)
+    wait_until(lambda: service.replicated_offset() == 0)
+    assert store.max_offset == 0 and service.is_slave_ok(0)
+    end, done = _put(store)
+    assert not done.is_done
+    slave.receive_until(end)
+    slave.report(end)
+    assert done.result(10) is PutMessageStatus.PUT_OK
 
 
 def test_slave_ok_only_within_the_fall_behind_bound(
@@ -157,13 +211,16 @@ def test_slave_ok_only_within_the_fall_behind_bound(
 
 def test_wait_ends_at_its_deadline_and_at_stop(
         store: MessageStore, start_service: StartService) -> None:
-    """A put nobody acks answers FLUSH_SLAVE_TIMEOUT at slave_timeout_ms; a put pending when
+    """A put nobody acks answers FLUSH_SLAVE_TIMEOUT at slave_timeout_ms, not before; a put
+    pending when
     the service stops answers FLUSH_SLAVE_TIMEOUT too, and no wait is left."""
     service = start_service(slave_timeout_ms=300)
     slave = _slave(service)
     _transferring(service, 1)
+    put_at_s = time.monotonic()
     _, done = _put(store)
     assert done.result(10) is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    assert time.monotonic() - put_at_s >= 0.29  # not before its deadline (ms rounding aside)
     service.waits.add(store.max_offset + 1, 2**62)
     assert service.pending_count == 1
     service.stop()
@@ -186,25 +243,30 @@ def test_stop_answers_pending_puts(store: MessageStore, start_service: StartServ
 
 def test_refused_slaves_are_counted_and_named(
         store: MessageStore, start_service: StartService) -> None:
-    """An ack beyond the log, a wrong secret and a slave ahead of its agreement each close
-    their link and are counted; the ahead one is kept in `rejected` with its offset."""
+    """Acks beyond the log, wrong secrets and a slave ahead of its agreement each close their
+    link and are counted, each one; the ahead one is kept in `rejected` with its offset."""
     service = start_service()
     _put(store)
-    liar = _slave(service)
-    liar.receive_until(store.max_offset)
-    liar.report(store.max_offset + 1)
-    wait_until(lambda: service.ack_beyond_max_count == 1)
-    with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
-        _slave(service, secret="not-the-secret", report=None)
-    wait_until(lambda: service.protocol_error_count == 1)
+    liars = []
+    for lies in (1, 2):  # each one counts
+        liar = _slave(service)
+        liar.receive_until(store.max_offset)
+        liar.report(store.max_offset + 1)
+        liars.append(liar)
+        wait_until(lambda: service.ack_beyond_max_count == lies)  # noqa: B023
+    for wrong in (1, 2):
+        with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
+            _slave(service, secret="not-the-secret", report=None)
+        wait_until(lambda: service.protocol_error_count == wrong)  # noqa: B023
     ahead = _slave(service, report=500)  # agreed at 0 (an empty history), reports more
     wait_until(lambda: len(service.rejected) == 1)
     rejected = service.rejected[0]
     assert (rejected.state, rejected.request_offset) == ("ahead_of_master", 500)
     assert "ahead of the offset" in rejected.reason
-    assert service.ack_beyond_max_count == 1 and service.protocol_error_count == 1
+    assert service.ack_beyond_max_count == 2 and service.protocol_error_count == 2
     ahead.close()
-    liar.close()
+    for liar in liars:
+        liar.close()
 
 
 def test_slots_are_bounded(store: MessageStore, start_service: StartService) -> None:
@@ -212,6 +274,7 @@ def test_slots_are_bounded(store: MessageStore, start_service: StartService) -> 
     service = start_service(ha_connections_max=1)
     holder = _slave(service, slave_id=b"a" * 16)
     _transferring(service, 1)
+    assert service.refused_connection_count == 0
     for refused, slave_id in enumerate((b"b" * 16, b"c" * 16), start=1):
         with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
             _slave(service, slave_id=slave_id, report=None)
@@ -220,12 +283,44 @@ def test_slots_are_bounded(store: MessageStore, start_service: StartService) -> 
     holder.close()
 
 
+def test_two_handshakes_finishing_together_cannot_share_the_last_slot(
+        store: MessageStore, start_service: StartService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slot is taken under the service's lock as a handshake succeeds: a second slave whose
+    handshake ends while the first is still between its slot and its first report is refused,
+    not admitted past ha_connections_max (the first is held there by a seam around the slot
+    decision)."""
+    service = start_service(ha_connections_max=1)
+    first_slotted = threading.Event()
+    release_first = threading.Event()
+    take_slot = service._on_handshake
+
+    def hold_the_first(connection: HAConnection) -> str:
+        refusal = take_slot(connection)
+        if not first_slotted.is_set():
+            first_slotted.set()
+            release_first.wait(10)
+        return refusal
+
+    monkeypatch.setattr(service, "_on_handshake", hold_the_first)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_slave, service, b"a" * 16)
+        assert first_slotted.wait(10)
+        try:
+            with pytest.raises(Exception):  # noqa: B017 - the slave side fails as it may
+                _slave(service, slave_id=b"b" * 16, report=None)
+            wait_until(lambda: service.refused_connection_count == 1)
+        finally:
+            release_first.set()
+        first.result(10).close()
+
+
 def test_handshakes_are_bounded_oldest_dropped(start_service: StartService) -> None:
     """Past ha_handshakes_max sockets in the handshake, the oldest is dropped and counted,
     each time."""
     service = start_service(ha_handshakes_max=1, ha_handshake_timeout_ms=60_000)
     sockets = [socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5)]
     wait_until(lambda: len(service.connections) == 1)
+    assert service.handshake_evicted_count == 0
     for evicted in (1, 2):
         sockets.append(
             socket.create_connection(("127.0.0.1", service.listen_address[1]), timeout=5))
@@ -262,6 +357,8 @@ def test_slave_views_report_each_link(store: MessageStore, start_service: StartS
     (view,) = service.slave_views()
     assert (view.ack_offset, view.diff_bytes, view.in_sync) == (end, 0, True)
     assert view.slave_id == slave.slave_id.hex()
+    host, port = slave.sock.getsockname()[:2]
+    assert view.address == f"{host}:{port}"  # the slave's end of the link, as /admin/ha shows
 
 
 def test_stop_after_a_failed_start_is_clean(

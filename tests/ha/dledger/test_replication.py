@@ -3,7 +3,17 @@ leader's base, the bounded pipeline and pending appends."""
 
 from __future__ import annotations
 
-from ha.dledger.actions import AppendStatus, ResetLog, Send, TruncateFrom
+import pytest
+
+from ha.dledger.actions import (
+    AppendEntries,
+    AppendStatus,
+    CompleteAppend,
+    PersistTermVote,
+    ResetLog,
+    Send,
+    TruncateFrom,
+)
 from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, Role
 from ha.dledger.messages import PushRequest, PushResponse, VoteResponse
@@ -95,18 +105,23 @@ def test_a_follower_never_commits_past_the_prefix_a_push_proved() -> None:
     assert follower.commit_index == 1
 
 
-def test_an_empty_follower_catches_up_from_the_leaders_first_retained_entry() -> None:
-    """The leader's log starts after a base of 10 (retention); an empty follower resets to
-    that base and receives every retained entry, even while the group is idle (DLedger #61)."""
-    retained = EntryLog(base_index=10, base_term=1, entries=entries(1, 1, 1, first_index=11))
+@pytest.mark.parametrize("base_index", [1, 10])
+def test_an_empty_follower_catches_up_from_the_leaders_first_retained_entry(
+        base_index: int) -> None:
+    """The leader's log starts after a base (retention, down to a base of 1); an empty
+    follower resets to that base and receives every retained entry, even while the group is
+    idle (DLedger #61)."""
+    retained = EntryLog(base_index=base_index, base_term=1,
+                        entries=entries(1, 1, 1, first_index=base_index + 1))
     leader = make_node("n0", IDS, log=retained, term=1)
-    copy = EntryLog(base_index=10, base_term=1, entries=retained.entries())
+    copy = EntryLog(base_index=base_index, base_term=1, entries=retained.entries())
     group = Group([leader, make_node("n1", IDS, term=1), make_node("n2", IDS, log=copy, term=1)])
     group.elect("n0")
     group.tick_all(10)
     follower = group.nodes["n1"]
-    assert (follower.log.base_index, follower.log.entries()) == (10, leader.log.entries())
-    assert follower.commit_index == leader.commit_index == 14
+    assert (follower.log.base_index, follower.log.entries()) == (base_index,
+                                                                 leader.log.entries())
+    assert follower.commit_index == leader.commit_index == base_index + 4
     assert any(isinstance(a, ResetLog) for s, a in group.actions if s == "n1")
 
 
@@ -146,9 +161,10 @@ def test_pending_appends_are_bounded_and_time_out_indeterminate() -> None:
     group.cut = {("n0", "n1"), ("n0", "n2")}
     for request_id in (1, 2, 3):
         group.append("n0", request_id, b"p")
-    assert [(c.request_id, c.status) for c in group.completed] == [
-        (3, AppendStatus.LEADER_PENDING_FULL)]
-    group.tick("n0", 4)
+    assert group.completed == [CompleteAppend(3, AppendStatus.LEADER_PENDING_FULL, 0, 0)]
+    group.tick("n0", 3)
+    assert len(group.completed) == 1  # still waiting one tick before the deadline
+    group.tick("n0")
     assert [c.status for c in group.completed[1:]] == [AppendStatus.WAIT_QUORUM_ACK_TIMEOUT] * 2
 
 
@@ -159,8 +175,8 @@ def test_an_append_to_a_follower_is_refused_and_one_to_the_leader_commits() -> N
     group.append("n1", 1, b"no")
     group.append("n0", 2, b"yes")
     group.deliver()
-    assert [(c.request_id, c.status) for c in group.completed] == [
-        (1, AppendStatus.NOT_LEADER), (2, AppendStatus.OK)]
+    assert group.completed[0] == CompleteAppend(1, AppendStatus.NOT_LEADER, 0, 0)  # no entry
+    assert (group.completed[1].request_id, group.completed[1].status) == (2, AppendStatus.OK)
     assert group.nodes["n0"].log.entry(group.completed[1].index).payload == b"yes"
 
 
@@ -172,3 +188,154 @@ def test_a_single_node_group_commits_on_its_own_write() -> None:
     group.elect("n0")
     group.append("n0", 1, b"solo")
     assert group.completed[0].status is AppendStatus.OK and node.commit_index == 2
+
+
+def test_a_leader_hearing_no_peer_steps_down_at_exactly_one_election_timeout() -> None:
+    """Check quorum: a leader none of whose peers answers leads for election_timeout_ticks - 1
+    ticks and is a follower (of the same term) at the election_timeout_ticks-th."""
+    leader = leader_with_log((), term=0, ids=IDS)
+    timeout_ticks = leader.config.election_timeout_ticks
+    for _ in range(timeout_ticks - 1):
+        leader.tick()
+    assert leader.role is Role.LEADER
+    leader.tick()
+    assert leader.role is Role.FOLLOWER and leader.term == 1
+
+
+def test_one_active_peer_of_two_keeps_the_leader_until_it_falls_silent() -> None:
+    """One acking peer of two is a quorum: the leader keeps leading over three election
+    timeouts; once that peer falls silent the next check, one timeout later, deposes it."""
+    leader = leader_with_log((), term=0, ids=IDS)
+    timeout_ticks = leader.config.election_timeout_ticks
+    for _ in range(3 * timeout_ticks):
+        ack(leader, "n1", leader.log.last_index)
+        leader.tick()
+    assert leader.role is Role.LEADER
+    for _ in range(timeout_ticks - 1):
+        leader.tick()
+    assert leader.role is Role.LEADER
+    leader.tick()
+    assert leader.role is Role.FOLLOWER
+
+
+def test_a_caught_up_follower_gets_a_heartbeat_every_heartbeat_ticks() -> None:
+    """Once both followers hold the leader's log, each gets one empty push every
+    heartbeat_ticks ticks (here 2), counted from the election, and nothing in between."""
+    leader = leader_with_log((), term=0, ids=IDS)
+    for peer_id in ("n1", "n2"):
+        ack(leader, peer_id, 1)
+    sent_at = []
+    for tick in range(1, 8):
+        pushes = [a.message for a in leader.tick()
+                  if isinstance(a, Send) and a.target_id == "n1"]
+        if pushes:
+            sent_at.append(tick)
+            assert pushes == [PushRequest("n0", 1, 1, 1, (), 1)]  # carries the commit
+            for peer_id in ("n1", "n2"):
+                ack(leader, peer_id, 1)
+    assert sent_at == [2, 4, 6]
+
+
+def test_an_ack_beyond_the_leaders_log_is_dropped_and_never_counts_later() -> None:
+    """A reply claiming more than the leader holds is dropped: it commits nothing now, and
+    when the leader's log grows to that index the claim still does not count as a copy."""
+    leader = leader_with_log((), term=0, ids=IDS)
+    ack(leader, "n1", 5)
+    assert leader.commit_index == 0
+    writes = []
+    for request_id in range(1, 5):
+        writes += [a for a in leader.client_append(request_id, b"x")
+                   if isinstance(a, WRITE_TYPES)]
+    actions = leader.persisted(writes[-1].write_id)
+    assert leader.log.last_index == 5 and leader.commit_index == 0
+    assert not any(isinstance(a, CompleteAppend) for a in actions)
+
+
+def test_replies_waiting_for_a_write_are_bounded_and_leave_once_it_is_durable() -> None:
+    """With deferred_messages_max 2, three pushes whose writes are not durable yet hold two
+    acks and drop the third (the leader asks again); the write of the third releases both."""
+    follower = make_node("n1", IDS, term=1, config=unit_config(deferred_messages_max=2))
+    writes = []
+    for index in (1, 2, 3):
+        actions = follower.receive(PushRequest("n0", 1, index - 1, 1 if index > 1 else 0,
+                                               entries(1, first_index=index), 0))
+        assert not any(isinstance(a, Send) for a in actions)
+        writes += [a for a in actions if isinstance(a, WRITE_TYPES)]
+    sent = follower.persisted(writes[-1].write_id)
+    assert [a.message.match_index for a in sent  # type: ignore[union-attr]
+            if isinstance(a, Send)] == [1, 2]
+
+
+def test_a_deposed_leader_ignores_late_push_replies() -> None:
+    """Replies to the pushes of a leader that stepped down change nothing and send nothing."""
+    group = Group([make_node(i, IDS, seed=n) for n, i in enumerate(IDS)])
+    group.elect("n0")
+    leader = group.nodes["n0"]
+    group.run("n0", leader.receive(PushResponse("n2", 7, False, 1, 0, 0, 0, 1)))
+    commit_index = leader.commit_index
+    assert leader.receive(PushResponse("n1", 7, True, 1, 2, 0, 0, 2)) == []
+    assert leader.role is Role.FOLLOWER and leader.commit_index == commit_index
+
+
+def test_a_fresh_follower_ignores_a_stray_push_reply() -> None:
+    """A push reply reaching a node that never led (a late message from an earlier life) is
+    dropped: no action, no change."""
+    follower = make_node("n1", IDS, term=1)
+    assert follower.receive(PushResponse("n2", 1, True, 0, 0, 0, 0, 0)) == []
+    assert follower.role is Role.FOLLOWER and follower.commit_index == 0
+
+
+def test_a_follower_is_probed_once_until_the_push_timeout() -> None:
+    """A peer whose match is unknown gets one probe at a time: with its replies lost, nothing
+    more goes to it (no heartbeat either) until push_timeout_ticks, then one probe again."""
+    leader = leader_with_log((), term=0, ids=IDS)
+    ack(leader, "n2", 1)  # n2 answers; n1 stays silent
+    probes_at = []
+    for tick in range(1, leader.config.push_timeout_ticks + 1):
+        if any(isinstance(a, Send) and a.target_id == "n1" for a in leader.tick()):
+            probes_at.append(tick)
+        ack(leader, "n2", 1)
+    assert probes_at == [leader.config.push_timeout_ticks]
+
+
+def committed_follower() -> DLedgerNode:
+    """n1 holding entries 1-3 of term 1 from n0, committed up to 3 but durable only up to 2."""
+    follower = make_node("n1", IDS, term=1)
+    actions = follower.receive(PushRequest("n0", 1, 0, 0, entries(1, 1), 0))
+    follower.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
+    follower.receive(PushRequest("n0", 1, 2, 1, entries(1, first_index=3), 3))
+    assert (follower.commit_index, follower.durable_index) == (3, 2)
+    return follower
+
+
+def test_retention_compacts_only_what_is_committed_and_durable() -> None:
+    """Retention may remove entries up to the commit index and the durable end, whichever is
+    lower: to 2 here, where entry 3 is committed but not yet durable on this node."""
+    follower = committed_follower()
+    with pytest.raises(AssertionError):
+        follower.compact(3)
+    follower.compact(2)
+    assert follower.log.base_index == 2 and follower.log.last_index == 3
+
+
+def test_a_truncation_takes_the_removed_entries_out_of_the_durable_end() -> None:
+    """Entries 2-3 of term 1 replaced by a term-2 leader's entry 2: the durable end drops to 1
+    at once and reaches the new entry only when its write is durable."""
+    follower = make_node("n1", IDS, term=1)
+    actions = follower.receive(PushRequest("n0", 1, 0, 0, entries(1, 1, 1), 1))
+    follower.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
+    assert follower.durable_index == 3
+    actions = follower.receive(PushRequest("n2", 2, 1, 1, entries(2, first_index=2), 1))
+    assert [type(a) for a in actions] == [PersistTermVote, TruncateFrom, AppendEntries]
+    assert follower.durable_index == 1
+    follower.persisted(actions[-1].write_id)  # type: ignore[union-attr]
+    assert follower.durable_index == 2
+
+
+def test_a_restarted_follower_counts_its_log_as_durable_until_a_leader_cuts_it() -> None:
+    """A node restarted over a log on disk starts with that log durable; a new leader's first
+    push, which raises its term and conflicts at entry 3, cuts the durable end to 2 at once."""
+    follower = make_node("n1", IDS, log=EntryLog(entries=entries(1, 1, 2)), term=2)
+    assert follower.durable_index == 3
+    follower.receive(PushRequest("n0", 3, 2, 1, entries(3, first_index=3), 2))
+    assert follower.durable_index == 2 and follower.commit_index == 2
