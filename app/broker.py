@@ -29,6 +29,9 @@ from store.metadata import MetadataStore, TopicConfig
 log = logging.getLogger(__name__)
 
 _RATE_WINDOW_S = 10.0
+# A new leader waits at most this for its committed records to reach the consume queues
+# before it refills its idempotency window from them.
+_DISPATCH_WAIT_S = 2.0
 
 
 class BrokerState(enum.Enum):
@@ -65,6 +68,7 @@ class Broker:
         self._role_lock = threading.Lock()
         # DLedger mode: the group member owns the write path and starts the store itself.
         self.dledger: DLedgerCommitLog | None = None
+        self._writable_term: int | None = None  # the term this member takes writes in
         if settings.replication_mode is ReplicationMode.DLEDGER:
             self.dledger = build_dledger(settings)
             self.store = self.dledger.store
@@ -198,8 +202,23 @@ class Broker:
     def _start_leader_sync(self, member: DLedgerCommitLog) -> None:
         self.leader_sync = LeaderSync(
             member, lambda leader_id: leader_http_address(self.settings, leader_id),
-            self._started_sync, self._writable_queue_counts.clear)
+            self._started_sync, self._writable_queue_counts.clear, self._refill_idempotency)
         self.leader_sync.start()
+
+    def _refill_idempotency(self, term: int) -> None:
+        """A new leader learns the keys the previous one stored (a follower's window never
+        saw them), once what it committed is dispatched; only then does it take writes in
+        `term`: a client's retry with the same key is replayed here, not stored twice. As a
+        promotion does (classic)."""
+        store = self.store
+        deadline_s = time.monotonic() + _DISPATCH_WAIT_S
+        while store.dispatch.dispatched_offset < (store.commit_limit or 0) \
+                and time.monotonic() < deadline_s:
+            time.sleep(0.01)
+        restored = rebuild(self.idempotency, store)
+        self._writable_term = term
+        log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
+                 restored)
 
     # -- failover by hand --------------------------------------------------------------------
 
@@ -270,8 +289,16 @@ class Broker:
         """Whether writes go elsewhere: a classic SLAVE, or a DLedger member that does not
         lead now (its leader, if known, is `write_address()`)."""
         if self.dledger is not None:
-            return not self.dledger.is_leader
+            return not self.takes_dledger_writes
         return self._is_slave
+
+    @property
+    def takes_dledger_writes(self) -> bool:
+        """DLedger mode: this member leads and has caught up as leader of this term (its
+        idempotency window refilled: `_refill_idempotency`)."""
+        assert self.dledger is not None
+        status = self.dledger.status()
+        return status.role == "LEADER" and status.term == self._writable_term
 
     def write_address(self) -> str | None:
         """The HTTP address writes go to: the master's, or the current DLedger leader's."""

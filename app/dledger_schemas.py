@@ -30,6 +30,9 @@ class DLedgerView(BaseModel):
     self_id: str
     group: str
     role: str = Field(description="LEADER, FOLLOWER, PRE_CANDIDATE or CANDIDATE")
+    accepting_writes: bool = Field(description="a leader that caught up in its term (its "
+                                               "commit and idempotency window): it takes "
+                                               "produces and metadata writes")
     term: int
     leader_id: str | None = Field(description="null while no leader is known")
     leader_http_address: str | None = Field(description="the leader's gateway: writes go there")

@@ -19,6 +19,7 @@ def dledger_view(broker: Broker, member: DLedgerCommitLog) -> DLedgerView:
     leader_id = status.leader_id
     return DLedgerView(
         self_id=status.self_id, group=settings.dledger_group, role=status.role,
+        accepting_writes=not broker.is_slave,
         term=status.term, leader_id=leader_id,
         leader_http_address=http_urls.get(leader_id) if leader_id else None,
         leader_dledger_address=dledger_addresses.get(leader_id) if leader_id else None,

@@ -61,9 +61,14 @@ def not_leader(broker: Broker, *, for_put: bool = False) -> ApiError:
     assert broker.dledger is not None
     leader_id = broker.dledger.status().leader_id
     http_address = broker.write_address()
-    where = (f"send writes to the leader {leader_id} at {http_address}" if http_address
-             else "no leader is known yet (an election is running); retry")
-    detail = f"this member ({broker.dledger.self_id}) is not the DLedger leader; {where}"
+    self_id = broker.dledger.self_id
+    if leader_id == self_id:
+        detail = (f"this member ({self_id}) just became the DLedger leader and is catching up "
+                  "(its commit, then its idempotency window); retry")
+    else:
+        where = (f"send writes to the leader {leader_id} at {http_address}" if http_address
+                 else "no leader is known yet (an election is running); retry")
+        detail = f"this member ({self_id}) is not the DLedger leader; {where}"
     return ApiError("NOT_LEADER", detail,
                     put_status=PutMessageStatus.SERVICE_NOT_AVAILABLE if for_put else None,
                     leader_id=leader_id, leader_http_address=http_address,

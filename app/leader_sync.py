@@ -24,7 +24,9 @@ from store.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
-CHECK_INTERVAL_S = 0.2
+# A new leader takes writes only after a check has seen it caught up: this adds at most one
+# interval to a failover.
+CHECK_INTERVAL_S = 0.05
 
 
 class LeaderSync(ServiceThread):
@@ -33,17 +35,23 @@ class LeaderSync(ServiceThread):
     def __init__(self, member: DLedgerCommitLog, leader_url: Callable[[str], str | None],
                  start_sync: Callable[[str], SlaveSync],
                  became_leader: Callable[[], None],
+                 caught_up: Callable[[int], None] = lambda term: None,
                  check_interval_s: float = CHECK_INTERVAL_S) -> None:
         """`start_sync(url)` starts a metadata sync from that leader; `became_leader()` runs
-        once each time this member takes over (the broker drops what it cached)."""
+        once each time this member takes over (the broker drops what it cached);
+        `caught_up(term)` once its commit then reaches the log's end as it took over (every
+        entry the previous leader may have answered is committed here: the broker refills its
+        idempotency window from them, then takes writes in that term)."""
         super().__init__()
         self._member = member
         self._leader_url = leader_url
         self._start_sync = start_sync
         self._became_leader = became_leader
+        self._caught_up = caught_up
         self._check_interval_s = check_interval_s
         self.sync: SlaveSync | None = None
         self._was_leader = False
+        self._takeover_end_index: int | None = None  # waiting for the commit to reach it
 
     def stop(self) -> None:
         super().stop()
@@ -57,7 +65,14 @@ class LeaderSync(ServiceThread):
             if not self._was_leader:
                 log.warning("dledger: %s leads term %d: metadata writes come here",
                             status.self_id, status.term)
+                self._takeover_end_index = status.end_index
                 self._became_leader()
+            if self._takeover_end_index is not None \
+                    and status.committed_index >= self._takeover_end_index:
+                self._takeover_end_index = None
+                self._caught_up(status.term)
+        else:
+            self._takeover_end_index = None
         self._was_leader = is_leader
         url = self._leader_url(status.leader_id) if status.leader_id else None
         if not is_leader and url is not None and (

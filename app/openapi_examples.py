@@ -68,7 +68,8 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
         "connection_count": 0, "master_max_offset": 668, "in_sync_slave_count": 0,
         "slaves_needed": 1, "slaves": [], "rejected": []}, "slave": None},
     "admin-dledger": {
-        "self_id": "n0", "group": "default", "role": "LEADER", "term": 1, "leader_id": "n0",
+        "self_id": "n0", "group": "default", "role": "LEADER", "accepting_writes": True,
+        "term": 1, "leader_id": "n0",
         "leader_http_address": "http://127.0.0.1:8080",
         "leader_dledger_address": "127.0.0.1:20911", "committed_index": 2, "end_index": 2,
         "base_index": 0, "min_offset": 0, "retention_blocked_offset": None,

@@ -17,6 +17,8 @@ class FakeStatus:
     leader_id: str | None
     self_id: str = "n0"
     term: int = 1
+    committed_index: int = 0
+    end_index: int = 0
 
 
 @dataclass
@@ -41,8 +43,10 @@ class Rig:
         self.member = FakeMember()
         self.syncs: list[FakeSync] = []
         self.takeovers = 0
+        self.caught_up_terms: list[int] = []
         fake: Any = self.member
-        self.leader_sync = LeaderSync(fake, URLS.get, self._start, self._took_over)
+        self.leader_sync = LeaderSync(fake, URLS.get, self._start, self._took_over,
+                                      self.caught_up_terms.append)
 
     def _start(self, url: str) -> Any:
         self.syncs.append(FakeSync(url))
@@ -51,8 +55,11 @@ class Rig:
     def _took_over(self) -> None:
         self.takeovers += 1
 
-    def step(self, role: str, leader_id: str | None) -> None:
-        self.member.status_now = FakeStatus(role, leader_id)
+    def step(self, role: str, leader_id: str | None, term: int = 1, committed_index: int = 0,
+             end_index: int = 0) -> None:
+        self.member.status_now = FakeStatus(role, leader_id, term=term,
+                                            committed_index=committed_index,
+                                            end_index=end_index)
         self.leader_sync.run_once()
 
 
@@ -85,3 +92,20 @@ def test_stop_stops_the_running_sync() -> None:
     rig.step("FOLLOWER", "n1")
     rig.leader_sync.stop()
     assert rig.syncs[0].stopped and rig.leader_sync.sync is None
+
+
+def test_caught_up_once_the_commit_reaches_the_log_end_at_the_take_over() -> None:
+    """A new leader is reported caught up (with its term) only when its commit reaches the end
+    its log had as it took over, once; losing the lead before that reports nothing."""
+    rig = Rig()
+    rig.step("LEADER", "n0", term=2, committed_index=5, end_index=8)
+    rig.step("LEADER", "n0", term=2, committed_index=7, end_index=9)
+    assert rig.caught_up_terms == []
+    rig.step("LEADER", "n0", term=2, committed_index=8, end_index=9)
+    rig.step("LEADER", "n0", term=2, committed_index=9, end_index=9)
+    assert rig.caught_up_terms == [2]
+    rig.step("FOLLOWER", "n1", term=3)
+    rig.step("LEADER", "n0", term=4, committed_index=9, end_index=12)
+    rig.step("FOLLOWER", "n2", term=5, committed_index=12, end_index=12)
+    assert rig.caught_up_terms == [2]
+    rig.leader_sync.stop()

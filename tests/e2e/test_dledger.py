@@ -262,6 +262,8 @@ def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
     assert created.status_code == 201, created.text
     assert leader.client.post("/v1/topics/Meta/messages",
                               json={"body": "m", "queue_id": 1}).status_code == 201
+    # An offset commit may not pass the queue's end, which the dispatch moves just after.
+    wait_for(lambda: _bodies(leader, "Meta", queue_count=2) == ["m"], what="dispatched")
     committed = leader.client.put("/v1/groups/billing/offsets/Meta/queues/1",
                                   json={"offset": 1})
     assert committed.status_code == 200, committed.text
@@ -285,3 +287,29 @@ def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
     for member in _followers(group, target):
         wait_for(lambda m=member: _has_topic(m, "Meta2"), what=f"{member.node_id} Meta2")
         assert member.dledger()["metadata_sync"]["master_http_address"] == target.url
+
+
+def test_an_idempotent_retry_on_the_next_leader_is_replayed(group: DLedgerGroup) -> None:
+    """A produce answered by one leader, retried with the same Idempotency-Key on the next
+    leader after a hand-over, is replayed there (the new leader refilled its window from the
+    committed log), and the topic holds one copy."""
+    leader = group.wait_leader()
+    first = leader.client.post("/v1/topics/Once/messages", json={"body": "once"},
+                               headers={"idempotency-key": "order-1"})
+    assert first.status_code == 201, first.text
+    target = _followers(group, leader)[0]
+    wait_for(lambda: _bodies(target, "Once") == ["once"], what="the message on the target")
+    _hand_over(group, leader, target)
+
+    def retried() -> bool:
+        answer = target.client.post("/v1/topics/Once/messages", json={"body": "once"},
+                                    headers={"idempotency-key": "order-1"})
+        assert answer.status_code in (201, 503), answer.text
+        if answer.status_code == 503:  # not yet the leader in its own view
+            return False
+        assert answer.headers.get("idempotent-replayed") == "true", answer.text
+        assert answer.json()["msg_id"] == first.json()["msg_id"]
+        return True
+
+    wait_for(retried, what="the retry answered by the new leader")
+    wait_for(lambda: _bodies(target, "Once") == ["once"], what="one copy")

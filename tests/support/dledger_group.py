@@ -160,14 +160,16 @@ class DLedgerGroup:
         return [member for member in self.members.values() if member.is_alive]
 
     def leader(self) -> Member | None:
-        """The member that leads and that every live member names as leader, else None."""
+        """The member that leads, takes writes (caught up in its term), and that every live
+        member names as leader, else None."""
         views = {}
         for member in self.live():
             try:
                 views[member.node_id] = member.dledger()
             except httpx.HTTPError:
                 return None
-        leaders = [node_id for node_id, view in views.items() if view["role"] == "LEADER"]
+        leaders = [node_id for node_id, view in views.items()
+                   if view["role"] == "LEADER" and view["accepting_writes"]]
         if len(leaders) != 1:
             return None
         if any(view["leader_id"] != leaders[0] for view in views.values()):
