@@ -30,11 +30,15 @@ log = logging.getLogger(__name__)
 ACCEPTS_PER_TURN_MAX = 256
 # Errors of one pending connection (it went away before it was accepted): accept the next.
 _SKIPPED_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
+# After any other accept error (out of descriptors: EMFILE, ENFILE, ENOBUFS) the listener stays
+# readable, so watching it again at once would spin the loop and flood the log: pause first.
+ACCEPT_ERROR_PAUSE_S = 0.1
 
 
 class EagerAccept:
     def __init__(self, listener: socket.socket, protocol_factory: Callable[[], asyncio.Protocol],
-                 ssl_context: ssl.SSLContext | None) -> None:
+                 ssl_context: ssl.SSLContext | None,
+                 error_pause_s: float = ACCEPT_ERROR_PAUSE_S) -> None:
         # A duplicate descriptor of the same listening socket: the loop can watch it beside
         # the server's own registration of the original.
         self._socket = socket.socket(listener.family, listener.type, fileno=listener.dup().detach())
@@ -42,6 +46,8 @@ class EagerAccept:
         self._protocol_factory = protocol_factory
         self._ssl_context = ssl_context
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._error_pause_s = error_pause_s
+        self._paused: asyncio.TimerHandle | None = None
         # Connections being set up (TLS handshakes), each with its socket to close on failure.
         self._handshakes: dict[asyncio.Task[object], socket.socket] = {}
 
@@ -51,6 +57,9 @@ class EagerAccept:
 
     def stop(self) -> None:
         """Stop accepting (shutdown: the server stops too); connections already made stay."""
+        if self._paused is not None:
+            self._paused.cancel()
+            self._paused = None
         if self._loop is not None:
             self._loop.remove_reader(self._socket.fileno())
             self._loop = None
@@ -66,10 +75,21 @@ class EagerAccept:
                 if error.errno in _SKIPPED_ERRNOS:
                     continue
                 # Out of descriptors (EMFILE, ENFILE, ENOBUFS): the connection stays queued
-                # and the next readiness retries; the fd budget keeps this rare.
-                log.warning("accept failed: %s", error)
+                # and is retried after a pause; the fd budget keeps this rare.
+                log.warning("accept failed: %s; retrying in %s s", error, self._error_pause_s)
+                self._pause()
                 return
             self._hand_over(connection)
+
+    def _pause(self) -> None:
+        assert self._loop is not None
+        self._loop.remove_reader(self._socket.fileno())
+        self._paused = self._loop.call_later(self._error_pause_s, self._resume)
+
+    def _resume(self) -> None:
+        self._paused = None
+        if self._loop is not None:
+            self._loop.add_reader(self._socket.fileno(), self._accept_waiting)
 
     def _hand_over(self, connection: socket.socket) -> None:
         assert self._loop is not None

@@ -4,6 +4,7 @@ on uvloop, whose libuv accepts one per turn."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -106,3 +107,54 @@ def test_a_stopped_acceptor_accepts_nothing_more() -> None:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
     listener.close()
+
+
+class _OutOfDescriptors:
+    """The acceptor's socket with accept() failing as a process out of descriptors does."""
+
+    def __init__(self, real: socket.socket) -> None:
+        self.real = real
+        self.accept_calls = 0
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def accept(self) -> tuple[socket.socket, object]:
+        self.accept_calls += 1
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_out_of_descriptors_pauses_accepting_instead_of_spinning() -> None:
+    """While accept() fails with EMFILE (the listener stays readable), the acceptor tries once
+    per pause, not once per loop turn; after the pause it watches the listener again."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    async def run() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        accept = EagerAccept(listener, asyncio.Protocol, None, error_pause_s=3600.0)
+        failing = _OutOfDescriptors(accept._socket)
+        accept._socket = failing  # type: ignore[assignment]
+        accept.start(loop)
+        for _ in range(50):  # fifty loop turns with a connection waiting
+            await asyncio.sleep(0)
+        during_pause = failing.accept_calls
+        assert accept._paused is not None
+        accept._paused.cancel()
+        accept._resume()  # the pause ends (its timer, run by hand)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        after_pause = failing.accept_calls
+        accept.stop()
+        return during_pause, after_pause
+
+    with (socket.create_connection(listener.getsockname()),
+          asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner):
+        during_pause, after_pause = runner.run(run())
+    listener.close()
+    assert during_pause == 1, f"accept() tried {during_pause} times in 50 turns of one pause"
+    assert after_pause == 2, f"accept() tried {after_pause - 1} times after the pause ended"
