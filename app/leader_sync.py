@@ -50,14 +50,20 @@ class LeaderSync(ServiceThread):
         self._caught_up = caught_up
         self._check_interval_s = check_interval_s
         self.sync: SlaveSync | None = None
+        # Syncs told to stop whose thread may still wait on a request (joined once it ends).
+        self._retired: list[SlaveSync] = []
         self._was_leader = False
         self._takeover_end_index: int | None = None  # waiting for the commit to reach it
 
     def stop(self) -> None:
         super().stop()
         self._stop_sync()
+        for sync in self._retired:
+            sync.stop()  # each waits at most its request timeout
+        self._retired.clear()
 
     def run_once(self) -> float:
+        self._reap_retired()
         status = self._member.status()
         is_leader = status.role == "LEADER"
         if is_leader:
@@ -83,6 +89,15 @@ class LeaderSync(ServiceThread):
         return self._check_interval_s
 
     def _stop_sync(self) -> None:
+        """Retire the running sync without waiting for it: a request to a leader that died
+        can hang until its timeout, and a take-over must not wait for that (nothing it pulls
+        is applied once retired)."""
         if self.sync is not None:
-            self.sync.stop()
+            self.sync.retire()
+            self._retired.append(self.sync)
             self.sync = None
+
+    def _reap_retired(self) -> None:
+        for sync in [sync for sync in self._retired if sync.has_exited]:
+            sync.stop()  # the thread is gone: closes the client at once
+            self._retired.remove(sync)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,8 +72,19 @@ class SlaveSync(ServiceThread):
         self._client = httpx.Client(base_url=self.master_http_address, headers=headers,
                                     timeout=timeout_s, transport=transport, verify=verify)
         self.state = SyncState()
+        # Held while a pulled table is applied; `retire()` takes it to set the stop event, so
+        # once `retire()` returns nothing more is applied.
+        self._apply_lock = threading.Lock()
+
+    def retire(self) -> None:
+        """Stop applying at once without waiting for a request in flight (a leader that died
+        mid-request holds it for up to `timeout_s`); `stop()` later joins the thread."""
+        with self._apply_lock:
+            self._stop_event.set()
+        self.wake()
 
     def stop(self) -> None:
+        self.retire()
         super().stop()
         self._client.close()
 
@@ -100,7 +112,10 @@ class SlaveSync(ServiceThread):
             response = self._client.get(f"/admin/sync/{table.path}")
             response.raise_for_status()
             export = response.json()
-            applied = table.apply(self._metadata, export)
+            with self._apply_lock:
+                if self._stop_event.is_set():
+                    return  # retired while the request was in flight: apply nothing
+                applied = table.apply(self._metadata, export)
             if applied:
                 self.state.tables_applied[table.path] = (
                     self.state.tables_applied.get(table.path, 0) + 1)

@@ -36,6 +36,12 @@ class ServiceThread(ABC):
     def is_running(self) -> bool:
         return self._thread is not None
 
+    @property
+    def has_exited(self) -> bool:
+        """Whether the thread is gone (never started, stopped, or its loop ended after a stop
+        request): `stop()` then returns at once."""
+        return self._thread is None or not self._thread.is_alive()
+
     def wake(self) -> None:
         if not self._wakeup.is_set():
             self._wakeup.set()

@@ -3,11 +3,17 @@ stops when this member takes over, and the broker's cache is dropped once per ta
 
 from __future__ import annotations
 
+import socket
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from app.leader_sync import LeaderSync
+from app.slave_sync import SlaveSync
+from store.metadata import MetadataStore, sqlite_database_url
 
+HUNG_TIMEOUT_S = 4.0
 URLS = {"n0": "http://127.0.0.1:1", "n1": "http://127.0.0.1:2", "n2": "http://127.0.0.1:3"}
 
 
@@ -33,6 +39,10 @@ class FakeMember:
 class FakeSync:
     master_http_address: str
     stopped: bool = False
+    has_exited: bool = True
+
+    def retire(self) -> None:
+        self.stopped = True
 
     def stop(self) -> None:
         self.stopped = True
@@ -109,3 +119,32 @@ def test_caught_up_once_the_commit_reaches_the_log_end_at_the_take_over() -> Non
     rig.step("FOLLOWER", "n2", term=5, committed_index=12, end_index=12)
     assert rig.caught_up_terms == [2]
     rig.leader_sync.stop()
+
+
+def test_a_take_over_does_not_wait_for_a_sync_hung_on_the_dead_leader(tmp_path: Path) -> None:
+    """The follower's metadata sync is in a request to the old leader, which died holding the
+    connection open (no answer until the sync's timeout): on taking over, the check returns at
+    once and reports the take-over caught up, rather than joining the sync for its timeout."""
+    rig = Rig()
+    metadata = MetadataStore(sqlite_database_url(tmp_path / "metadata.sqlite3"))
+    # A listener that never accepts: the kernel completes the connection, nobody answers.
+    with socket.socket() as dead_leader:
+        dead_leader.bind(("127.0.0.1", 0))
+        dead_leader.listen(8)
+        url = f"http://127.0.0.1:{dead_leader.getsockname()[1]}"
+        hung = SlaveSync(url, metadata, interval_s=60, timeout_s=HUNG_TIMEOUT_S,
+                         auth_token=None)
+        rig.leader_sync._start_sync = lambda _url: hung
+        hung.start()
+        rig.step("FOLLOWER", "n1")
+        assert rig.leader_sync.sync is hung
+        started = time.monotonic()
+        rig.step("LEADER", "n0", term=2, committed_index=5, end_index=5)
+        took_s = time.monotonic() - started
+        try:
+            assert rig.caught_up_terms == [2] and rig.leader_sync.sync is None
+            assert took_s < HUNG_TIMEOUT_S / 2, f"the take-over waited {took_s:.1f} s"
+        finally:
+            rig.leader_sync.stop()  # joins the retired sync (at most its timeout)
+            metadata.stop()
+    assert hung.has_exited

@@ -4,6 +4,7 @@ keeps failures visible and retried."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.store.conftest import wait_dispatched
 from tests.support.http_server import serving_over_tcp
 from tests.support.ports import refused_port
 
+WAIT_S = 10.0
 PATHS = {"topics": MetadataTable.TOPIC_CONFIG,
          "subscription-groups": MetadataTable.SUBSCRIPTION_GROUP,
          "consumer-offsets": MetadataTable.CONSUMER_OFFSET,
@@ -148,3 +150,30 @@ def test_the_four_tables_over_real_http(tmp_path: Path) -> None:
         assert slave.data_versions() == expected_versions
     finally:
         slave.stop()
+
+
+def test_a_retired_sync_applies_nothing_it_pulls_afterwards(
+        stores: tuple[MetadataStore, MetadataStore]) -> None:
+    """retire() returns at once while a pull is in flight, and the table that pull brings back
+    is not applied (a member that took over must not be overwritten by its old leader's data)."""
+    master, slave = stores
+    master.create_topic(name="Orders", write_queue_count=2, read_queue_count=2)
+    in_flight, release = threading.Event(), threading.Event()
+    requests: list[str] = []
+    answer = _master_api(master, requests)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        in_flight.set()
+        assert release.wait(WAIT_S), "the test never released the pull"
+        return answer.handle_request(request)
+
+    sync = _sync(slave, httpx.MockTransport(handle))
+    sync.start()
+    try:
+        assert in_flight.wait(WAIT_S), "no pull started"
+        sync.retire()
+        release.set()
+    finally:
+        sync.stop()
+    assert requests == ["/admin/sync/topics"]
+    assert slave.find_topic(name="Orders") is None
