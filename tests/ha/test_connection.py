@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +47,10 @@ OpenLink = Callable[..., Link]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MessageStore]:
-    store = MessageStore(small_config(tmp_path / "master"))
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MessageStore]:
+    """The master's store; a test can override its config (indirect parametrize)."""
+    overrides: dict[str, Any] = getattr(request, "param", {})
+    store = MessageStore(small_config(tmp_path / "master", **overrides))
     store.start()
     yield store
     store.shutdown()
@@ -94,6 +97,16 @@ def open_link(store: MessageStore) -> Iterator[OpenLink]:
 def _produce(store: MessageStore, count: int, size: int = 500) -> None:
     for index in range(count):
         store.put_message(Message("A", bytes([index % 256]) * size))
+
+
+def _log_bytes(store: MessageStore, start: int, end: int) -> bytes:
+    """The commit log's bytes [start, end), read file by file."""
+    read = bytearray()
+    while start + len(read) < end:
+        piece = store.commit_log.read_bytes(start + len(read), end)
+        assert piece, f"nothing to read at {start + len(read)}"
+        read += piece
+    return bytes(read)
 
 
 def _closed(link: Link) -> None:
@@ -353,3 +366,60 @@ def test_state_names_are_the_ones_the_admin_views_show() -> None:
     assert [state.value for state in ConnectionState] == [
         "handshake", "waiting_report", "transferring", "needs_reset", "ahead_of_master",
         "diverged", "closed"]
+
+
+OPEN_LINK: dict[str, Any] = {"slave_secret": None, "ha_secret": None,
+                             "ha_allow_unauthenticated": True}
+
+
+def test_open_link_streams_the_whole_log_with_sendfile(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """On an open link (no secret, so no tags) the bytes go out by sendfile: the slave gets
+    every byte from the min offset, across file ends, and the counters follow."""
+    _produce(store, 300)
+    end = store.max_offset
+    assert end > 2 * store.config.mapped_file_size_bytes
+    link = open_link(**OPEN_LINK)
+    link.slave.report(0)
+    assert link.slave.receive_until(end) == _log_bytes(store, 0, end)
+    wait_until(lambda: link.connection.bytes_sent_total == end)
+    assert link.connection.transfer_from_offset == end and link.connection.sent_end_offset == end
+    assert link.connection.is_open and link.closes == []
+
+
+@pytest.mark.parametrize("store", [{"mapped_file_size_bytes": 4 * 1024 * 1024}],
+                         indirect=True)
+def test_open_link_slave_that_takes_no_bytes_is_closed(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """A slave that keeps reporting but stops reading is closed once sendfile made no progress
+    for the housekeeping interval: a stalled send is bounded, never a hung writer."""
+    _produce(store, 1500, size=1000)
+    # One file, one batch: the header goes into an empty buffer, then one sendfile of 1.5 MB
+    # is what stalls.
+    link = open_link(ha_send_heartbeat_interval_ms=50, ha_housekeeping_interval_ms=400,
+                     ha_transfer_batch_size_bytes=4 * 1024 * 1024, **OPEN_LINK)
+    # Fixed buffers (no autotuning): what the slave does not read fills them soon.
+    link.connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    link.slave.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    link.slave.report(0)
+    reported_s = time.monotonic()
+    deadline_s = reported_s + 20.0
+    while link.connection.is_open:  # reports keep the reader's housekeeping deadline away
+        assert time.monotonic() < deadline_s, "the stalled slave was never closed"
+        link.slave.report(0)
+        link.connection._closed.wait(0.05)
+    _closed(link)
+    # Not before a whole interval without progress: a slow slave is given all of it.
+    assert time.monotonic() - reported_s >= 0.4
+    assert link.closes == ["send failed: slave took no bytes for 0.4 s"]
+    # The batch never completed: it is not counted as sent, and the next one would restart it.
+    assert (link.connection.bytes_sent_total, link.connection.transfer_from_offset) == (0, 0)
+
+
+def test_view_counts_the_time_connected(store: MessageStore, open_link: OpenLink) -> None:
+    """A slave's view says how long it has been connected, on the monotonic clock."""
+    before_ms = time.monotonic_ns() // 1_000_000
+    link = open_link()
+    view = link.connection.view(store.max_offset, 10)
+    after_ms = time.monotonic_ns() // 1_000_000
+    assert 0 <= view.connected_for_ms <= after_ms - before_ms
