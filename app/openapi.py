@@ -58,7 +58,14 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             _problem_answers(operation)
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
-    problem_schema["properties"]["error_code"]["enum"] = sorted(PROBLEMS)
+    error_code = problem_schema["properties"]["error_code"]
+    error_code["enum"] = sorted(PROBLEMS)
+    # Each code's HTTP status and title, as the broker answers them: a client can map a code
+    # it meets to its meaning without this broker's source, and a change to either is a
+    # change to the published contract (the spec file's drift test sees it).
+    error_code["x-twinlog-problems"] = {
+        code: {"status": kind.http_status, "title": kind.title}
+        for code, kind in sorted(PROBLEMS.items())}
     for schema in schemas.values():
         _property_maps(schema)
     _declare_limits(schemas, app.state.gateway.settings)

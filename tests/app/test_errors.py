@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +159,49 @@ def test_framework_statuses_map_to_gateway_codes(http_status: int, code: str) ->
     other 4xx VALIDATION_FAILED, anything else INTERNAL_ERROR."""
     assert code_for_http_status(http_status) == code
     assert code in PROBLEMS
+
+
+@pytest.mark.parametrize("http_status", [400, 401, 403, 404, 405, 413, 415, 503])
+def test_a_framework_status_keeps_its_status(http_status: int) -> None:
+    """A bare status the framework raises (405 for a wrong method, ...) is answered with that
+    same status: its gateway code's problem carries it."""
+    assert PROBLEMS[code_for_http_status(http_status)].http_status == http_status
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# "431 `REQUEST_HEADERS_TOO_LARGE`", "202 (`FLUSH_SLAVE_TIMEOUT`": a status the docs tell a
+# client to expect with a code.
+DOCUMENTED_ANSWER = re.compile(r"\b([1-5]\d\d)\b[^|\n`]{0,3}`([A-Z][A-Z_]{3,})`")
+
+
+def _documented_answers() -> list[tuple[str, int, str]]:
+    answers = []
+    for path in DOCS:
+        for status, code in DOCUMENTED_ANSWER.findall(path.read_text(encoding="utf-8")):
+            if code in PROBLEMS:
+                answers.append((path.name, int(status), code))
+    return answers
+
+
+def test_the_docs_name_each_code_with_the_status_it_answers() -> None:
+    """Where the README or docs/ say a code comes with an HTTP status (the gateway limits'
+    431 and 408, the produce answers, ...), the table answers that status."""
+    answers = _documented_answers()
+    assert {"REQUEST_HEADERS_TOO_LARGE", "REQUEST_TIMEOUT", "TOO_MANY_CONNECTIONS"} <= {
+        code for _, _, code in answers}
+    wrong = [(name, status, code, PROBLEMS[code].http_status)
+             for name, status, code in answers if PROBLEMS[code].http_status != status]
+    assert wrong == []
+
+
+def test_the_problem_bodies_the_api_docs_show_are_what_the_broker_renders() -> None:
+    """Each problem+json example in docs/http-api.md is, member for member, what the broker
+    renders for its code, detail and instance (type, title and status included)."""
+    examples = [json.loads(line) for line in
+                (ROOT / "docs" / "http-api.md").read_text(encoding="utf-8").splitlines()
+                if line.startswith('{"type":"urn:twinlog:problem:')]
+    assert len(examples) >= 5
+    for example in examples:
+        error = ApiError(example["error_code"], example["detail"])
+        assert json.loads(render(error, example.get("instance")).body) == example
