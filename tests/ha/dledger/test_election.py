@@ -376,3 +376,23 @@ def test_a_member_list_without_the_node_or_with_a_duplicate_is_refused(
     a member twice (one peer counted as two) builds no node."""
     with pytest.raises(AssertionError):
         make_node("n0", member_ids)
+
+
+def test_only_a_transfer_election_passes_the_lease_of_members_that_hear_the_leader() -> None:
+    """A node cut off from its leader asks with a pre-vote, then (granted by hand) a real vote,
+    neither flagged as a transfer: a member that still hears the leader ignores both."""
+    group = group_of()
+    group.elect("n0")
+    group.isolate("n2")
+    node = group.nodes["n2"]
+    while node.role is Role.FOLLOWER:
+        group.tick("n2")
+    pre_vote = group.sends("n2", VoteRequest)[-1].message
+    assert isinstance(pre_vote, VoteRequest) and pre_vote.pre_vote and not pre_vote.transfer
+    group.run("n2", node.receive(VoteResponse("n0", node.term + 1, True, True)))
+    assert node.role is Role.CANDIDATE
+    vote = group.sends("n2", VoteRequest)[-1].message
+    assert isinstance(vote, VoteRequest) and not vote.pre_vote and not vote.transfer
+    member = group.nodes["n1"]
+    assert member.receive(pre_vote) == [] and member.receive(vote) == []
+    assert member.term == 1 and member.member.leader_id == "n0"

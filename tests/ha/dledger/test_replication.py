@@ -298,24 +298,26 @@ def test_a_follower_is_probed_once_until_the_push_timeout() -> None:
     assert probes_at == [leader.config.push_timeout_ticks]
 
 
-def committed_follower() -> DLedgerNode:
-    """n1 holding entries 1-3 of term 1 from n0, committed up to 3 but durable only up to 2."""
-    follower = make_node("n1", IDS, term=1)
-    actions = follower.receive(PushRequest("n0", 1, 0, 0, entries(1, 1), 0))
-    follower.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
-    follower.receive(PushRequest("n0", 1, 2, 1, entries(1, first_index=3), 3))
-    assert (follower.commit_index, follower.durable_index) == (3, 2)
-    return follower
-
-
 def test_retention_compacts_only_what_is_committed_and_durable() -> None:
     """Retention may remove entries up to the commit index and the durable end, whichever is
-    lower: to 2 here, where entry 3 is committed but not yet durable on this node."""
-    follower = committed_follower()
+    lower: to 2 while entry 3 is committed but not yet durable on this node, to 3 once it is,
+    and never past the commit index."""
+    follower = make_node("n1", IDS, term=1)
+    actions = follower.receive(PushRequest("n0", 1, 0, 0, entries(1, 1, 1), 0))
+    follower.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
+    actions = follower.receive(PushRequest("n0", 1, 3, 1, entries(1, first_index=4), 3))
+    assert (follower.commit_index, follower.durable_index) == (3, 3)
+    follower.receive(PushRequest("n0", 1, 4, 1, (), 4))
+    assert (follower.commit_index, follower.durable_index) == (4, 3)
     with pytest.raises(AssertionError):
-        follower.compact(3)
+        follower.compact(4)
     follower.compact(2)
-    assert follower.log.base_index == 2 and follower.log.last_index == 3
+    assert follower.log.base_index == 2
+    follower.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
+    follower.compact(4)
+    assert follower.log.base_index == 4 and follower.log.last_index == 4
+    with pytest.raises(AssertionError):
+        follower.compact(5)
 
 
 def test_a_truncation_takes_the_removed_entries_out_of_the_durable_end() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ha.dledger.actions import AppendStatus, CompleteAppend, CompleteTransfer, TransferStatus
 from ha.dledger.member import Role
-from ha.dledger.messages import TimeoutNow, VoteRequest
+from ha.dledger.messages import PushResponse, TimeoutNow, VoteRequest
 from tests.ha.dledger.harness import Group, make_node
 
 IDS = ["n0", "n1", "n2"]
@@ -155,3 +155,32 @@ def test_the_leader_that_hands_over_answers_every_pending_append_once() -> None:
     new = group.nodes["n1"]
     assert [new.log.entry(i).payload for i in (2, 3, 4)] == [b"p1", b"p2", b"p3"]
     assert new.commit_index >= 4
+
+
+def test_a_leader_deposed_while_its_target_catches_up_answers_leadership_lost() -> None:
+    """A transfer still waiting for its target to catch up (no TimeoutNow sent) ends
+    LEADERSHIP_LOST, not OK, when a higher term deposes the leader."""
+    group = elected_group()
+    group.cut = {("n0", "n1")}
+    group.append("n0", 1, b"lag")
+    assert transfer(group, "n1") == []
+    leader = group.nodes["n0"]
+    group.run("n0", leader.receive(PushResponse("n2", 9, False, 1, 0, 0, 0, 1)))
+    assert transfer_results(group) == [TransferStatus.LEADERSHIP_LOST]
+
+
+def test_a_leader_that_loses_its_quorum_after_timeout_now_answers_leadership_lost() -> None:
+    """TimeoutNow went out (and was lost), then the leader steps down at its own term for want
+    of a quorum: no new term came, so the transfer ends LEADERSHIP_LOST, not OK."""
+    group = elected_group()
+    leader = group.nodes["n0"]
+    timeout_ticks = leader.config.election_timeout_ticks
+    group.isolate("n0")
+    group.tick("n0", timeout_ticks - 3)  # the first check still counts the acks before the cut
+    assert leader.role is Role.LEADER
+    group.tick("n0", timeout_ticks // 2)
+    assert transfer(group, "n1") == [] and len(group.sends("n0", TimeoutNow)) == 1
+    while leader.role is Role.LEADER:
+        group.tick("n0")
+    assert leader.term == 1
+    assert transfer_results(group) == [TransferStatus.LEADERSHIP_LOST]
