@@ -142,20 +142,20 @@ class IdempotencyWindow:
 def rebuild(window: IdempotencyWindow, store: MessageStore) -> int:
     """Refill the window from messages stored within it (run at start, before serving).
 
-    Per queue, a binary search on store timestamps finds where the window starts; at most
-    `keys_max` messages per queue are read from there, as heads without bodies (keys and
-    properties are all it needs). Memory is bounded by `keys_max` keys whatever the message
-    size: the newest keys_max keyed messages over all queues are kept in a heap, the heads are
-    read in chunks of _READ_CHUNK_MESSAGES. Returns how many keys were restored.
+    Per queue, a binary search on store timestamps finds where the window starts; from the
+    queue's end back to there, heads are read without bodies (keys and properties are all it
+    needs) until `keys_max` keyed messages are found: keyless messages in between are read and
+    skipped, so the scan is bounded by the window's messages, and by keys_max when all are
+    keyed. Memory is bounded by `keys_max` keys whatever the message size: the newest keys_max
+    keyed messages over all queues are kept in a heap, the heads are read in chunks of at most
+    _READ_CHUNK_MESSAGES. Returns how many keys were restored.
     """
     oldest_ms = window._clock_ms() - window.window_ms
     newest: list[tuple[int, int, str, str, RememberedPut]] = []  # a min-heap, keys_max at most
     for topic, queue_ids in store.queues.topics().items():
         for queue_id in queue_ids:
-            for head in _heads_since(store, topic, queue_id, oldest_ms, window.keys_max):
-                key = head.properties.get(PROPERTY_IDEMPOTENCY_KEY)
-                if key is None or head.store_timestamp_ms < oldest_ms:
-                    continue
+            for head in _keyed_heads_since(store, topic, queue_id, oldest_ms, window.keys_max):
+                key = head.properties[PROPERTY_IDEMPOTENCY_KEY]
                 put = RememberedPut(PutMessageStatus.PUT_OK, head.msg_id, head.queue_id,
                                     head.queue_offset, head.commit_log_offset, head.total_size)
                 item = (head.store_timestamp_ms, head.commit_log_offset, topic, key, put)
@@ -171,19 +171,31 @@ def rebuild(window: IdempotencyWindow, store: MessageStore) -> int:
     return len(window)
 
 
-def _heads_since(store: MessageStore, topic: str, queue_id: int, oldest_ms: int,
-                 count_max: int) -> Iterator[RecordHead]:
+def _keyed_heads_since(store: MessageStore, topic: str, queue_id: int, oldest_ms: int,
+                      keyed_max: int) -> Iterator[RecordHead]:
+    """The heads of the queue's keyed messages stored at or after `oldest_ms`, newest first, at
+    most `keyed_max`. Read backwards in chunks, so keyless messages after a keyed one never push
+    it out (the live window does not count them either); the first chunk is only as large as
+    the keys still wanted, then chunks double up to _READ_CHUNK_MESSAGES."""
     bounds = store.queue_offset_range(topic, queue_id)
     if bounds is None:
         return
     low, high = bounds
-    offset = max(_first_offset_at_or_after(store, topic, queue_id, low, high, oldest_ms),
-                 high - count_max)
-    while offset < high:
-        heads = store.read_heads(topic, queue_id, offset, min(_READ_CHUNK_MESSAGES,
-                                                               high - offset))
-        yield from heads
-        offset += _READ_CHUNK_MESSAGES
+    first = _first_offset_at_or_after(store, topic, queue_id, low, high, oldest_ms)
+    found = 0
+    end = high
+    chunk = min(_READ_CHUNK_MESSAGES, keyed_max)
+    while end > first and found < keyed_max:
+        start = max(first, end - chunk)
+        for head in reversed(store.read_heads(topic, queue_id, start, end - start)):
+            if PROPERTY_IDEMPOTENCY_KEY in head.properties \
+                    and head.store_timestamp_ms >= oldest_ms:
+                found += 1
+                yield head
+                if found == keyed_max:
+                    return
+        end = start
+        chunk = min(_READ_CHUNK_MESSAGES, chunk * 2)
 
 
 def _first_offset_at_or_after(store: MessageStore, topic: str, queue_id: int, low: int,

@@ -364,9 +364,29 @@ def test_rebuild_skips_messages_without_a_key(tmp_path: Path) -> None:
         store.shutdown()
 
 
+def test_rebuild_keeps_a_key_followed_by_more_than_keys_max_keyless_messages(
+        tmp_path: Path) -> None:
+    """A keyed message followed on its queue by more than keys_max keyless ones (more than one
+    read chunk) is restored, as the live window, which never counts keyless puts, remembers it."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": "kept"}, queue_id=0))
+        for _ in range(600):
+            store.put_message(Message("T", b"no key", queue_id=0))
+        wait_dispatched(store)
+        clock = FakeClock()
+        clock.now_ms = store.get_messages("T", 0, 600, 1).messages[0].store_timestamp_ms
+        window = IdempotencyWindow(60.0, 3, clock_ms=clock)
+        assert rebuild(window, store) == 1
+        assert isinstance(window.lookup("T", "kept"), RememberedPut)
+    finally:
+        store.shutdown()
+
+
 def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
-    """Rebuild reads at most keys_max messages per queue (plus its binary-search probes), and
-    restores the newest keys_max keys."""
+    """When every message is keyed, rebuild reads at most keys_max messages per queue (plus its
+    binary-search probes), and restores the newest keys_max keys."""
     store = MessageStore(small_config(tmp_path))
     store.start()
     try:
