@@ -262,14 +262,18 @@ def show(name: str, load: Load, baseline: Load | None, target: str = "",
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="2 s per case instead of 5 s")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the two compared pairs, (a)/(b) and (e)/(e'), measured "
+                             "alternately; their medians are shown (default 3)")
     arguments = parser.parse_args()
     duration_s = 2.0 if arguments.quick else 5.0
     wrk, redis_server = ensure_wrk(), ensure_redis_server()
     scratch = Path(tempfile.mkdtemp(prefix="twinlog-http-bench-"))
     try:
         header(f"HTTP produce, wrk -t{WRK_THREADS} -c{CONNECTIONS}, {duration_s:.0f} s per case, "
+               f"(a)/(b) and (e)/(e') the medians of {arguments.rounds} alternating rounds, "
                f"{os.cpu_count()} CPUs, load average {_load_average()}")
-        figures = _measure_all(wrk, redis_server, scratch, duration_s)
+        figures = _measure_all(wrk, redis_server, scratch, duration_s, arguments.rounds)
         _show_all(figures)
         print(f"  load average at the end: {_load_average()}")
     finally:
@@ -280,20 +284,30 @@ def _load_average() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def _median_load(loads: list[Load]) -> Load:
+    return sorted(loads, key=lambda load: load.requests_per_s)[len(loads) // 2]
+
+
 def _measure_all(wrk: str, redis_server: str, scratch: Path,
-                 duration_s: float) -> dict[str, Any]:
+                 duration_s: float, rounds: int) -> dict[str, Any]:
+    """Each case once, except the two pairs whose ratios are targets: their cases run
+    alternately, `rounds` times each, so that a change in the machine's load (it is shared)
+    falls on both sides of the ratio rather than on one."""
     single = json.dumps({"body": BODY_100.decode()}).encode()
     batch = json.dumps({"messages": [{"body": BODY_100.decode()}] * BATCH_MESSAGES}).encode()
     raw_type, json_type = "application/octet-stream", "application/json"
     path = "/v1/topics/Bench/messages"
     figures: dict[str, Any] = {}
-    with uvicorn_app("bench.http_produce:baseline_fastapi_app", factory=True) as url:
-        figures["a"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
     with uvicorn_app("bench.http_produce:baseline_asgi_app", factory=False) as url:
         figures["a'"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
-    with broker(scratch, "ASYNC_MASTER") as url:
-        figures["b"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
-        figures["d"] = measure(wrk, url + path, BODY_100, raw_type, duration_s, scratch)
+    with (uvicorn_app("bench.http_produce:baseline_fastapi_app", factory=True) as url_a,
+          broker(scratch, "ASYNC_MASTER") as url_b):
+        pairs = [(measure(wrk, url_a + path, single, json_type, duration_s, scratch),
+                  measure(wrk, url_b + path, single, json_type, duration_s, scratch))
+                 for _ in range(rounds)]
+        figures["a"] = _median_load([a for a, _ in pairs])
+        figures["b"] = _median_load([b for _, b in pairs])
+        figures["d"] = measure(wrk, url_b + path, BODY_100, raw_type, duration_s, scratch)
     with broker(scratch, "SYNC_MASTER", with_slave=True) as url:
         figures["c"] = measure(wrk, url + path, single, json_type, duration_s, scratch)
         figures["f"] = measure(wrk, url + path + ":batch", batch, json_type, duration_s, scratch)
@@ -302,10 +316,16 @@ def _measure_all(wrk: str, redis_server: str, scratch: Path,
         figures["redis batch"] = measure_redis(url, CONNECTIONS, BATCH_MESSAGES, duration_s)
     # (e) last, on a broker of its own: its ~100 MB/s of writes leave the kernel flushing
     # dirty pages for a while, which would tax whatever case came next.
+    http_batches: list[Load] = []
+    in_process: list[float] = []
     with broker(scratch, "ASYNC_MASTER", name="batch") as url:
-        figures["e"] = measure(wrk, url + path + ":batch", batch, json_type, duration_s, scratch)
-    figures["e'"] = in_process_batch(scratch / "in-process", BODY_100, BATCH_MESSAGES,
-                                     duration_s)
+        for round_index in range(rounds):
+            http_batches.append(measure(wrk, url + path + ":batch", batch, json_type,
+                                        duration_s, scratch))
+            in_process.append(in_process_batch(scratch / f"in-process-{round_index}", BODY_100,
+                                               BATCH_MESSAGES, duration_s))
+    figures["e"] = _median_load(http_batches)
+    figures["e'"] = sorted(in_process)[len(in_process) // 2]
     return figures
 
 
