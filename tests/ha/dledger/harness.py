@@ -10,7 +10,7 @@ from ha.dledger.actions import Action, CompleteAppend, Send, Write
 from ha.dledger.config import DLedgerConfig
 from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, Role
-from ha.dledger.messages import Entry, Message
+from ha.dledger.messages import Entry, Message, PushResponse, VoteResponse
 from ha.dledger.node import DLedgerNode
 
 WRITE_TYPES = Write.__args__
@@ -35,6 +35,33 @@ def make_node(node_id: str, ids: list[str], log: EntryLog | None = None, term: i
               seed: int = 7) -> DLedgerNode:
     return DLedgerNode(node_id, ids, config or unit_config(), random.Random(seed),
                        HardState(term, voted_for), log or EntryLog())
+
+
+def leader_with_log(terms: tuple[int, ...], term: int, ids: list[str],
+                    config: DLedgerConfig | None = None) -> DLedgerNode:
+    """n0 elected by hand at `term + 1` over a log with the given entry terms."""
+    node = make_node("n0", ids, log=EntryLog(entries=entries(*terms)), term=term, config=config)
+    while node.role is Role.FOLLOWER:
+        node.tick()
+    actions = []
+    for pre_vote in (True, False):
+        for voter in ids[1:]:
+            actions += node.receive(VoteResponse(voter, term + 1, True, pre_vote))
+    node.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
+    assert node.role is Role.LEADER and node.term == term + 1
+    return node
+
+
+def find_match(leader: DLedgerNode, peer_id: str, match_index: int) -> list[Action]:
+    """The replies of a follower holding the leader's first `match_index` entries (all of term
+    1) and nothing more to the leader's first probe (a reject hinting at its end) and to the
+    probe that follows; the leader's actions after the second."""
+    first_probe_prev_index = leader.dispatchers[peer_id].next_index - 1
+    hint_term = 1 if match_index else 0
+    leader.receive(PushResponse(peer_id, leader.term, False, first_probe_prev_index, 0,
+                                match_index, hint_term, match_index))
+    return leader.receive(PushResponse(peer_id, leader.term, True, match_index, match_index,
+                                       0, 0, match_index))
 
 
 class Group:

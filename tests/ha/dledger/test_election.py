@@ -396,3 +396,17 @@ def test_only_a_transfer_election_passes_the_lease_of_members_that_hear_the_lead
     member = group.nodes["n1"]
     assert member.receive(pre_vote) == [] and member.receive(vote) == []
     assert member.term == 1 and member.member.leader_id == "n0"
+
+
+
+def test_a_follower_whose_leader_returns_at_a_higher_term_adopts_the_term() -> None:
+    """n0 led term 1, then won term 2 without n1 (n1 missed the election): n0's first push of
+    term 2 makes n1 write term 2 and answer in it, still following n0."""
+    follower = make_node("n1", IDS, term=1)
+    follower.receive(PushRequest("n0", 1, 0, 0, (), 0))
+    assert (follower.term, follower.member.leader_id) == (1, "n0")
+    actions = follower.receive(PushRequest("n0", 2, 0, 0, (), 0))
+    assert actions[0] == PersistTermVote(1, 2, None)
+    sent = follower.persisted(1)
+    assert [a.message.term for a in sent if isinstance(a, Send)] == [2]  # type: ignore[union-attr]
+    assert (follower.term, follower.member.leader_id, follower.role) == (2, "n0", Role.FOLLOWER)

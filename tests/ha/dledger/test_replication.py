@@ -16,26 +16,20 @@ from ha.dledger.actions import (
 )
 from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, Role
-from ha.dledger.messages import PushRequest, PushResponse, VoteResponse
+from ha.dledger.messages import PushRequest, PushResponse
 from ha.dledger.node import DLedgerNode
-from tests.ha.dledger.harness import WRITE_TYPES, Group, entries, make_node, unit_config
+from tests.ha.dledger.harness import (
+    WRITE_TYPES,
+    Group,
+    entries,
+    find_match,
+    leader_with_log,
+    make_node,
+    unit_config,
+)
 
 IDS = ["n0", "n1", "n2"]
 FIVE = ["n0", "n1", "n2", "n3", "n4"]
-
-
-def leader_with_log(terms: tuple[int, ...], term: int, ids: list[str]) -> DLedgerNode:
-    """n0 elected by hand at `term + 1` over a log with the given entry terms."""
-    node = make_node("n0", ids, log=EntryLog(entries=entries(*terms)), term=term)
-    while node.role is Role.FOLLOWER:
-        node.tick()
-    actions = []
-    for pre_vote in (True, False):
-        for voter in ids[1:]:
-            actions += node.receive(VoteResponse(voter, term + 1, True, pre_vote))
-    node.persisted(max(a.write_id for a in actions if isinstance(a, WRITE_TYPES)))
-    assert node.role is Role.LEADER and node.term == term + 1
-    return node
 
 
 def ack(node: DLedgerNode, peer_id: str, match_index: int) -> list[object]:
@@ -341,3 +335,67 @@ def test_a_restarted_follower_counts_its_log_as_durable_until_a_leader_cuts_it()
     assert follower.durable_index == 3
     follower.receive(PushRequest("n0", 3, 2, 1, entries(3, first_index=3), 2))
     assert follower.durable_index == 2 and follower.commit_index == 2
+
+
+def test_the_second_probe_lands_on_the_last_index_where_the_logs_can_match() -> None:
+    """Fast back-up: the follower's hint (its last index of a term <= the probe's) is mapped
+    through the leader's log to the last index both can share, and the next probe goes
+    exactly there: probes at 5, then 2, then the push that replaces the follower's suffix."""
+    leader = make_node("n0", IDS, log=EntryLog(entries=entries(1, 1, 3, 3, 3)), term=3)
+    follower = make_node("n1", IDS, log=EntryLog(entries=entries(1, 1, 2, 2, 2, 2)), term=2)
+    other = make_node("n2", IDS, log=EntryLog(entries=entries(1, 1, 3, 3, 3)), term=3)
+    group = Group([leader, follower, other])
+    group.elect("n0")
+    pushes = [s.message for s in group.sends("n0", PushRequest) if s.target_id == "n1"]
+    assert [(p.prev_index, bool(p.entries)) for p in pushes[:3]] == [  # type: ignore[union-attr]
+        (5, False), (2, False), (2, True)]
+    assert follower.log.entries() == leader.log.entries()
+
+
+def test_a_leader_ignores_a_push_reply_of_an_earlier_term() -> None:
+    """A success reply from the leader's term 1 (the follower's entry 4 then was another
+    leader's) is not a copy of the term-3 leader's entry 4: dropped, it commits nothing."""
+    leader = leader_with_log((1, 1, 1), term=2, ids=IDS)
+    assert leader.log.last_index == 4 and leader.term == 3
+    assert leader.receive(PushResponse("n1", 1, True, 3, 4, 0, 0, 4)) == []
+    assert leader.commit_index == 0 and leader.dispatchers["n1"].match_index == 0
+
+
+def test_once_a_lagging_follower_is_found_the_leader_fills_its_push_window() -> None:
+    """With its match found at 1, a follower 10 entries behind gets inflight_pushes_max (3)
+    pushes of push_entries_max (2) entries at once, not one push per reply."""
+    config = unit_config(inflight_pushes_max=3, push_entries_max=2)
+    leader = leader_with_log((1,) * 10, term=1, ids=IDS, config=config)
+    actions = find_match(leader, "n1", 1)
+    pushes = [a.message for a in actions if isinstance(a, Send) and a.target_id == "n1"]
+    assert [(p.prev_index, [e.index for e in p.entries])  # type: ignore[union-attr]
+            for p in pushes] == [(1, [2, 3]), (3, [4, 5]), (5, [6, 7])]
+
+
+def test_a_push_overlapping_the_followers_end_appends_only_the_entries_it_lacks() -> None:
+    """A follower holding entries 1-2 that gets a push of 1-3 (a resend after a timeout)
+    writes entry 3 alone, and acknowledges 3 only once that write is durable."""
+    follower = make_node("n1", IDS, log=EntryLog(entries=entries(1, 1)), term=1)
+    actions = follower.receive(PushRequest("n0", 1, 0, 0, entries(1, 1, 1), 0))
+    writes = [a for a in actions if isinstance(a, AppendEntries)]
+    assert [[e.index for e in w.entries] for w in writes] == [[3]]
+    assert follower.log.entries() == entries(1, 1, 1)
+    sent = follower.persisted(writes[0].write_id)
+    replies = [a.message for a in sent if isinstance(a, Send)]
+    assert [r.match_index for r in replies] == [3]  # type: ignore[union-attr]
+
+
+def test_a_peer_whose_match_retention_removed_is_probed_again_from_the_leaders_base() -> None:
+    """n1 matched up to 9, then the leader's retention removed entries up to 10: when n1's
+    pushes time out, the leader probes it again from its base (prev 10, from_base), the one
+    point it can still prove, not from index 10, whose previous entry is gone."""
+    leader = leader_with_log((1,) * 12, term=1, ids=IDS)
+    find_match(leader, "n1", 9)
+    ack(leader, "n2", 13)
+    assert leader.commit_index == 13
+    leader.compact(10)
+    probes = []
+    for _ in range(leader.config.push_timeout_ticks):
+        probes += [a.message for a in leader.tick() if isinstance(a, Send) and a.target_id == "n1"]
+    assert [(p.prev_index, p.prev_term, p.entries, p.from_base)  # type: ignore[union-attr]
+            for p in probes] == [(10, 1, (), True)]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from ha.dledger.actions import AppendStatus
+import pytest
+
+from ha.dledger.actions import AppendStatus, Send
 from ha.dledger.log import EntryLog
 from ha.dledger.messages import Entry, Message, PushRequest, payload_bytes, within_bytes
-from tests.ha.dledger.harness import Group, make_node, unit_config
+from tests.ha.dledger.harness import Group, find_match, leader_with_log, make_node, unit_config
 
 FIVE = ["n0", "n1", "n2", "n3", "n4"]
 MESSAGE_OVERHEAD_BYTES = 64  # what a frame costs on the uplink besides its payloads
@@ -153,3 +155,38 @@ def test_a_far_behind_peer_gets_at_most_its_byte_budget_per_tick() -> None:
         group.append("n0", 1, b"q" * 100)
     group.deliver()  # the acks of the first window release the rest in one batch
     assert max(payload_bytes(p.entries) for p in pushes_to(group, "n1")) > 400
+
+
+def test_a_budget_smaller_than_any_entry_still_moves_one_entry_a_tick() -> None:
+    """With a far-behind budget of 1 byte a tick and 10-byte entries, the empty peer gets
+    exactly one entry a tick while far behind (the budget never blocks the first), and so
+    still catches up."""
+    config = unit_config(far_behind_entries=4, far_behind_push_bytes_per_tick=1)
+    old = sized_entries(30, 10)
+    group = Group([make_node("n0", FIVE[:3], log=EntryLog(entries=old), term=1, config=config),
+                   make_node("n1", FIVE[:3], log=EntryLog(entries=old), term=1, config=config,
+                             seed=1),
+                   make_node("n2", FIVE[:3], term=1, config=config, seed=2)])
+    group.elect("n0")
+    per_tick = []
+    for _ in range(10):
+        before = len(pushes_to(group, "n2"))
+        group.tick_all(1)
+        per_tick.append(sum(len(p.entries) for p in pushes_to(group, "n2")[before:]))
+    assert per_tick == [1] * 10, per_tick
+    group.tick_all(40)
+    assert group.nodes["n2"].log.entries() == group.nodes["n0"].log.entries()
+
+
+@pytest.mark.parametrize(("match_index", "entries_pushed"), [(2, [3, 4, 5, 6]), (1, [2])])
+def test_a_peer_is_far_behind_only_more_than_far_behind_entries_back(
+        match_index: int, entries_pushed: list[int]) -> None:
+    """far_behind_entries = 4 and a 1-byte budget: a peer exactly 4 entries behind the leader's
+    end is not throttled (one push carries all 4); 5 behind, it gets one entry this tick."""
+    config = unit_config(far_behind_entries=4, far_behind_push_bytes_per_tick=1)
+    leader = leader_with_log((1,) * 5, term=1, ids=FIVE[:3], config=config)
+    assert leader.log.last_index == 6
+    actions = find_match(leader, "n1", match_index)
+    pushes = [a.message for a in actions if isinstance(a, Send) and a.target_id == "n1"]
+    pushed = [[e.index for e in p.entries] for p in pushes]  # type: ignore[union-attr]
+    assert pushed == [entries_pushed]
