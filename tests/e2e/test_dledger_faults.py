@@ -23,6 +23,8 @@ QUEUE_COUNT = 4
 PRODUCERS = 16
 CONVERGE_S = 30.0
 TIMED_OUT = 0  # no answer within the client's timeout
+PROBES = 3  # produces the isolation test sends to the isolated leader itself
+PROBE_TIMEOUT_S = 4.0  # over the quorum deadline (2.5 s), as the producers' client
 
 
 @dataclass
@@ -244,6 +246,10 @@ def test_an_isolated_leader_stops_acknowledging_and_follows_after_healing(
             wait_for(lambda: producers.acked_count() >= 200, 60, "200 PUT_OK before the cut")
             group.isolate(old.node_id)
             cut_at = time.monotonic()
+            # Sent to the old leader after the cut whatever the producers do (they may all be
+            # waiting on requests sent before it until the new leader is known).
+            producers.answers.extend(_probe(old.url, f"probe-{number}")
+                                     for number in range(PROBES))
             leader = _new_leader_of_two(group, old)
             producers.url = leader.url
             before_new = producers.acked_count()
@@ -268,6 +274,18 @@ def test_an_isolated_leader_stops_acknowledging_and_follows_after_healing(
             group.stop_all()
         finally:
             group.close_proxies()
+
+
+def _probe(url: str, body: str) -> tuple[str, float, int]:
+    """One produce to `url`: (url, when it was sent, its status or TIMED_OUT)."""
+    sent_at = time.monotonic()
+    with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
+        try:
+            response = client.post(f"{url}/v1/topics/{TOPIC}/messages", json={"body": body})
+            status = response.status_code
+        except httpx.TimeoutException:
+            status = TIMED_OUT
+    return url, sent_at, status
 
 
 def _new_leader_of_two(group: DLedgerGroup, old: Member) -> Member:
