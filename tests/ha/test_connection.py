@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +27,7 @@ from store.retention import RetentionService
 from tests.store.conftest import small_config, wait_dispatched, wait_until
 from tests.support.ha_peer import ScriptedSlave
 
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "connection-test-secret"
 CONFIG: dict[str, Any] = {
     "broker_role": BrokerRole.ASYNC_MASTER,
@@ -131,6 +136,16 @@ def test_empty_slave_gets_the_whole_log(store: MessageStore, open_link: OpenLink
     assert connection.transfer_from_offset == end and connection.sent_end_offset == end
 
 
+def test_a_batch_down_to_one_byte_is_sent(store: MessageStore, open_link: OpenLink) -> None:
+    """A batch is whatever is left below the write position, down to a single byte: a log
+    ending one byte past a batch boundary is streamed to its end."""
+    store.put_message(Message("A", b"x" * 4005))  # one record of 4097 bytes
+    assert store.max_offset == CONFIG["ha_transfer_batch_size_bytes"] + 1
+    link = open_link()
+    link.slave.report(0)
+    assert link.slave.receive_until(4097) == store.commit_log.read_bytes(0, 4097)
+
+
 def test_slave_with_data_is_streamed_from_its_offset(
         store: MessageStore, open_link: OpenLink) -> None:
     """A slave whose log agrees up to an offset inside the master's is told so in the
@@ -233,8 +248,8 @@ def test_slave_of_a_foreign_history_is_named_diverged(
 
 def test_slave_behind_retention_needs_a_reset(store: MessageStore, open_link: OpenLink) -> None:
     """A slave agreeing only below the retained log is closed in the handshake as needs_reset,
-    and so is a first report below it; a report of 0 gets the retained history from the min
-    offset."""
+    and so is a first report below it; a first report exactly at the min offset is streamed
+    from there, and a report of 0 gets the retained history from the min offset."""
     _produce(store, 300)
     wait_dispatched(store)
     RetentionService(store.config, store.commit_log, store.queues, store.dispatch,
@@ -250,6 +265,11 @@ def test_slave_behind_retention_needs_a_reset(store: MessageStore, open_link: Op
     _closed(behind)
     assert behind.connection.state is ConnectionState.NEEDS_RESET
     assert "wants data the master no longer holds" in behind.closes[0]
+    at_minimum = open_link(slave_max=store.max_offset, slave_epochs=MASTER_EPOCHS)
+    at_minimum.slave.report(minimum)
+    assert at_minimum.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
+        minimum, store.max_offset)
+    assert at_minimum.connection.state is ConnectionState.TRANSFERRING
     empty = open_link()
     empty.slave.report(0)
     assert empty.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
@@ -271,6 +291,45 @@ def test_idle_link_gets_heartbeats_at_the_transfer_offset(
         assert size > 0
         frames += [(offset, bytes(body)) for offset, body in link.slave.parser.received(size)]
     assert frames[:2] == [(end, b""), (end, b"")]
+
+
+def test_idle_link_heartbeats_at_the_interval_not_faster(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """Once caught up, heartbeats come once per ha_send_heartbeat_interval_ms, not at every
+    turn of the writer's shorter idle poll (0.1 s)."""
+    _produce(store, 3)
+    end = store.max_offset
+    link = open_link(ha_send_heartbeat_interval_ms=1000)
+    link.slave.report(0)
+    link.slave.receive_until(end)
+    frames = 0
+    window_end_s = time.monotonic() + 1.5
+    while (remaining_s := window_end_s - time.monotonic()) > 0:
+        link.slave.sock.settimeout(remaining_s)
+        try:
+            size = link.slave.sock.recv_into(link.slave.parser.free_view())
+        except TimeoutError:
+            break
+        assert size > 0
+        frames += sum(1 for _ in link.slave.parser.received(size))
+    # At most two heartbeats fall in 1.5 s at 1 s apart, and one could have been sent just
+    # before the window; the idle poll would send about fifteen.
+    assert frames <= 3
+
+
+def test_empty_master_heartbeats_a_slave_at_zero(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """A master with nothing stored yet still sends heartbeats, at offset 0, to a slave that
+    reported 0: the link is kept alive before the first message."""
+    assert store.max_offset == 0
+    link = open_link()
+    link.slave.report(0)
+    frames: list[tuple[int, bytes]] = []
+    while len(frames) < 2:
+        size = link.slave.sock.recv_into(link.slave.parser.free_view())
+        assert size > 0
+        frames += [(offset, bytes(body)) for offset, body in link.slave.parser.received(size)]
+    assert frames[:2] == [(0, b""), (0, b"")]
 
 
 def test_refused_handshake_closes_with_the_services_reason(open_link: OpenLink) -> None:
@@ -295,13 +354,14 @@ def test_slave_without_the_secret_is_closed_in_the_handshake(open_link: OpenLink
 
 
 def test_slave_closing_is_seen_once(open_link: OpenLink) -> None:
-    """A slave that hangs up closes the connection once, with that reason; closing it again
-    calls nobody."""
+    """A slave that hangs up closes the connection once, with that reason, and is not flagged
+    as having acked beyond what it was sent; closing it again calls nobody."""
     link = open_link()
     link.slave.close()
     _closed(link)
     link.connection.close("again")
     assert link.closes == ["slave closed the connection"]
+    assert not link.connection.ack_beyond_max
     assert link.connection.state is ConnectionState.CLOSED
 
 
@@ -312,19 +372,91 @@ def test_silent_slave_is_dropped_at_the_housekeeping_interval(open_link: OpenLin
     assert link.closes == ["no report for 300 ms (housekeeping)"]
 
 
+def test_join_waits_for_the_connections_threads(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """join waits, up to its timeout, for a thread of the connection still busy after close,
+    and once both threads have ended none of them is left (the service's stop relies on it)."""
+    _produce(store, 5)
+    before = set(threading.enumerate())
+    link = open_link()
+    sending = threading.Event()
+    release = threading.Event()
+
+    def hold(_: TransferSource) -> None:
+        sending.set()
+        release.wait(10)
+
+    link.connection.before_send = hold
+    link.slave.report(0)
+    assert sending.wait(10)
+    link.connection.close("test over")
+    started_s = time.monotonic()
+    link.connection.join(timeout_s=0.3)
+    assert time.monotonic() - started_s >= 0.25  # the writer is still held in its send
+    release.set()
+    link.connection.join()
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_writer_is_woken_by_the_first_report_and_by_wake(
+        store: MessageStore, open_link: OpenLink, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer does not wait out its idle poll: the first report, and wake() (which the
+    service calls on every append), make it send at once, and it sends batch after batch
+    until it is caught up."""
+    # With the poll and the heartbeat a minute long, only a wake-up can start a send.
+    monkeypatch.setattr("ha.connection._WRITER_IDLE_WAIT_S", 60.0)
+    _produce(store, 20)
+    first_end = store.max_offset
+    assert first_end > 2 * CONFIG["ha_transfer_batch_size_bytes"]
+    link = open_link(ha_send_heartbeat_interval_ms=60_000, ha_housekeeping_interval_ms=120_000)
+    link.slave.report(0)
+    assert link.slave.receive_until(first_end) == store.commit_log.read_bytes(0, first_end)
+    wait_until(lambda: link.connection.transfer_from_offset == first_end)
+    _produce(store, 2)
+    link.connection.wake()
+    assert link.slave.receive_until(store.max_offset) == store.commit_log.read_bytes(
+        first_end, store.max_offset)
+
+
+def test_slave_silent_in_the_handshake_is_dropped_at_its_deadline(open_link: OpenLink) -> None:
+    """A peer that connects and never answers the hello is closed when the handshake's own
+    deadline passes, long before the housekeeping interval: it never holds a handshake place."""
+    link = open_link(handshake=False, ha_handshake_timeout_ms=300)
+    _closed(link)
+    assert link.closes[0].startswith("protocol error: handshake not finished in time")
+
+
+def test_reset_link_is_closed_as_a_socket_error(open_link: OpenLink) -> None:
+    """A slave whose link is reset (not closed in order) is closed with a reason naming the
+    socket error, told apart from a slave that hung up and from a protocol error."""
+    link = open_link()
+    # SO_LINGER with a zero timeout: close sends a reset instead of a FIN.
+    link.slave.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    link.slave.close()
+    _closed(link)
+    assert link.closes[0].startswith("socket error: ")
+
+
 def test_view_and_eligibility(store: MessageStore, open_link: OpenLink) -> None:
     """A slave is in sync only while transferring and less than the allowed bytes behind; its
-    view reports the bytes it lags (the whole log before its first report)."""
+    view reports the bytes it lags (the whole log before its first report), -1 (none yet) as
+    its ack and transfer offsets until it reports, and the age of its last ack."""
     _produce(store, 5)
     end = store.max_offset
     link = open_link()
     connection = link.connection
     before = connection.view(end, 10)
     assert (before.diff_bytes, before.in_sync, before.last_ack_age_ms) == (end, False, None)
+    assert (before.ack_offset, before.transfer_from_offset) == (-1, -1)
     assert (before.state, before.slave_id, before.address) == (
         "waiting_report", link.slave.slave_id.hex(), "slave-1")
     link.slave.report(0)
     link.slave.receive_until(end)
+    # An empty slave's first report is an ack at 0: it counts, end bytes behind, and its age
+    # shows.
+    assert connection.is_eligible(end, end + 1) and not connection.is_eligible(end, end)
+    assert connection.view(end, end + 1).last_ack_age_ms is not None
+    reported_ms = time.monotonic_ns() // 1_000_000
     link.slave.report(end)
     # The writer moves transfer_from_offset after its send returns, which can be after the
     # slave's ack arrived: wait for both.
@@ -333,6 +465,8 @@ def test_view_and_eligibility(store: MessageStore, open_link: OpenLink) -> None:
     assert connection.is_eligible(end + 10, 11)
     assert not connection.is_eligible(end + 10, 10)
     after = connection.view(end + 10, 11)
+    assert after.last_ack_age_ms is not None
+    assert 0 <= after.last_ack_age_ms <= time.monotonic_ns() // 1_000_000 - reported_ms
     assert (after.ack_offset, after.diff_bytes, after.in_sync) == (end, 10, True)
     assert after.transfer_from_offset == end and after.last_ack_age_ms is not None
     assert connection.view(end - 5, 11).diff_bytes == 0
@@ -389,6 +523,29 @@ def test_open_link_streams_the_whole_log_with_sendfile(
 
 @pytest.mark.parametrize("store", [{"mapped_file_size_bytes": 4 * 1024 * 1024}],
                          indirect=True)
+def test_open_link_sends_a_batch_larger_than_the_socket_buffer_in_pieces(
+        store: MessageStore, open_link: OpenLink) -> None:
+    """A batch far larger than the socket's send buffer goes out by sendfile in many partial
+    sends, each continuing where the last stopped: the slave gets exactly the log's bytes,
+    and nothing past the batch."""
+    _produce(store, 1500, size=1000)
+    end = store.max_offset
+    link = open_link(ha_transfer_batch_size_bytes=4 * 1024 * 1024, **OPEN_LINK)
+    link.connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    link.slave.report(0)
+    assert link.slave.receive_until(end) == _log_bytes(store, 0, end)
+    wait_until(lambda: link.connection.bytes_sent_total == end)
+    # Not a byte past the batch: what follows is a heartbeat at the end offset.
+    frames: list[tuple[int, bytes]] = []
+    while not frames:
+        size = link.slave.sock.recv_into(link.slave.parser.free_view())
+        assert size > 0
+        frames += [(offset, bytes(body)) for offset, body in link.slave.parser.received(size)]
+    assert frames[0] == (end, b"")
+
+
+@pytest.mark.parametrize("store", [{"mapped_file_size_bytes": 4 * 1024 * 1024}],
+                         indirect=True)
 def test_open_link_slave_that_takes_no_bytes_is_closed(
         store: MessageStore, open_link: OpenLink) -> None:
     """A slave that keeps reporting but stops reading is closed once sendfile made no progress
@@ -423,3 +580,34 @@ def test_view_counts_the_time_connected(store: MessageStore, open_link: OpenLink
     view = link.connection.view(store.max_offset, 10)
     after_ms = time.monotonic_ns() // 1_000_000
     assert 0 <= view.connected_for_ms <= after_ms - before_ms
+
+
+# A process that opens a connection to a slave that never speaks and returns from its main
+# thread with it still open. The handshake deadline is far longer than the test waits.
+_EXIT_WITH_A_CONNECTION_OPEN = """
+import socket
+from ha import HAConfig
+from ha.connection import HAConnection
+
+listener = socket.create_server(("127.0.0.1", 0))
+silent_slave = socket.create_connection(listener.getsockname()[:2])
+sock, _ = listener.accept()
+connection = HAConnection(
+    sock, "silent-slave", HAConfig(ha_handshake_timeout_ms=60_000,
+                                   ha_housekeeping_interval_ms=60_000),
+    None, on_ack=lambda c: None, on_close=lambda c, reason: None,
+    on_handshake=lambda c: "", agree=lambda history, slave_max: (None, ()))
+connection.start()
+print("started", flush=True)
+"""
+
+
+def test_open_connection_does_not_hold_the_process_at_exit() -> None:
+    """A process whose main thread returns while a slave's connection is still in its
+    handshake exits at once: the connection's threads never make exit wait on a silent slave
+    (stop's joins are bounded; a thread left over must not hang the broker's exit)."""
+    # A hang shows as TimeoutExpired: with a non-daemon thread the child lives a minute.
+    child = subprocess.run([sys.executable, "-c", _EXIT_WITH_A_CONNECTION_OPEN],
+                           capture_output=True, text=True, timeout=20,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (child.returncode, child.stdout, child.stderr) == (0, "started\n", "")
