@@ -384,6 +384,28 @@ def test_rebuild_keeps_a_key_followed_by_more_than_keys_max_keyless_messages(
         store.shutdown()
 
 
+def test_rebuild_reads_each_chunk_once_across_keyless_gaps(tmp_path: Path) -> None:
+    """When a queue's newest keyed messages are spread over several read chunks (keyless ones
+    between them), rebuild restores the keys_max newest distinct keys, none counted twice."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        for index in range(10):
+            store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": f"k{index}"}, queue_id=0))
+        for _ in range(2):
+            store.put_message(Message("T", b"no key", queue_id=0))
+        store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": "k10"}, queue_id=0))
+        wait_dispatched(store)
+        clock = FakeClock()
+        clock.now_ms = store.get_messages("T", 0, 12, 1).messages[0].store_timestamp_ms
+        window = IdempotencyWindow(60.0, 3, clock_ms=clock)
+        assert rebuild(window, store) == 3
+        assert all(isinstance(window.lookup("T", key), RememberedPut)
+                   for key in ("k10", "k9", "k8"))
+    finally:
+        store.shutdown()
+
+
 def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
     """When every message is keyed, rebuild reads at most keys_max messages per queue (plus its
     binary-search probes), and restores the newest keys_max keys."""
