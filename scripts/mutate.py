@@ -71,6 +71,8 @@ MODULE_TESTS: dict[str, list[str]] = {
             "test_rebuild_reads_a_bounded_number_of_messages",
             "test_rebuild_skips_messages_without_a_key",
             "test_rebuild_keeps_a_key_followed_by_more_than_keys_max_keyless_messages",
+            "test_rebuild_finds_keys_max_keys_across_keyless_messages_on_one_queue",
+            "test_rebuild_does_not_read_messages_older_than_the_window",
             "test_rebuild_reads_each_chunk_once_across_keyless_gaps",
             "test_claim_takes_every_key_or_none",
             "test_rebuild_memory_does_not_depend_on_message_size",

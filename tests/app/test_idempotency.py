@@ -22,6 +22,7 @@ from app.settings import Settings
 from store import Message, MessageStore, PutMessageStatus
 from tests.app.conftest import ServeFactory, app_settings, serving
 from tests.store.conftest import small_config, wait_dispatched
+from tests.support.store_clock import store_clock
 
 pytestmark = pytest.mark.anyio
 
@@ -541,3 +542,58 @@ def test_rebuild_memory_does_not_depend_on_message_size(tmp_path: Path) -> None:
     restored, peak_bytes = _rebuild_peak_bytes(tmp_path, 64 * 1024, 300)
     assert restored == 300
     assert peak_bytes < REBUILD_PEAK_BOUND_BYTES, f"peak {peak_bytes} bytes"
+
+
+def test_rebuild_finds_keys_max_keys_across_keyless_messages_on_one_queue(
+        tmp_path: Path) -> None:
+    """On one queue whose newest keys_max messages hold only half that many keys, rebuild reads
+    further back and restores keys_max keys (the count of keys found is what stops it)."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        for key in ("k0", "k1", None, "k2", None, "k3"):
+            properties = {"IDEMPOTENCY_KEY": key} if key else {}
+            store.put_message(Message("T", b"x", properties, queue_id=0))
+        wait_dispatched(store)
+        clock = FakeClock()
+        clock.now_ms = store.get_messages("T", 0, 5, 1).messages[0].store_timestamp_ms
+        window = IdempotencyWindow(60.0, 4, clock_ms=clock)
+        assert rebuild(window, store) == 4
+        assert all(isinstance(window.lookup("T", key), RememberedPut)
+                   for key in ("k0", "k1", "k2", "k3"))
+    finally:
+        store.shutdown()
+
+
+def test_rebuild_does_not_read_messages_older_than_the_window(tmp_path: Path) -> None:
+    """Messages stored before the window starts are not read (only the binary search probes
+    touch them), however few keys the window holds."""
+    start_ms = 1_790_000_000_000
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        with store_clock(start_ms) as stored_at:
+            for index in range(100):
+                store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": f"old{index}"},
+                                          queue_id=0))
+            stored_at.now_ms = start_ms + 3_600_000
+            for index in range(2):
+                store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": f"new{index}"},
+                                          queue_id=0))
+        wait_dispatched(store)
+        reads: list[int] = []
+        real_read_heads = store.read_heads
+
+        def counting_read_heads(*args: Any, **kwargs: Any) -> Any:
+            heads = real_read_heads(*args, **kwargs)
+            reads.append(len(heads))
+            return heads
+
+        store.read_heads = counting_read_heads  # type: ignore[method-assign]
+        clock = FakeClock()
+        clock.now_ms = start_ms + 3_600_000 + 1000
+        window = IdempotencyWindow(60.0, 5, clock_ms=clock)
+        assert rebuild(window, store) == 2
+        assert sum(reads) <= 2 + 10, f"{sum(reads)} heads read for 2 in the window"
+    finally:
+        store.shutdown()
