@@ -313,6 +313,20 @@ async def test_finished_put_is_remembered_at_the_clocks_time() -> None:
 # -- rebuild: the window's edge and the bound on what it reads ------------------------------
 
 
+def _count_reads(store: MessageStore) -> list[int]:
+    """From now on, the number of heads each `store.read_heads` call returns, in order."""
+    reads: list[int] = []
+    real_read_heads = store.read_heads
+
+    def counting_read_heads(*args: Any, **kwargs: Any) -> Any:
+        heads = real_read_heads(*args, **kwargs)
+        reads.append(len(heads))
+        return heads
+
+    store.read_heads = counting_read_heads  # type: ignore[method-assign]
+    return reads
+
+
 def _stored_with_keys(store: MessageStore, count: int, queue_id: int = 0) -> list[int]:
     """Store `count` keyed messages on one queue; their store timestamps, in order."""
     for index in range(count):
@@ -414,15 +428,7 @@ def test_rebuild_reads_a_bounded_number_of_messages(tmp_path: Path) -> None:
     store.start()
     try:
         stamps = _stored_with_keys(store, 200)
-        reads: list[int] = []
-        real_read_heads = store.read_heads
-
-        def counting_read_heads(*args: Any, **kwargs: Any) -> Any:
-            heads = real_read_heads(*args, **kwargs)
-            reads.append(len(heads))
-            return heads
-
-        store.read_heads = counting_read_heads  # type: ignore[method-assign]
+        reads = _count_reads(store)
         clock = FakeClock()
         clock.now_ms = stamps[-1] + 1000
         window = IdempotencyWindow(3600.0, 5, clock_ms=clock)
@@ -581,15 +587,7 @@ def test_rebuild_does_not_read_messages_older_than_the_window(tmp_path: Path) ->
                 store.put_message(Message("T", b"x", {"IDEMPOTENCY_KEY": f"new{index}"},
                                           queue_id=0))
         wait_dispatched(store)
-        reads: list[int] = []
-        real_read_heads = store.read_heads
-
-        def counting_read_heads(*args: Any, **kwargs: Any) -> Any:
-            heads = real_read_heads(*args, **kwargs)
-            reads.append(len(heads))
-            return heads
-
-        store.read_heads = counting_read_heads  # type: ignore[method-assign]
+        reads = _count_reads(store)
         clock = FakeClock()
         clock.now_ms = start_ms + 3_600_000 + 1000
         window = IdempotencyWindow(60.0, 5, clock_ms=clock)
