@@ -297,8 +297,8 @@ class Broker:
         """DLedger mode: this member leads and has caught up as leader of this term (its
         idempotency window refilled: `_refill_idempotency`)."""
         assert self.dledger is not None
-        status = self.dledger.status()
-        return status.role == "LEADER" and status.term == self._writable_term
+        term = self.dledger.leading_term()
+        return term is not None and term == self._writable_term
 
     def write_address(self) -> str | None:
         """The HTTP address writes go to: the master's, or the current DLedger leader's."""

@@ -19,7 +19,6 @@ from ha.dledger.actions import TransferStatus
 from ha.dledger.host import AppendResult, HostState
 from ha.dledger.host_config import HostConfig
 from ha.dledger.host_status import HostStatus
-from ha.dledger.member import Role
 from ha.dledger.put_status import put_status_of
 from ha.dledger.server import DLedgerServer
 from ha.dledger.stored_storage import StoredDLedgerStorage
@@ -124,9 +123,12 @@ class DLedgerCommitLog:
     def status(self) -> HostStatus:
         return self.server.host.status()
 
+    def leading_term(self) -> int | None:
+        return self.server.host.leading_term()
+
     @property
     def is_leader(self) -> bool:
-        return self.status().role == Role.LEADER.value
+        return self.leading_term() is not None
 
     def put(self, message: Message) -> DLedgerPut:
         put = DLedgerPut(Future(), self._store_host, self.put_counts)

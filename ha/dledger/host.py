@@ -216,6 +216,13 @@ class DLedgerHost(ServiceThread):
         self.wake()
         return future
 
+    def leading_term(self) -> int | None:
+        """The term this member leads in, or None: what a produce checks, read from the last
+        published snapshot without building the admin view (peers, clock) that status() does."""
+        snapshot = self._snapshot
+        assert snapshot is not None, "status before start"
+        return snapshot.term if snapshot.role is Role.LEADER else None
+
     def status(self) -> HostStatus:
         snapshot = self._snapshot
         assert snapshot is not None, "status before start"
