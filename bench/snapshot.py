@@ -2,6 +2,7 @@
 
     python bench/snapshot.py            # N = 200,000 messages of 1 KiB
     python bench/snapshot.py --quick    # N = 20,000
+    python bench/snapshot.py --export-only   # part 1 only: export next to the raw read
 
 1. Export throughput (MB of commit log per second) on an idle machine, serial and spread over
    worker processes, next to a raw read of the same files.
@@ -108,6 +109,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--budget-mb-s", type=float, default=40.0)
     parser.add_argument("--no-cluster", action="store_true")
+    parser.add_argument("--export-only", action="store_true",
+                        help="only the export next to the raw read (part 1)")
     arguments = parser.parse_args()
     count = 20_000 if arguments.quick else 200_000
     base = Path(tempfile.mkdtemp(prefix="twinlog-bench-snapshot-"))
@@ -124,8 +127,9 @@ def main() -> None:
         row("raw read of the commit-log files (baseline)", raw, "MB/s")
         row("export to Parquet, serial", serial, "MB/s", raw)
         row("export to Parquet, 2 worker processes", spread, "MB/s", raw, ">= 0.30 of raw")
-        _produce_rows(base, arguments.budget_mb_s)
-        _report_rows(base, count, not arguments.no_cluster)
+        if not arguments.export_only:
+            _produce_rows(base, arguments.budget_mb_s)
+            _report_rows(base, count, not arguments.no_cluster)
         print(f"load average: {os.getloadavg()}")
     finally:
         shutil.rmtree(base, ignore_errors=True)

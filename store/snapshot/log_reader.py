@@ -17,7 +17,6 @@ import enum
 import mmap
 import os
 import struct
-import zlib
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, contextmanager
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from isal.isal_zlib import crc32
 
 from store.errors import StoreCorruptError
 from store.paths import name_to_offset
@@ -300,12 +300,15 @@ def _checked_prefix(window: RecordWindow, view: memoryview) -> tuple[int, _Next]
 
 def _crc_prefix(window: RecordWindow, view: memoryview, count: int) -> int:
     """How many of the first `count` records have a body that matches its CRC (`view` is the
-    window's data; zlib.crc32 a body at a time is the cheapest way Python has)."""
-    crc32 = zlib.crc32
+    window's data). The CRC is zlib's (RocketMQ's: java.util.zip.CRC32), computed by ISA-L:
+    a call a body, as nothing computes many CRCs in one call, but ISA-L's carry-less multiply
+    code takes a sixth of zlib's time for a 1 KiB body, and this check was the export's
+    biggest cost."""
     body_begins = window.starts[:count] + HEADER_SIZE
     body_ends = body_begins + window.header["body_size"][:count]  # checked later: a slice
-    crcs = np.array([crc32(view[begin:end]) for begin, end in zip(
-        body_begins.tolist(), body_ends.tolist(), strict=True)], dtype=np.int64)
+    crcs = np.fromiter(map(crc32, map(view.__getitem__, map(slice, body_begins.tolist(),
+                                                          body_ends.tolist()))),
+                       dtype=np.int64, count=count)
     return _leading((crcs & _CRC_MASK) == window.header["body_crc"][:count])
 
 
