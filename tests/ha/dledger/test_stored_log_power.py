@@ -284,8 +284,11 @@ def test_stored_log_survives_power_cuts() -> None:
     the index and the commit log agree, and readers never pass the commit."""
     run_state_machine_as_test(
         StoredLogMachine,
+        # Derandomized: the coverage bound below must hold on every run, not on 3 runs in 4
+        # (25 random examples met no lost unsynced change in 2 of 8 runs); raise
+        # TWINLOG_STATEFUL_EXAMPLES to explore further.
         settings=settings(max_examples=EXAMPLES, stateful_step_count=30, deadline=None,
-                          database=None),
+                          database=None, derandomize=True),
     )
     print(f"\ncoverage of {EXAMPLES} examples: {dict(COUNTS)}")
     assert COUNTS["unsynced changes lost"] > 0
