@@ -113,7 +113,7 @@ def decode_window(window: RecordWindow, include_bodies: bool) -> DecodedWindow:
     codes, topics = _topics(window.data, layout, tails)
     order: Rows | slice = slice(None)
     if len(topics) > 1:
-        order = np.argsort(codes, kind="stable")
+        order = _stable_order(codes, len(topics))
         layout = layout.take(order)
     properties = decode_properties_raw(_properties(window.data, layout, tails, order))
     if not isinstance(properties, Properties):  # invalid rows: export the records before
@@ -233,6 +233,14 @@ def _properties(data: Bytes, layout: _Layout, tails: Bytes | None,
     np.cumsum(layout.properties_size, out=offsets[1:])
     return pa.BinaryArray.from_buffers(pa.binary(), len(rows), [
         None, pa.py_buffer(offsets), pa.py_buffer(text)])
+
+
+def _stable_order(codes: npt.NDArray[np.int32], topic_count: int) -> Rows:
+    """The rows sorted by topic code, log order kept within a topic: numpy sorts codes of
+    up to 16 bits stably by radix, several times faster than int32s by merge sort."""
+    if topic_count <= 1 << 16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
 
 
 def _groups(codes: npt.NDArray[np.int32], topics: list[str],

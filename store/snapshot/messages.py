@@ -209,8 +209,15 @@ class _Buffered:
 
 
 def _compact(rows: pa.RecordBatch) -> pa.RecordBatch:
-    """The rows copied into arrays of their own (a slice shares its window's buffers)."""
-    return materialize(rows).take(pa.array(np.arange(rows.num_rows)))
+    """The rows copied into arrays of their own (a slice shares its window's buffers). The
+    bodies are copied once, out of the mapped log, by materialize's cast (a slice cast is a
+    new array of the slice's values only); the other columns by a take."""
+    cast = materialize(rows)
+    indices = pa.array(np.arange(rows.num_rows))
+    return pa.RecordBatch.from_arrays(
+        [column if name == "body" else column.take(indices)
+         for name, column in zip(cast.schema.names, cast.columns, strict=True)],
+        schema=MESSAGE_SCHEMA)
 
 
 def store_hour(timestamp_ms: int) -> int:

@@ -334,6 +334,30 @@ def test_buffered_rows_and_writer_eviction(open_store: OpenStore, tmp_path: Path
         assert offsets.to_pylist() == sorted(offsets.to_pylist())
 
 
+def test_buffered_rows_are_copied_out_of_their_window(open_store: OpenStore,
+                                                      tmp_path: Path) -> None:
+    """A topic's rows kept for later (_compact) hold their own values only, bodies as
+    MESSAGE_SCHEMA binary: neither the window's mapping nor its other rows stay alive."""
+    import store.snapshot.messages as export_module
+    from store.snapshot.columns import decode_window
+    from store.snapshot.log_reader import iter_windows
+
+    store = open_store(data_dir=tmp_path / "data", mapped_file_size_bytes=1024 * 1024)
+    _produce(store, 400)
+    store.shutdown()
+    files = list_log_files(tmp_path / "data" / "commitlog")
+    window = next(window for window in iter_windows(files, *log_range(files))
+                  if window.count > 100)
+    decoded = decode_window(window, include_bodies=True)
+    rows = decoded.batch.slice(40, 20)
+    kept = export_module._compact(rows)
+    assert kept.schema == MESSAGE_SCHEMA
+    assert kept.to_pylist() == rows.to_pylist()
+    # nbytes counts the rows' own bytes; the buffers' total counts whole buffers, of which
+    # a slice of the window would hold all (a few hundred rows, and the mapped log).
+    assert kept.get_total_buffer_size() <= kept.nbytes + 4096
+
+
 HOUR_MS = 3_600_000
 
 
@@ -368,3 +392,13 @@ def store_hour_of(timestamp_ms: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y%m%d%H")
+
+
+@pytest.mark.parametrize("topic_count", [1, 4, 1 << 16, (1 << 16) + 1])
+def test_rows_are_ordered_by_topic_keeping_log_order(topic_count: int) -> None:
+    """The window's rows sorted by topic code keep log order within a topic, whether the
+    codes fit the 16-bit radix sort or not (more topics than 65,536 in one window)."""
+    codes = np.random.default_rng(topic_count).integers(
+        0, topic_count, size=3 * topic_count + 100).astype(np.int32)
+    order = columns._stable_order(codes, topic_count)
+    assert order.tolist() == sorted(range(len(codes)), key=lambda row: (codes[row], row))
