@@ -321,13 +321,15 @@ def _scan(mapping: mmap.mmap, position: int, limit: int, records_max: int) -> In
     """Record positions from `position` (whose record fits) while below `limit`: each next
     position is the previous one plus its TOTALSIZE; a size too small for a record or a
     record past the mapping's end ends the walk (the next window looks at it again), and so
-    does one past `limit` (the next window stops there)."""
+    does one past `limit` (the next window stops there). A window may end where a record
+    does, or less than a size field after it: that record's size is read by the next one."""
     starts: list[int] = []
     append = starts.append
     unpack = _SIZE.unpack_from
     bound = min(len(mapping), limit)
+    sizes_end = len(mapping) - _SIZE.size  # the last position whose size field is mapped
     for _ in range(records_max):
-        if position >= limit:
+        if position >= limit or position > sizes_end:
             break
         (size,) = unpack(mapping, position)
         if size < RECORD_OVERHEAD or position + size > bound:
