@@ -2,13 +2,14 @@
 data dir and beside a running one (files mapped read-only, nothing written, no lock taken).
 
 `iter_records` decodes one record at a time into StoredMessage objects. `iter_windows` is the
-bulk path the export uses: it maps one window of a file at a time (a helper thread maps the
-next one meanwhile), so memory stays bounded whatever the log's size; it walks the record
-sizes in a thin loop, gathers the window's fixed headers with numpy, checks the framing
-(magic, physical offset) and verifies every body's CRC. `store.snapshot.columns` then checks
-and decodes the rest of the records' contents in bulk. Both stop where the other stops, and
-both read only records that end at or before the range's end: the end is a durable (or
-replicated) offset, and a record that reaches past it may not survive a power loss.
+bulk path the export uses: it maps one window of a file at a time, so memory stays bounded
+whatever the log's size; it walks the record sizes in a thin loop, gathers the window's fixed
+headers with numpy, checks the framing (magic, physical offset) and verifies every body's CRC,
+on a helper thread, for the next window while the caller decodes this one.
+`store.snapshot.columns` then checks and decodes the rest of the records' contents in bulk.
+Both stop where the other stops, and both read only records that end at or before the
+range's end: the end is a durable (or replicated) offset, and a record that reaches past it
+may not survive a power loss.
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ def iter_windows(files: list[LogFile], start: int, end: int, window_bytes: int =
                  open_file: OpenLogFile = open_by_path) -> Generator[RecordWindow]:
     """The records `iter_records(files, start, end)` reads, a window at a time: at most
     `window_bytes` of log are mapped at once (or one record, when it is bigger), plus the
-    next window, mapped by a helper thread (without the GIL) while this one is used. Raises
+    next window, mapped and checked by a helper thread while this one is used. Raises
     LogFileRemoved, after the windows before it, when a file is gone by the time it is read."""
     offset = start
     records_max = first_records
@@ -218,27 +219,36 @@ def iter_windows(files: list[LogFile], start: int, end: int, window_bytes: int =
             with open_file(log_file) as fd:
                 if fd is None:
                     raise LogFileRemoved(log_file.path)
-                mapped: Future[_Mapped | _Next] | None = mapper.submit(
-                    _map_window, fd, log_file, offset, end, window_bytes, records_max)
+                ready: Future[tuple[RecordWindow | None, _Next]] | None = mapper.submit(
+                    _next_window, fd, log_file, offset, end, window_bytes, records_max)
                 try:
-                    while mapped is not None:
-                        window, state = _read_window(mapped.result(), log_file, end,
-                                                     records_max)
-                        mapped = None
+                    while ready is not None:
+                        window, state = ready.result()
+                        ready = None
                         if window is None:
                             break
                         offset = window.end_offset
                         records_max = window_bytes  # no more records than bytes, whatever
-                        if state is _Next.MORE:  # map the next window while this one is used
-                            mapped = mapper.submit(_map_window, fd, log_file, offset, end,
-                                                   window_bytes, records_max)
+                        if state is _Next.MORE:  # read the next window while this one is used
+                            ready = mapper.submit(_next_window, fd, log_file, offset, end,
+                                                  window_bytes, records_max)
                         yield window
                 finally:
-                    if mapped is not None:  # iteration stopped early: the file stays open
-                        wait([mapped])  # until the helper is done with it
+                    if ready is not None:  # iteration stopped early: the file stays open
+                        wait([ready])  # until the helper is done with it
             if state is _Next.STOP or offset >= end:
                 return
             offset = file_end
+
+
+def _next_window(fd: int, log_file: LogFile, offset: int, end: int, window_bytes: int,
+                 records_max: int) -> tuple[RecordWindow | None, _Next]:
+    """The window at `offset` mapped, framed and its bodies' CRCs checked, and what comes
+    after it. It runs on the helper thread while the caller decodes the window before: the
+    decode spends most of its time in numpy and Arrow calls that release the GIL, so this
+    window's size walk and CRC loop run meanwhile, on the second core."""
+    mapped = _map_window(fd, log_file, offset, end, window_bytes, records_max)
+    return _read_window(mapped, log_file, end, records_max)
 
 
 def _map_window(fd: int, log_file: LogFile, offset: int, end: int, window_bytes: int,
