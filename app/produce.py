@@ -35,6 +35,7 @@ from app.schemas import (
 )
 from ha.dledger.commit_log import DLedgerPut
 from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
+from store.completion import LoopMailbox, loop_mailbox
 from store.metadata import MetadataError
 from store.record import PROPERTY_KEYS, PROPERTY_TAGS
 from store.topic import topic_problem
@@ -272,7 +273,13 @@ async def _dledger_put(put: DLedgerPut) -> tuple[PutMessageResult, PutMessageSta
     """Answered only once the member decides: committed, refused, or indeterminate after the
     quorum deadline (the host bounds the wait, ha/dledger/put_status.py)."""
     if not put.future.done():
-        await asyncio.wrap_future(put.future)
+        # Through the loop's mailbox, as the classic puts: a commit that completes many puts
+        # wakes the loop once (wrap_future would wake it once a put).
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        mailbox: LoopMailbox[None] = loop_mailbox(loop)
+        put.future.add_done_callback(lambda _done: mailbox.post(waiter, None))
+        await waiter
     return put.outcome()
 
 

@@ -526,6 +526,10 @@ class Settings(BaseSettings):
                 quorum_deadline_ms=self.dledger_quorum_deadline_ms,
                 transfer_catchup_ms=self.dledger_transfer_catchup_ms,
                 pending_appends_max=self.dledger_pending_appends_max,
+                # The broker's flush setting says what an acknowledgement rests on, in both
+                # modes: SYNC_FLUSH syncs first, ASYNC_FLUSH answers from the page cache.
+                sync_before_ack=self.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+                sync_interval_ms=self.flush_interval_ms,
             )
         except ConfigError as error:
             raise SettingsError(str(error)) from error

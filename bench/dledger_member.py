@@ -62,7 +62,7 @@ def stored_member(data_dir: Path, self_id: str, peers_text: str, listener: socke
 
 def spawn_member(data_dir: Path, self_id: str, peers_text: str, listener: socket.socket,
                  secret: str | None, election_timeout_ms: int | None = None,
-                 ) -> subprocess.Popen[str]:
+                 page_cache_acks: bool = False) -> subprocess.Popen[str]:
     """A member process on `listener` (inherited, then closed here), once it says READY."""
     command = [sys.executable, str(Path(__file__)), str(data_dir), self_id, peers_text,
                str(listener.fileno())]
@@ -70,6 +70,8 @@ def spawn_member(data_dir: Path, self_id: str, peers_text: str, listener: socket
         command += ["--secret", secret]
     if election_timeout_ms is not None:
         command += ["--election-timeout-ms", str(election_timeout_ms)]
+    if page_cache_acks:
+        command.append("--page-cache-acks")
     child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              cwd=ROOT, pass_fds=(listener.fileno(),),
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -98,10 +100,13 @@ def main() -> None:
     parser.add_argument("--secret")
     parser.add_argument("--election-timeout-ms", type=int,
                         default=HostConfig().election_timeout_ms)
+    parser.add_argument("--page-cache-acks", action="store_true",
+                        help="sync_before_ack=False (a broker with ASYNC_FLUSH)")
     arguments = parser.parse_args()
     listener = socket.socket(fileno=arguments.listener_fd)
     secret = arguments.secret.encode() if arguments.secret else None
-    host_config = HostConfig(election_timeout_ms=arguments.election_timeout_ms)
+    host_config = HostConfig(election_timeout_ms=arguments.election_timeout_ms,
+                             sync_before_ack=not arguments.page_cache_acks)
     server = stored_member(arguments.data_dir, arguments.self_id, arguments.peers, listener,
                            secret, host_config).server
     server.start()

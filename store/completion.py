@@ -14,11 +14,12 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from store.status import PutMessageStatus
 
 Callback = Callable[[PutMessageStatus], None]
+T = TypeVar("T")
 
 
 class Pending:
@@ -114,7 +115,7 @@ class PutCompletion:
             return pending.status
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[PutMessageStatus] = loop.create_future()
-        mailbox = _mailbox_for(loop)
+        mailbox: LoopMailbox[PutMessageStatus] = loop_mailbox(loop)
         pending.add_callback(lambda status: mailbox.post(waiter, status))
         return (yield from waiter.__await__())
 
@@ -141,16 +142,17 @@ class PutCompletion:
         return PutCompletion(pending=combined)
 
 
-class _LoopMailbox:
-    """Results for one event loop's futures, delivered in batches by one wake-up."""
+class LoopMailbox(Generic[T]):
+    """Results for one event loop's futures, delivered in batches by one wake-up (the puts
+    of both replication modes post here from the thread that decides them)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._items: list[tuple[asyncio.Future[PutMessageStatus], PutMessageStatus]] = []
+        self._items: list[tuple[asyncio.Future[T], T]] = []
         self._scheduled = False
 
-    def post(self, waiter: asyncio.Future[PutMessageStatus], status: PutMessageStatus) -> None:
+    def post(self, waiter: asyncio.Future[T], status: T) -> None:
         with self._lock:
             self._items.append((waiter, status))
             if self._scheduled:
@@ -170,18 +172,19 @@ class _LoopMailbox:
                 waiter.set_result(status)
 
 
-_mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopMailbox] = (
+_mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopMailbox[Any]] = (
     weakref.WeakKeyDictionary())
 _mailboxes_lock = threading.Lock()
 
 
-def _mailbox_for(loop: asyncio.AbstractEventLoop) -> _LoopMailbox:
+def loop_mailbox(loop: asyncio.AbstractEventLoop) -> LoopMailbox[Any]:
+    """The one mailbox of `loop`."""
     mailbox = _mailboxes.get(loop)
     if mailbox is None:
         with _mailboxes_lock:
             mailbox = _mailboxes.get(loop)
             if mailbox is None:
-                mailbox = _mailboxes[loop] = _LoopMailbox(loop)
+                mailbox = _mailboxes[loop] = LoopMailbox(loop)
     return mailbox
 
 

@@ -9,6 +9,9 @@ stuck host never blocks it.
 One round: take up to `round_events_max` events from the inbox, run the ticks that are due
 by the injected monotonic clock, run every action in order, then group commit: when writes
 were issued, one `storage.sync()` and `node.persisted(last write id)` (ha/dledger/storage.py).
+The round's client appends are pushed to the peers once, after its events (one push a peer
+rather than one an append). Without `sync_before_ack` (ASYNC_FLUSH) the round's writes count
+as persisted from the page cache and `storage.sync()` runs every `sync_interval_ms`.
 Actions: `Send` -> the transport's bounded per-peer queue (never blocks); `PersistTermVote` ->
 `storage.persist_term_vote`; the log writes are already in the NodeLog and wait for the sync;
 `AdvanceCommit` -> `storage.set_committed`, then the commit listeners; `CompleteAppend` ->
@@ -117,12 +120,15 @@ class DLedgerHost(ServiceThread):
         self._next_tick_ms = 0.0
         self._last_write_id = 0
         self._persisted_write_id = 0
+        self._unsynced = False  # log writes not yet synced (only without sync_before_ack)
+        self._synced_at_ms = 0.0
         self._last_contact_ms: dict[str, float] = {}
         self._snapshot: Snapshot | None = None
         self.inbox_dropped_count = 0
         # Elections this member started (each new term it stood in as a candidate).
         self.elections_started_count = 0
         self._candidate_term = 0
+        self._appended = False  # this round appended: push once after its events
 
     # ----- lifecycle -----
 
@@ -140,6 +146,7 @@ class DLedgerHost(ServiceThread):
             self._node = DLedgerNode(self.self_id, self._member_ids, self._node_config,
                                      self._rng, hard_state, node_log)
             self._next_tick_ms = self._clock_ms() + self.config.tick_ms
+            self._synced_at_ms = self._clock_ms()
             self._publish()
             self.state = HostState.RUNNING
 
@@ -240,6 +247,9 @@ class DLedgerHost(ServiceThread):
             except queue.Empty:
                 break
             self._run(self._handle(node, event))
+        if self._appended:
+            self._appended = False
+            self._run(node.dispatch())
         self._run_due_ticks(node)
         self._group_commit(node)
         self._publish()
@@ -267,7 +277,8 @@ class DLedgerHost(ServiceThread):
             return []
         self._in_node.add(event.request_id)
         try:
-            return node.client_append(event.request_id, payload)
+            self._appended = True
+            return node.client_append(event.request_id, payload, push=False)
         except EntryWriteError as error:
             # The log wrote nothing of it (stored_log.py) and the node had not yet recorded
             # the entry: refused, the member goes on (a disk that recovers takes the next).
@@ -288,13 +299,29 @@ class DLedgerHost(ServiceThread):
 
     def _group_commit(self, node: DLedgerNode) -> None:
         if self._last_write_id == self._persisted_write_id:
+            self._sync_if_due()
             return
-        self._storage.sync()
+        if self.config.sync_before_ack:
+            self._sync()
+        else:
+            self._unsynced = True
+            self._sync_if_due()
         self._persisted_write_id = self._last_write_id
         actions = node.persisted(self._last_write_id)
         self._run(actions)
         # Answering a durable write never issues another one.
         assert self._last_write_id == self._persisted_write_id, actions
+
+    def _sync_if_due(self) -> None:
+        """Without sync_before_ack: the log writes reach the disk every sync_interval_ms."""
+        if self._unsynced and \
+                self._clock_ms() - self._synced_at_ms >= self.config.sync_interval_ms:
+            self._sync()
+
+    def _sync(self) -> None:
+        self._storage.sync()
+        self._unsynced = False
+        self._synced_at_ms = self._clock_ms()
 
     def _run(self, actions: list[Action]) -> None:
         for action in actions:

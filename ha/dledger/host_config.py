@@ -30,6 +30,13 @@ class HostConfig:
     inbox_max: int = 8192  # peer messages and appends waiting for the host thread
     # Events handled before one group commit (one storage.sync()); bounds a round's latency.
     round_events_max: int = 512
+    # True (Raft's rule, and SYNC_FLUSH): a member syncs its log writes before anything that
+    # rests on them leaves (a push answer, a vote, its own count toward a commit). False
+    # (ASYNC_FLUSH, as DLedger itself runs): they rest on the page cache, which a killed
+    # process keeps, and the log is synced every `sync_interval_ms`; only a machine crash of
+    # a majority within that window can lose an acknowledged entry (docs/dledger.md).
+    sync_before_ack: bool = True
+    sync_interval_ms: int = 500
 
     def __post_init__(self) -> None:
         checks = [
@@ -44,6 +51,7 @@ class HostConfig:
             (self.pending_appends_max >= 1, "pending_appends_max", "must be >= 1"),
             (self.inbox_max >= 1, "inbox_max", "must be >= 1"),
             (self.round_events_max >= 1, "round_events_max", "must be >= 1"),
+            (self.sync_interval_ms >= 1, "sync_interval_ms", "must be >= 1"),
         ]
         for ok, name, rule in checks:
             if not ok:

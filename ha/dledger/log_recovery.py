@@ -5,8 +5,9 @@ own slot with a valid CRC), terms never decreasing, each no-op at the end of the
 it, each record at the position rule's place, present whole in the commit log, a valid V1
 record whose physical offset is its position, of the indexed size and payload CRC. The first
 entry that fails and everything after it is dropped, and the commit-log bytes past the last
-kept record are cut: they were never acknowledged (an acknowledgement follows `sync()`,
-which covers the commit log first, then the index). Uncommitted entries are kept: the
+kept record are cut: they were never acknowledged (with sync_before_ack an acknowledgement
+follows `sync()`, which covers the commit log first, then the index; without it a power
+loss may cut acknowledged entries too, as docs/dledger.md says). Uncommitted entries are kept: the
 leader confirms or truncates them.
 """
 

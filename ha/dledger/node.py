@@ -1,7 +1,8 @@
 """DLedgerNode: one member of a DLedger (Raft) group as a pure state machine.
 
-Events in: `tick()`, `receive(message)`, `client_append(request_id, payload)` and
-`persisted(write_id)` (the host made a write durable). Each returns the actions the host must
+Events in: `tick()`, `receive(message)`, `client_append(request_id, payload)` (and
+`dispatch()` after appends taken with `push=False`) and `persisted(write_id)` (the host made a
+write durable). Each returns the actions the host must
 run, in order (ha/dledger/actions.py). The node never reads a clock, a socket or a file; its
 only randomness is the injected `random.Random`, so a seeded simulation drives this very code.
 
@@ -120,7 +121,9 @@ class DLedgerNode:
             self._on_timeout_now(message)
         return self._drain()
 
-    def client_append(self, request_id: int, payload: bytes) -> list[Action]:
+    def client_append(self, request_id: int, payload: bytes, push: bool = True) -> list[Action]:
+        """`push=False`: the entry waits for `dispatch()` (or the next push answer or
+        heartbeat), so that a host taking many appends at once sends them in one push."""
         if not self.member.is_leader:
             self._out.append(CompleteAppend(request_id, AppendStatus.NOT_LEADER, 0, 0))
         elif self.transfer is not None:
@@ -132,6 +135,13 @@ class DLedgerNode:
             entry = self._append_local(payload)
             deadline_tick = self._now_tick + self.config.quorum_deadline_ticks
             self._checker.add(PendingAppend(request_id, entry.index, entry.term, deadline_tick))
+            if push:
+                self._dispatch_all()
+        return self._drain()
+
+    def dispatch(self) -> list[Action]:
+        """Push what each peer lacks, as far as its window allows (a leader's)."""
+        if self.member.is_leader:
             self._dispatch_all()
         return self._drain()
 

@@ -212,6 +212,8 @@ class Simulation:
             self._on_flush(str(payload[0]), int(str(payload[1])))
         elif kind == "client":
             self._on_client()
+        elif kind == "dispatch":
+            self._on_dispatch(str(payload[0]), int(str(payload[1])))
         elif kind == "nemesis":
             self._on_nemesis()
         elif kind == "restart":
@@ -261,6 +263,11 @@ class Simulation:
         self._run(node_id, node.tick())
         self._schedule(1, "tick", (node_id, incarnation))
 
+    def _on_dispatch(self, node_id: str, incarnation: int) -> None:
+        node = self._live(node_id, incarnation)
+        if node is not None:
+            self._run(node_id, node.dispatch())
+
     def _on_deliver(self, payload: tuple[object, ...]) -> None:
         source_id, target_id, message = str(payload[0]), str(payload[1]), payload[2]
         node = self.members[target_id].node
@@ -294,7 +301,12 @@ class Simulation:
             assert node is not None
             self._awaiting[self._request_id] = target
             self._awaiting_count[target] += 1
-            self._run(target, node.client_append(self._request_id, payload))
+            # Half the appends wait for a later dispatch, as a host's round of appends does.
+            push = self.rng.random() < 0.5
+            self._run(target, node.client_append(self._request_id, payload, push))
+            if not push:
+                self._schedule(self.rng.randint(0, 2), "dispatch",
+                               (target, self.members[target].incarnation))
         if self.now < self.end_tick - 150:
             self._schedule(self.rng.randint(1, self.client_every_ticks_max), "client", ())
 

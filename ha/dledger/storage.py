@@ -10,7 +10,9 @@ after `DLedgerStorage.sync()`. The host runs the node's write actions like this:
   write issued so far), then calls `node.persisted(last_write_id)`.
 
 The host calls `persisted(n)` only after every write up to `n` is durable, so votes and push
-answers never rest on state a crash can take back.
+answers never rest on state a crash can take back; with `HostConfig.sync_before_ack=False`
+(ASYNC_FLUSH) "durable" means in the page cache, which a killed process keeps, and `sync()`
+runs every `sync_interval_ms` (docs/dledger.md, "What an acknowledgement rests on").
 
 Two implementations: `ha.dledger.log.EntryLog` in memory (the simulation and host tests), and
 the store-backed log whose entries are the commit log's V1 records, written at the leader's

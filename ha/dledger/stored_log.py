@@ -9,7 +9,9 @@ position is refused (`EntryRecordError`) and nothing is written: a follower's co
 are byte copies of its leader's.
 
 Payloads stay on disk: `term_at`, `slice` and `conflict_hint` read the index (and the commit
-log for payloads); memory holds only the base, the last entry and the queue-offset counters.
+log for payloads); memory holds the base, the last entry, the queue-offset counters and the
+newest entries up to RECENT_BYTES_MAX (ha/dledger/recent_entries.py), which the leader's
+pushes read instead of the disk.
 A change is visible at once and durable after `DLedgerStorage.sync()` (a reset and a
 compaction rewrite the base file at once: they are rare and must not leave stale entries
 under a new base).
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 from ha.dledger.messages import Entry
+from ha.dledger.recent_entries import RecentEntries
 from ha.dledger.state_files import LogBase, write_log_base
 from store.disk import Disk
 from store.entry_index import EntryIndex, IndexEntry, payload_crc
@@ -38,6 +41,8 @@ from store.status import AppendRawStatus, PutMessageStatus
 
 # A push carries at most this many payload bytes (at least one entry): bounded frames.
 SLICE_BYTES_MAX = 4 * 1024 * 1024
+# The newest entries kept in memory for pushes: two full pushes' worth.
+RECENT_BYTES_MAX = 2 * SLICE_BYTES_MAX
 
 
 def next_position(end_position: int, size_bytes: int, file_size_bytes: int) -> int:
@@ -76,6 +81,7 @@ class StoredLog:
         self._last_term = last.term if last is not None else base.term
         self._end_position = last.end_position if last is not None else base.end_position
         self.committed_index = base.index
+        self._recent = RecentEntries(RECENT_BYTES_MAX)
         self._queue_offsets = next_queue_offsets(store.commit_log, store.queues, store.dispatch)
 
     # -- the NodeLog views -----------------------------------------------------------------
@@ -108,6 +114,9 @@ class StoredLog:
             return None
         if index == self._last_index:
             return self._last_term
+        recent = self._recent.get(index)
+        if recent is not None:
+            return recent.term
         return self.index_entry(index).term
 
     def index_entry(self, index: int) -> IndexEntry:
@@ -123,6 +132,9 @@ class StoredLog:
         return self.index_entry(index).end_position
 
     def entry(self, index: int) -> Entry:
+        recent = self._recent.get(index)
+        if recent is not None:
+            return recent
         found = self.index_entry(index)
         return Entry(index, found.term, self._payload(found))
 
@@ -134,6 +146,9 @@ class StoredLog:
 
     def slice(self, first_index: int, count_max: int) -> tuple[Entry, ...]:
         assert first_index > self._base.index
+        recent = self._recent.slice(first_index, count_max, SLICE_BYTES_MAX)
+        if recent is not None:
+            return recent
         entries: list[Entry] = []
         size_total = 0
         for index in range(first_index, min(self._last_index, first_index + count_max - 1) + 1):
@@ -207,6 +222,7 @@ class StoredLog:
         payload = entry.payload
         if not payload:
             self._append_index(IndexEntry(entry.index, entry.term, self._end_position, 0, 0))
+            self._recent.append(entry)
             return
         key, queue_offset, position = self._check_record(payload)
         empty_before = self._store.commit_log.files.last_file() is None
@@ -226,6 +242,7 @@ class StoredLog:
             raise EntryWriteError(AppendRawStatus.CREATE_MAPPED_FILE_FAILED, str(error)) \
                 from error
         self._queue_offsets[key] = queue_offset + 1
+        self._recent.append(entry)
 
     def _check_record(self, payload: bytes) -> tuple[tuple[str, int], int, int]:
         """Refuse a payload that is not one whole valid record at this log's next position;
@@ -267,6 +284,7 @@ class StoredLog:
         else:
             self._store.truncate_uncommitted(previous_end)
         self._index.truncate_from(index)
+        self._recent.truncate_from(index)
         self._last_index, self._last_term = previous, previous_term
         self._end_position = previous_end
         self._recount_queue_offsets()
@@ -279,6 +297,7 @@ class StoredLog:
         # the old base, never old entries under the new base.
         self._store.clear_log()
         self._index.delete_all()
+        self._recent.clear()
         self._set_base(LogBase(base_index, base_term, -1))
         self._last_index, self._last_term, self._end_position = base_index, base_term, -1
         self.committed_index = base_index
@@ -295,6 +314,7 @@ class StoredLog:
         assert term is not None
         self._set_base(LogBase(index, term, self.end_of(index)))
         self._index.delete_files_below(index + 1)
+        self._recent.drop_through(index)
 
     def compactable_index(self) -> int:
         """The last committed entry whose record (or position, for a no-op) lies below the

@@ -149,6 +149,10 @@ def test_dledger_settings_from_toml_env_and_flags(tmp_path: Path,
     assert settings.dledger_http_urls()["n2"] == "http://127.0.0.1:8082"
     host = settings.to_dledger_host_config()
     assert (host.quorum_deadline_ms, host.election_timeout_ms) == (900, 800)
+    assert (host.sync_before_ack, host.sync_interval_ms) == (False, 500)  # ASYNC_FLUSH
+    flushed = load_settings(config, flush_disk_type="SYNC_FLUSH", flush_interval_ms=40,
+                            **_serve_overrides(arguments)).to_dledger_host_config()
+    assert (flushed.sync_before_ack, flushed.sync_interval_ms) == (True, 40)
     transport = settings.to_dledger_transport_config()
     assert (transport.self_id, transport.secret) == ("n1", b"group-secret")
     assert "dledger_secret" not in settings.public_view()

@@ -14,7 +14,14 @@ from ha.dledger.host import AppendResult, DLedgerHost, HostState
 from ha.dledger.host_config import HostConfig
 from ha.dledger.member import Role
 from ha.dledger.memory_storage import MemoryStorage
-from ha.dledger.messages import Message, VoteRequest, VoteResponse
+from ha.dledger.messages import (
+    Entry,
+    Message,
+    PushRequest,
+    PushResponse,
+    VoteRequest,
+    VoteResponse,
+)
 from store.config import ConfigError
 
 CONFIG = HostConfig(tick_ms=10, election_timeout_ms=100, heartbeat_interval_ms=20,
@@ -274,3 +281,69 @@ def test_elections_started_are_counted_once_each() -> None:
     other.host.run_once()
     assert other.storage.hard_state.voted_for == "n1"
     assert other.host.status().elections_started_count == 0
+
+
+def _push_from_n1(term: int, prev_index: int, payloads: list[bytes]) -> PushRequest:
+    entries = tuple(Entry(prev_index + 1 + i, term, p) for i, p in enumerate(payloads))
+    return PushRequest("n1", term, prev_index, 0, entries, 0, False)
+
+
+def _answers(rig: Rig) -> list[PushResponse]:
+    return [m for _, m in rig.sent if isinstance(m, PushResponse)]
+
+
+def test_a_follower_syncs_before_it_answers_a_push_by_default() -> None:
+    """Raft's rule (sync_before_ack, the default): the answer leaves in the round that synced."""
+    rig = Rig(("n0", "n1", "n2"))
+    rig.host.receive(_push_from_n1(1, 0, [b"a", b"b"]))
+    rig.host.run_once()
+    assert [a.match_index for a in _answers(rig)] == [2]
+    assert rig.storage.sync_count == 1
+    assert [e.payload for e in rig.storage.durable_entries()] == [b"a", b"b"]
+
+
+def test_without_sync_before_ack_a_follower_answers_from_the_page_cache_and_syncs_later(
+) -> None:
+    """sync_before_ack=False (ASYNC_FLUSH): the answer leaves with no sync; the entries reach
+    the disk once sync_interval_ms has passed since the last sync, and not before."""
+    config = HostConfig(**{**_fields(CONFIG), "sync_before_ack": False,
+                           "sync_interval_ms": 100})
+    rig = Rig(("n0", "n1", "n2"), config)
+    rig.clock.now_ms = 30.0
+    rig.host.receive(_push_from_n1(1, 0, [b"a", b"b"]))
+    rig.host.run_once()
+    assert [a.match_index for a in _answers(rig)] == [2]
+    assert rig.storage.sync_count == 0 and rig.storage.durable_entries() == ()
+    rig.clock.now_ms = 99.0  # 99 ms after the host opened at 0
+    rig.host.run_once()
+    assert rig.storage.sync_count == 0
+    rig.clock.now_ms = 100.0
+    rig.host.run_once()
+    assert rig.storage.sync_count == 1
+    assert [e.payload for e in rig.storage.durable_entries()] == [b"a", b"b"]
+    rig.clock.now_ms = 500.0
+    rig.host.run_once()
+    assert rig.storage.sync_count == 1  # nothing new: no sync
+
+
+def test_a_round_of_appends_goes_out_in_one_push_a_peer() -> None:
+    """Appends taken in one round are pushed once, together, after the round's events (not
+    one push per append)."""
+    rig = Rig(("n0", "n1", "n2"), HostConfig(**{**_fields(CONFIG), "pending_appends_max": 64}))
+    rig.elect_with_votes()
+    for _ in range(4):  # answer the probes until both peers are caught up (APPEND state)
+        pushes = [(t, m) for t, m in rig.sent if isinstance(m, PushRequest)]
+        rig.sent.clear()
+        for target, push in pushes:
+            match = push.prev_index + len(push.entries)
+            rig.host.receive(PushResponse(target, push.term, True, push.prev_index, match,
+                                          0, 0, match))
+        rig.host.run_once()
+    rig.sent.clear()
+    futures = [rig.host.append(lambda i=i: b"m%d" % i) for i in range(10)]
+    rig.host.run_once()
+    pushes = [(t, m) for t, m in rig.sent if isinstance(m, PushRequest)]
+    assert sorted(t for t, _ in pushes) == ["n1", "n2"]
+    assert all([e.payload for e in m.entries] == [b"m%d" % i for i in range(10)]
+               for _, m in pushes)
+    assert not any(f.done() for f in futures)

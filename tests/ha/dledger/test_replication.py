@@ -399,3 +399,27 @@ def test_a_peer_whose_match_retention_removed_is_probed_again_from_the_leaders_b
         probes += [a.message for a in leader.tick() if isinstance(a, Send) and a.target_id == "n1"]
     assert [(p.prev_index, p.prev_term, p.entries, p.from_base)  # type: ignore[union-attr]
             for p in probes] == [(10, 1, (), True)]
+
+
+def test_appends_without_push_wait_for_one_dispatch_that_sends_them_together() -> None:
+    """client_append(push=False) sends nothing; dispatch() then pushes all of them in one
+    request a peer, and a follower's dispatch() sends nothing."""
+    group = Group([make_node(i, IDS, seed=n) for n, i in enumerate(IDS)])
+    group.elect("n0")
+    group.tick_all(3)
+    leader = group.nodes["n0"]
+    before = len(group.sends("n0", PushRequest))
+    for request_id in range(1, 6):
+        group.run("n0", leader.client_append(request_id, b"p%d" % request_id, push=False))
+    assert len(group.sends("n0", PushRequest)) == before
+    group.run("n1", group.nodes["n1"].dispatch())
+    assert group.sends("n1", PushRequest) == []
+    group.run("n0", leader.dispatch())
+    sends = group.sends("n0", PushRequest)[before:]
+    assert sorted(send.target_id for send in sends) == ["n1", "n2"]
+    pushes = [send.message for send in sends if isinstance(send.message, PushRequest)]
+    assert [[entry.payload for entry in push.entries] for push in pushes] == \
+        [[b"p%d" % i for i in range(1, 6)]] * 2
+    group.deliver()
+    assert [(c.request_id, c.status) for c in group.completed] == \
+        [(i, AppendStatus.OK) for i in range(1, 6)]
