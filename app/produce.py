@@ -33,9 +33,7 @@ from app.schemas import (
     ProduceBatch,
     ProduceMessage,
 )
-from ha.dledger.commit_log import DLedgerPut
 from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
-from store.completion import LoopMailbox, loop_mailbox
 from store.metadata import MetadataError
 from store.record import PROPERTY_KEYS, PROPERTY_TAGS
 from store.topic import topic_problem
@@ -263,24 +261,12 @@ async def put_one(broker: Broker, message: Message, key: str | None) -> Answer:
 
 async def _put(broker: Broker, message: Message) -> tuple[PutMessageResult, PutMessageStatus]:
     if broker.dledger is not None:
-        return await _dledger_put(broker.dledger.put(message))
+        # Answered only once the member decides: committed, refused, or indeterminate after
+        # the quorum deadline (the host bounds the wait, ha/dledger/put_status.py).
+        return await broker.dledger.put(message)
     result, completion = broker.store.put_message(message)
     status = completion.result() if completion.is_done else await completion
     return result, status
-
-
-async def _dledger_put(put: DLedgerPut) -> tuple[PutMessageResult, PutMessageStatus]:
-    """Answered only once the member decides: committed, refused, or indeterminate after the
-    quorum deadline (the host bounds the wait, ha/dledger/put_status.py)."""
-    if not put.future.done():
-        # Through the loop's mailbox, as the classic puts: a commit that completes many puts
-        # wakes the loop once (wrap_future would wake it once a put).
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        mailbox: LoopMailbox[None] = loop_mailbox(loop)
-        put.future.add_done_callback(lambda _done: mailbox.post(waiter, None))
-        await waiter
-    return put.outcome()
 
 
 def _answer(topic: str, result: PutMessageResult, status: PutMessageStatus) -> Answer:
@@ -382,7 +368,7 @@ async def _put_many(broker: Broker, messages: list[Message]
     if broker.dledger is not None:
         # Each entry its own append, all in flight at once (the host batches them per round).
         dledger = broker.dledger
-        return [await _dledger_put(put) for put in [dledger.put(m) for m in messages]]
+        return [await put for put in [dledger.put(m) for m in messages]]
     pairs = broker.store.put_messages(messages)
     first = pairs[0][0].status
     if first in _REQUEST_LEVEL_REFUSALS and all(result.status is first for result, _ in pairs):

@@ -12,9 +12,9 @@
    process, 64 appends kept in flight through the leader's `append`; authenticated (every frame
    tagged) and open (allow_unauthenticated), so the price of the tags shows in the same run.
 3. The broker's log against SYNC_MASTER (issue 11's target, >= 0.6): three store-backed
-   members (StoredDLedgerStorage: commit log, entry index, fsync per group commit), the
-   leader in this process and each follower in its own process (bench/dledger_member.py), 64
-   producers' appends in flight, next to a SYNC_MASTER MessageStore with one live slave
+   members, the leader in this process as the broker runs it (DLedgerCommitLog, 64 asyncio
+   producers awaiting their puts) and each follower in its own process
+   (bench/dledger_member.py), next to a SYNC_MASTER MessageStore with one live slave
    process and 64 asyncio producers (bench/ha_replication.py), 100-byte bodies, both over
    authenticated links. Each process is given its own listener (bound here, inherited).
    Each flush setting next to its own: DLedger with ASYNC_FLUSH (members answer from the page
@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import functools
 import os
@@ -51,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
 from bench.dledger_failover import failover_runs, quiet_elections  # noqa: E402
-from bench.dledger_member import spawn_member, stop_member, stored_member  # noqa: E402
+from bench.dledger_member import FILE_SIZE_BYTES, spawn_member, stop_member  # noqa: E402
 from bench.dledger_serve import http_failover_runs, http_produce_loads  # noqa: E402
 from bench.ha_replication import SECRET as HA_SECRET  # noqa: E402
 from bench.ha_replication import put_rate  # noqa: E402
@@ -74,9 +75,10 @@ from ha.dledger import (  # noqa: E402
     TransportConfig,
 )
 from ha.dledger.actions import Action, Write  # noqa: E402
+from ha.dledger.commit_log import DLedgerCommitLog  # noqa: E402
 from ha.dledger.host import DLedgerHost  # noqa: E402
 from ha.dledger.peers import format_peers  # noqa: E402
-from store import BrokerRole, FlushDiskType  # noqa: E402
+from store import BrokerRole, FlushDiskType, MessageStore, PutMessageStatus, StoreConfig  # noqa: E402
 from store import Message as StoreMessage  # noqa: E402
 
 IN_FLIGHT = 64
@@ -152,8 +154,10 @@ def group_appends_per_s(duration_s: float, secret: bytes | None) -> tuple[float,
 
 def stored_group_appends_per_s(root: Path, duration_s: float,
                                page_cache_acks: bool) -> tuple[float, float, float]:
-    """Appends/s, p50 and p99 ms through three store-backed members: the leader here, the
-    followers in child processes; `page_cache_acks`: sync_before_ack=False (ASYNC_FLUSH)."""
+    """Puts/s, p50 and p99 ms through three store-backed members: the leader here, as the
+    broker runs it (DLedgerCommitLog, 64 asyncio producers awaiting their puts, as the
+    SYNC_MASTER case's producers await theirs), the followers in child processes.
+    `page_cache_acks`: sync_before_ack=False on every member (a broker with ASYNC_FLUSH)."""
     listeners = [_listener() for _ in range(3)]
     peers = tuple(Peer(f"n{i}", "127.0.0.1", listener.getsockname()[1])
                   for i, listener in enumerate(listeners))
@@ -162,17 +166,41 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
                              HA_SECRET, election_timeout_ms=60_000,
                              page_cache_acks=page_cache_acks)
                 for i in (1, 2)]
-    leader = stored_member(root / "n0", "n0", format_peers(peers), listeners[0],
-                           HA_SECRET.encode(), HostConfig(sync_before_ack=not page_cache_acks))
-    leader.server.start()
+    store_config = StoreConfig(data_dir=root / "n0", mapped_file_size_bytes=FILE_SIZE_BYTES,
+                               broker_role=BrokerRole.SLAVE)
+    leader = DLedgerCommitLog(MessageStore(store_config, commit_limited=True),
+                              TransportConfig("bench", "n0", peers, HA_SECRET.encode()),
+                              HostConfig(sync_before_ack=not page_cache_acks), listeners[0])
+    leader.start()
     try:
         _wait_leader([leader.server])
-        return _drive(leader.server, duration_s,
-                      leader.encoder(StoreMessage("Bench", b"p000" * 25)))
+        latencies_s, elapsed_s = asyncio.run(_produce(leader, duration_s))
     finally:
-        leader.server.stop()
+        leader.stop()
         for child in children:
             stop_member(child)
+    latencies_s.sort()
+    return (len(latencies_s) / elapsed_s, latencies_s[len(latencies_s) // 2] * 1000,
+            latencies_s[int(len(latencies_s) * 0.99)] * 1000)
+
+
+async def _produce(leader: DLedgerCommitLog, duration_s: float) -> tuple[list[float], float]:
+    """IN_FLIGHT producers, each putting and awaiting in a loop until the time is up."""
+    latencies_s: list[float] = []
+    started = time.perf_counter()
+    deadline = started + duration_s
+
+    async def producer(index: int) -> None:
+        message = StoreMessage("Bench", b"p%03d" % index * 25)
+        while time.perf_counter() < deadline:
+            began = time.perf_counter()
+            _, status = await leader.put(message)
+            if status is not PutMessageStatus.PUT_OK:
+                raise RuntimeError(f"a put answered {status.value}")
+            latencies_s.append(time.perf_counter() - began)
+
+    await asyncio.gather(*(producer(i) for i in range(IN_FLIGHT)))
+    return latencies_s, time.perf_counter() - started
 
 
 def _wait_leader(servers: list[DLedgerServer]) -> DLedgerServer:
@@ -286,8 +314,8 @@ def appends(duration_s: float) -> None:
 def versus_sync_master(duration_s: float, profile: bool) -> None:
     header(f"DLedger (3 stored members) vs SYNC_MASTER, {IN_FLIGHT} producers, 100 B bodies")
     root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
-    # About as many puts as the DLedger case makes in duration_s on an idle machine.
-    count_per_producer = max(50, int(duration_s * 60))
+    # About duration_s of puts at 20,000 msgs/s (a shorter run is mostly noise).
+    count_per_producer = max(50, int(duration_s * 300))
     try:
         sync_rate, sync_p50, sync_p99 = put_rate(root / "async", BrokerRole.SYNC_MASTER,
                                                  count_per_producer)

@@ -10,10 +10,13 @@ returns a `DLedgerPut` whose future completes on the host thread.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections import Counter
+from collections.abc import Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from ha.dledger.actions import TransferStatus
 from ha.dledger.host import AppendResult, HostState
@@ -23,6 +26,7 @@ from ha.dledger.put_status import put_status_of
 from ha.dledger.server import DLedgerServer
 from ha.dledger.stored_storage import StoredDLedgerStorage
 from ha.dledger.transport import TransportConfig
+from store.completion import LoopMailbox, loop_mailbox
 from store.message_store import MessageStore
 from store.record import Message, decode_head
 from store.status import PutMessageResult, PutMessageStatus
@@ -63,6 +67,18 @@ class DLedgerPut:
     counts: PutCounts
     record: bytes | None = field(default=None)  # set by the encode, on the host thread
     _outcome: tuple[PutMessageResult, PutMessageStatus] | None = None
+
+    def __await__(self) -> Generator[Any, None, tuple[PutMessageResult, PutMessageStatus]]:
+        """`await put` in asyncio code: the outcome once decided. Through the loop's mailbox,
+        as the classic puts (store/completion.py): a commit that completes many puts wakes the
+        loop once, where `asyncio.wrap_future` would wake it once a put."""
+        if not self.future.done():
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            mailbox: LoopMailbox[None] = loop_mailbox(loop)
+            self.future.add_done_callback(lambda _done: mailbox.post(waiter, None))
+            yield from waiter.__await__()
+        return self.outcome()
 
     def outcome(self) -> tuple[PutMessageResult, PutMessageStatus]:
         """The put's result and status (counted once); call once `future` is done."""

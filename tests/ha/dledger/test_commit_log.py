@@ -3,6 +3,7 @@ peer port: a one-member group commits on its own, so each AppendStatus reaches t
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import socket
 import time
@@ -111,3 +112,20 @@ def test_a_disk_that_refuses_the_entry_answers_disk_error(
     fine = member.put(Message("T", b"kept", queue_id=0))
     assert fine.future.result(10).status is AppendStatus.OK
     assert member.server.host.last_error is None
+
+
+def test_puts_awaited_in_asyncio_answer_their_outcomes(member: DLedgerCommitLog) -> None:
+    """`await put` (the gateway's way) gives each put its own outcome: committed puts in
+    append order, a refused one its refusal, and an already decided put at once."""
+
+    async def produce() -> list[tuple[int, PutMessageStatus]]:
+        puts = [member.put(Message("A", b"m%d" % i, queue_id=0)) for i in range(20)]
+        puts.append(member.put(Message("A", b"bad", queue_id=99)))
+        outcomes = [await put for put in puts]
+        again = await puts[0]  # decided already: no wait, the same outcome
+        assert again == outcomes[0]
+        return [(result.queue_offset, status) for result, status in outcomes]
+
+    outcomes = asyncio.run(asyncio.wait_for(produce(), 30))
+    assert outcomes[:20] == [(i, PutMessageStatus.PUT_OK) for i in range(20)]
+    assert outcomes[20][1] is PutMessageStatus.MESSAGE_ILLEGAL
