@@ -1,5 +1,6 @@
 // The broker's dashboard: polls /admin/ha and /metrics with the token given (a read-only
-// monitor token is enough) and draws the master/slave diff per slave over the last minutes.
+// monitor token is enough) and draws the master/slave diff per slave over the last minutes
+// (in DLedger mode: the leader's lag per peer, keyed and charted the same way).
 // No library and no network beyond the broker itself. State is kept in `window.twinlogDashboard`
 // so that a test (or a curious operator) can read what the page drew.
 "use strict";
@@ -118,7 +119,57 @@ function showMetrics(now, samples) {
                           .map((s) => [s.labels.group, s.labels.topic, s.value]));
 }
 
+// The header and table labels: classic HA, or a DLedger member (docs/dledger.md).
+const CLASSIC_LABELS = {
+  epoch: "epoch", connections: "HA connections", chart: "Master/slave diff",
+  heads: ["slave", "address", "state", "ack offset", "diff bytes", "in sync"],
+};
+const DLEDGER_LABELS = {
+  epoch: "term", connections: "peers in contact", chart: "Leader/peer lag",
+  heads: ["peer", "DLedger address", "dispatcher", "match index", "lag bytes", "in sync"],
+};
+// A peer is in contact when a message from it reached this member this recently: a live
+// leader sends heartbeats many times within it (default election timeout 600 ms), and a
+// poll every few seconds still sees a steady count.
+const CONTACT_MS = 3000;
+
+function setLabels(labels) {
+  setText("epoch-label", labels.epoch);
+  setText("connections-label", labels.connections);
+  setText("chart-title", labels.chart);
+  document.querySelector("#slaves thead tr").replaceChildren(...labels.heads.map((name) => {
+    const head = document.createElement("th");
+    head.textContent = name;
+    return head;
+  }));
+}
+
+// A DLedger member: its peers as rows. Only the leader knows their replication (match index,
+// lag, dispatcher); a follower's peers show "-" and the badge names the leader it follows.
+// Returns the peers with a known lag, shaped as slaves for the chart's history.
+function showDLedger(view) {
+  setLabels(DLEDGER_LABELS);
+  const leads = view.role === "LEADER";
+  setText("role", leads ? `LEADER ${view.self_id}`
+    : `${view.role} ${view.self_id} (leader ${view.leader_id ?? "unknown"})`);
+  setText("epoch", view.term);
+  setText("connections", view.peers.filter((p) => p.last_contact_ms_ago !== null &&
+                                                  p.last_contact_ms_ago <= CONTACT_MS).length);
+  const inSync = (p) => p.match_index !== null && p.match_index >= view.committed_index;
+  const needed = Math.floor((view.peers.length + 1) / 2); // the quorum less the leader
+  setText("in-sync", leads ? `${view.peers.filter(inSync).length} / ${needed} needed` : "-");
+  const known = (value) => value ?? "-";
+  fillTable("slaves", view.peers.map((p) => [
+    p.peer_id === view.leader_id ? `${p.peer_id} (leader)` : p.peer_id,
+    p.dledger_address || p.http_address, known(p.dispatcher_state), known(p.match_index),
+    known(p.lag_bytes), leads ? inSync(p) : "-"]));
+  return view.peers.filter((p) => p.lag_bytes !== null)
+    .map((p) => ({ slave_id: p.peer_id, diff_bytes: p.lag_bytes }));
+}
+
 function showHa(ha) {
+  if (ha.dledger) return showDLedger(ha.dledger);
+  setLabels(CLASSIC_LABELS);
   setText("role", ha.role);
   const master = ha.master;
   if (master) {

@@ -36,3 +36,16 @@ async def test_page_and_assets_come_from_the_broker(serve: ServeFactory) -> None
         assert (await client.get("/ui/secrets.txt")).status_code == 404
         data = await client.get("/admin/ha")
         assert data.status_code == 401
+
+
+async def test_every_element_the_script_writes_is_in_the_page(serve: ServeFactory) -> None:
+    """Each id the script sets text on (classic and DLedger labels alike) or fills as a table
+    exists in the page: a renamed id would leave a panel silently blank."""
+    async with serve() as served:
+        page = (await served.client.get("/ui/")).text
+        script = (await served.client.get("/ui/dashboard.js")).text
+    ids = set(re.findall(r'\bid="([^"]+)"', page))
+    written = set(re.findall(r'(?:setText|fillTable|getElementById)\("([\w-]+)"', script))
+    written |= set(re.findall(r'querySelector\("#([\w-]+)', script))
+    assert {"epoch-label", "connections-label", "chart-title", "slaves"} <= written
+    assert written <= ids, sorted(written - ids)

@@ -1,7 +1,8 @@
-"""The dashboard page (/ui) in headless Chromium against a real `twinlog dev` pair: it loads
-from the broker alone, shows the role and the slave, and its diff chart shows the slave's diff
-rise while the slave is paused under a burst of produces and fall back to 0 once it resumes.
-A screenshot is written to test-artifacts/ui-dashboard.png.
+"""The dashboard page (/ui) in headless Chromium against a real `twinlog dev` pair, and against
+a real 3-member DLedger group: it loads from the broker alone, shows the role and the slaves
+(peers), and its chart shows a paused slave's diff (a paused peer's lag) rise under a burst of
+produces and fall back to 0 once it resumes. Screenshots are written to
+test-artifacts/ui-dashboard.png and test-artifacts/ui-dashboard-dledger.png.
 
 Chromium is Debian's package (`apt-get install chromium`; .ci/run installs it). Without it the
 test skips, unless TWINLOG_REQUIRE_CHROMIUM=1 (CI) makes that a failure.
@@ -17,7 +18,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import ROOT, wait_for
+from tests.support.dledger_group import DLedgerGroup, Member
 
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -85,29 +88,42 @@ def dev_pair(tmp_path: Path) -> Iterator[DevPair]:
             process.wait()
 
 
-def _page_state(page: Any) -> dict[str, Any]:
-    state: dict[str, Any] = page.evaluate(
-        "() => JSON.parse(JSON.stringify(window.twinlogDashboard))")
-    return state
+@dataclass
+class Dashboard:
+    """The page in headless Chromium, and every request it made to another host than the
+    brokers it was opened on."""
+
+    page: Any
+    brokers: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+
+    def open(self, broker_url: str) -> None:
+        self.brokers.append(broker_url)
+        self.page.goto(f"{broker_url}/ui/?interval_ms={POLL_INTERVAL_MS}")
+
+    def state(self) -> dict[str, Any]:
+        state: dict[str, Any] = self.page.evaluate(
+            "() => JSON.parse(JSON.stringify(window.twinlogDashboard))")
+        return state
+
+    def rows(self) -> list[list[str]]:
+        """The replication table's cells, row by row."""
+        rows: list[list[str]] = self.page.eval_on_selector_all(
+            "#slaves tbody tr", "rows => rows.map((row) => [...row.cells].map("
+                                "(cell) => cell.textContent))")
+        return rows
+
+    def finish(self, screenshot_name: str) -> None:
+        """No error shown, nothing fetched from elsewhere; the screenshot written."""
+        assert not self.page.is_visible("#error")
+        assert self.outside == [], f"the page fetched from elsewhere: {self.outside}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / screenshot_name), full_page=True)
+        print(f"screenshot: {ARTIFACTS / screenshot_name}")
 
 
-def _diffs(state: dict[str, Any]) -> list[int]:
-    return [point["diff"] for series in state["history"].values() for point in series]
-
-
-def _burst(master_url: str) -> list[int]:
-    def put(index: int) -> int:
-        response = httpx.post(f"{master_url}/v1/topics/UiBurst/messages", timeout=30,
-                              json={"body": f"burst {index}", "queue_id": 0})
-        return response.status_code
-
-    with ThreadPoolExecutor(BURST_MESSAGES) as pool:
-        return list(pool.map(put, range(BURST_MESSAGES)))
-
-
-def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> None:
-    """The page loads from the broker, names the role and the slave, charts its diff above 0
-    while it is paused under produces, and back at 0 once it has caught up."""
+@contextmanager
+def _dashboard() -> Iterator[Dashboard]:
     if CHROMIUM is None:
         if os.environ.get("TWINLOG_REQUIRE_CHROMIUM") == "1":
             pytest.fail("chromium is required (TWINLOG_REQUIRE_CHROMIUM=1) but not installed")
@@ -118,36 +134,117 @@ def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> N
         browser = playwright.chromium.launch(executable_path=CHROMIUM,
                                              args=["--no-sandbox", "--disable-gpu"])
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            outside: list[str] = []
-            page.on("request", lambda request: outside.append(request.url)
-                    if not request.url.startswith(dev_pair.master_url) else None)
-            page.goto(f"{dev_pair.master_url}/ui/?interval_ms={POLL_INTERVAL_MS}")
-            wait_for(lambda: _page_state(page)["polls"] >= 2
-                     and len(_page_state(page)["history"]) == 1, what="the page polling")
-            assert page.text_content("#role") == "SYNC_MASTER"
-
-            os.kill(dev_pair.slave_pid, signal.SIGSTOP)
-            try:
-                statuses = _burst(dev_pair.master_url)
-                assert set(statuses) <= {201, 202, 503}, statuses
-                wait_for(lambda: max(_diffs(_page_state(page))) > 0,
-                         what="a diff above 0 on the chart")
-            finally:
-                os.kill(dev_pair.slave_pid, signal.SIGCONT)
-
-            def caught_up() -> bool:
-                series = next(iter(_page_state(page)["history"].values()))
-                return series[-1]["diff"] == 0 and max(p["diff"] for p in series) > 0
-
-            wait_for(caught_up, timeout_s=30, what="the chart back at 0")
-            diff_cell = page.text_content("#slaves tbody tr td:nth-child(5)")
-            assert diff_cell == "0"
-            assert page.locator("#diff-chart polyline").count() == 1
-            assert not page.is_visible("#error")
-            assert outside == [], f"the page fetched from elsewhere: {outside}"
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "ui-dashboard.png"), full_page=True)
-            print(f"screenshot: {ARTIFACTS / 'ui-dashboard.png'}")
+            dashboard = Dashboard(browser.new_page(viewport={"width": 1280, "height": 800}))
+            dashboard.page.on("request", lambda request: dashboard.outside.append(request.url)
+                              if not request.url.startswith(tuple(dashboard.brokers)) else None)
+            yield dashboard
         finally:
             browser.close()
+
+
+def _diffs(state: dict[str, Any]) -> list[int]:
+    return [point["diff"] for series in state["history"].values() for point in series]
+
+
+def _burst(broker_url: str, topic: str) -> list[int]:
+    def put(index: int) -> int:
+        response = httpx.post(f"{broker_url}/v1/topics/{topic}/messages", timeout=30,
+                              json={"body": f"burst {index}", "queue_id": 0})
+        return response.status_code
+
+    with ThreadPoolExecutor(BURST_MESSAGES) as pool:
+        return list(pool.map(put, range(BURST_MESSAGES)))
+
+
+def _fell_back_to_zero(series: list[dict[str, Any]]) -> bool:
+    return bool(series[-1]["diff"] == 0 and max(point["diff"] for point in series) > 0)
+
+
+def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> None:
+    """The page loads from the broker, names the role and the slave, charts its diff above 0
+    while it is paused under produces, and back at 0 once it has caught up."""
+    with _dashboard() as dashboard:
+        page = dashboard.page
+        dashboard.open(dev_pair.master_url)
+        wait_for(lambda: dashboard.state()["polls"] >= 2
+                 and len(dashboard.state()["history"]) == 1, what="the page polling")
+        assert page.text_content("#role") == "SYNC_MASTER"
+
+        os.kill(dev_pair.slave_pid, signal.SIGSTOP)
+        try:
+            statuses = _burst(dev_pair.master_url, "UiBurst")
+            assert set(statuses) <= {201, 202, 503}, statuses
+            wait_for(lambda: max(_diffs(dashboard.state())) > 0,
+                     what="a diff above 0 on the chart")
+        finally:
+            os.kill(dev_pair.slave_pid, signal.SIGCONT)
+
+        wait_for(lambda: _fell_back_to_zero(next(iter(dashboard.state()["history"].values()))),
+                 timeout_s=30, what="the chart back at 0")
+        diff_cell = page.text_content("#slaves tbody tr td:nth-child(5)")
+        assert diff_cell == "0"
+        assert page.locator("#diff-chart polyline").count() == 1
+        dashboard.finish("ui-dashboard.png")
+
+
+@pytest.fixture
+def dledger_group(tmp_path: Path) -> Iterator[DLedgerGroup]:
+    # A long election timeout: on a loaded host leadership must stay put while the page
+    # watches the leader (a resumed follower's pre-vote is refused within the leader's lease).
+    group = DLedgerGroup(tmp_path, dledger_election_timeout_ms=3000)
+    try:
+        group.start_all()
+        yield group
+    finally:
+        group.stop_all()
+
+
+def _pause(member: Member, paused: bool) -> None:
+    assert member.process is not None
+    member.process.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+
+
+def test_dashboard_charts_a_paused_peer_lag_in_dledger_mode(dledger_group: DLedgerGroup) -> None:
+    """On a DLedger leader the page names the member LEADER, shows the term and a row and a
+    chart line per peer, charts a paused follower's lag above 0 under produces (a majority
+    still commits them) and back at 0 once it resumes; a follower's page names its leader."""
+    leader = dledger_group.wait_leader()
+    paused, other = [member for member in dledger_group.members.values() if member is not leader]
+    with _dashboard() as dashboard:
+        page = dashboard.page
+        dashboard.open(leader.url)
+        wait_for(lambda: dashboard.state()["polls"] >= 2
+                 and len(dashboard.state()["history"]) == 2, what="the page charting 2 peers")
+        assert page.text_content("#role") == f"LEADER {leader.node_id}"
+        assert page.text_content("#epoch-label") == "term"
+        assert page.text_content("#epoch") == str(leader.dledger()["term"])
+        assert sorted(row[0] for row in dashboard.rows()) == sorted([paused.node_id,
+                                                                     other.node_id])
+
+        _pause(paused, True)
+        try:
+            statuses = _burst(leader.url, "UiDLedgerBurst")
+            assert statuses == [201] * BURST_MESSAGES, statuses
+            wait_for(lambda: dashboard.state()["history"][paused.node_id][-1]["diff"] > 0,
+                     what=f"{paused.node_id}'s lag above 0 on the chart")
+        finally:
+            _pause(paused, False)
+
+        wait_for(lambda: _fell_back_to_zero(dashboard.state()["history"][paused.node_id]),
+                 timeout_s=30, what=f"{paused.node_id}'s lag back at 0 on the chart")
+        wait_for(lambda: [paused.node_id, "0", "yes"] in
+                 [[row[0], row[4], row[5]] for row in dashboard.rows()],
+                 what=f"{paused.node_id}'s row at lag 0, in sync")
+        wait_for(lambda: page.text_content("#in-sync") == "2 / 1 needed",
+                 what="both peers in sync, of the 1 a quorum needs")
+        assert page.locator("#diff-chart polyline").count() == 2
+        dashboard.finish("ui-dashboard-dledger.png")
+
+        dashboard.open(other.url)
+        wait_for(lambda: dashboard.state()["polls"] >= 1, what="the follower's page polling")
+        assert page.text_content("#role") == f"FOLLOWER {other.node_id} (leader {leader.node_id})"
+        assert sorted(dashboard.rows()) == sorted(
+            [[f"{leader.node_id} (leader)", f"127.0.0.1:{leader.dledger_port}", "-", "-", "-",
+              "-"], [paused.node_id, f"127.0.0.1:{paused.dledger_port}", "-", "-", "-", "-"]])
+        assert dashboard.state()["history"] == {}
+        dashboard.finish("ui-dashboard-dledger-follower.png")
