@@ -175,7 +175,8 @@ class Settings(BaseSettings):
                                     "SYNC_MASTER (a put waits for in_sync_replicas) or SLAVE")
     flush_disk_type: FlushDiskType = Field(FlushDiskType.ASYNC_FLUSH, description="ASYNC_FLUSH "
                                            "(answer at once, msync every flush_interval_ms) or "
-                                           "SYNC_FLUSH (a put waits for its msync)")
+                                           "SYNC_FLUSH (a put waits for its msync); in DLedger "
+                                           "mode the same for every member's acknowledgement")
     mapped_file_size_bytes: int = Field(GIB, description="size of each commit-log file; must "
                                         "hold the largest record")
     message_size_max_bytes: int = Field(4 * MIB, description="largest message body accepted")
