@@ -79,8 +79,11 @@ def dial(sock: socket.socket, identity: Identity, expected_id: str,
 
 
 def accept(sock: socket.socket, identity: Identity, member_ids: frozenset[str],
-           deadline_s: float) -> tuple[str, FrameTagger]:
-    """Run the acceptor's side; returns the dialer's id and the tagger checking its frames."""
+           deadline_s: float) -> tuple[str, FrameTagger, bytes]:
+    """Run the acceptor's side up to its last step; returns the dialer's id, the tagger
+    checking its frames, and the acceptor's proof, which the caller sends once it keeps the
+    connection: the dialer counts itself connected only when the proof arrives, so a
+    connection dropped before that loses none of the dialer's messages (they stay queued)."""
     acceptor_nonce = new_nonce()
     sock.sendall(MAGIC + bytes([_flags(identity)]) + acceptor_nonce
                  + _encode_id(identity.self_id))
@@ -95,8 +98,7 @@ def accept(sock: socket.socket, identity: Identity, member_ids: frozenset[str],
     if not hmac.compare_digest(handshake.slave_proof(), answer[-PROOF_SIZE:]):
         raise HandshakeError(f"member {dialer_id!r} did not prove the group secret "
                              "(wrong secret or group)")
-    sock.sendall(handshake.master_proof())
-    return dialer_id, handshake.slave_to_master()
+    return dialer_id, handshake.slave_to_master(), handshake.master_proof()
 
 
 def _handshake(identity: Identity, acceptor_nonce: bytes, dialer_nonce: bytes, dialer_id: str,

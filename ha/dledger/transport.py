@@ -192,11 +192,14 @@ class _Inbound:
         config = transport.config
         try:
             deadline_s = time.monotonic() + config.handshake_timeout_ms / 1000
-            self.peer_id, tagger = accept(self.sock, config.identity, transport.member_ids,
-                                          deadline_s)
-            self.sock.settimeout(None)
+            self.peer_id, tagger, proof = accept(self.sock, config.identity,
+                                                 transport.member_ids, deadline_s)
+            # Kept first, proof second: once the dialer has the proof it sends; a connection
+            # evicted in between would swallow those messages (a seen flake: a vote lost).
             if not transport.handshake_done(self):
                 return
+            self.sock.sendall(proof)
+            self.sock.settimeout(None)
             reader = FrameReader(config.frame_bytes_max, tagger.tag_size, tagger.check)
             while True:
                 data = self.sock.recv(_RECV_SIZE_BYTES)

@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -250,3 +251,31 @@ def test_outbound_queue_drops_the_oldest_when_full() -> None:
         link.offer(vote("n0", term))
     assert [message.term for message in link._take_batch()] == [3, 4, 5]
     assert link.dropped_count == 2
+
+
+def test_a_connection_dropped_as_its_handshake_ends_loses_no_message(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """n0 drops n1's first connection at the last step of the handshake (as an eviction by
+    newer connections can): the vote n1 had queued is not sent into that dead connection
+    and lost; n1 sees the dial fail, dials again, and the vote arrives."""
+    pair = Pair(secrets=(None, None))
+    dropped: list[object] = []
+    real_done = PeerTransport.handshake_done
+
+    def drop_the_first(transport: PeerTransport, connection: Any) -> bool:
+        if transport is pair.transports[0] and connection.peer_id == "n1" and not dropped:
+            dropped.append(connection)
+            with transport._lock:  # what the accept loop's eviction does, at this moment
+                transport._handshaking.remove(connection)
+            connection.sock.shutdown(socket.SHUT_RDWR)
+            connection.sock.close()
+        return real_done(transport, connection)
+
+    monkeypatch.setattr(PeerTransport, "handshake_done", drop_the_first)
+    pair.transports[1].send("n0", vote("n1", 7))  # queued before any connection
+    pair.start()
+    try:
+        wait_until(lambda: vote("n1", 7) in pair.inboxes[0].messages, WAIT_S)
+        assert len(dropped) == 1
+    finally:
+        pair.stop()
