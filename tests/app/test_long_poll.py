@@ -25,6 +25,14 @@ async def _until_waiting(served: Served, count: int) -> None:
         await asyncio.sleep(0.001)
 
 
+async def _until_queue_end(served: Served, topic: str, end_offset: int) -> None:
+    """Poll queue 0's end offset until dispatch has written up to `end_offset`."""
+    deadline = time.monotonic() + _DEADLINE_S
+    while (served.broker.store.queue_offset_range(topic, 0) or (0, 0))[1] < end_offset:
+        assert time.monotonic() < deadline, f"dispatch never reached {end_offset}"
+        await asyncio.sleep(0.001)
+
+
 def _read(served: Served, topic: str, **params: int) -> asyncio.Task[httpx.Response]:
     return asyncio.create_task(served.client.get(
         f"/v1/topics/{topic}/queues/0/messages", params=params))
@@ -56,6 +64,10 @@ async def test_a_read_past_the_end_waits_for_the_next_message(tmp_path: Path) ->
             put = await served.client.post("/v1/topics/Next/messages",
                                            json={"body": body, "queue_id": 0})
             assert put.status_code == 201
+        # Dispatch is asynchronous: until it has written "b", offset 2 is past the queue's
+        # end by two (OFFSET_OVERFLOW_BADLY, answered at once as RocketMQ does), not the
+        # next offset. Under load the read once came first (a flake: it never parked).
+        await _until_queue_end(served, "Next", 2)
         reading = _read(served, "Next", offset=2, wait_ms=20_000)
         await _until_waiting(served, 1)
         await served.client.post("/v1/topics/Next/messages", json={"body": "c", "queue_id": 0})
