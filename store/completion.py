@@ -113,11 +113,7 @@ class PutCompletion:
             return self._status
         if pending.status is not None:
             return pending.status
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[PutMessageStatus] = loop.create_future()
-        mailbox: LoopMailbox[PutMessageStatus] = loop_mailbox(loop)
-        pending.add_callback(lambda status: mailbox.post(waiter, status))
-        return (yield from waiter.__await__())
+        return (yield from await_decision(pending.add_callback))
 
     @staticmethod
     def combine(flush: PutCompletion, replication: PutCompletion) -> PutCompletion:
@@ -175,6 +171,17 @@ class LoopMailbox(Generic[T]):
 _mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopMailbox[Any]] = (
     weakref.WeakKeyDictionary())
 _mailboxes_lock = threading.Lock()
+
+
+def await_decision(subscribe: Callable[[Callable[[T], None]], None]) -> Generator[Any, None, T]:
+    """Await, in the running loop, a value another thread decides: `subscribe(deliver)`
+    registers `deliver`, which is called once with the value, on any thread; the value
+    reaches the loop through its mailbox."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[T] = loop.create_future()
+    mailbox: LoopMailbox[T] = loop_mailbox(loop)
+    subscribe(lambda value: mailbox.post(waiter, value))
+    return (yield from waiter.__await__())
 
 
 def loop_mailbox(loop: asyncio.AbstractEventLoop) -> LoopMailbox[Any]:

@@ -10,10 +10,9 @@ returns a `DLedgerPut` whose future completes on the host thread.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from ha.dledger.put_status import put_status_of
 from ha.dledger.server import DLedgerServer
 from ha.dledger.stored_storage import StoredDLedgerStorage
 from ha.dledger.transport import TransportConfig
-from store.completion import LoopMailbox, loop_mailbox
+from store.completion import await_decision
 from store.message_store import MessageStore
 from store.record import Message, decode_head
 from store.status import PutMessageResult, PutMessageStatus
@@ -73,11 +72,12 @@ class DLedgerPut:
         as the classic puts (store/completion.py): a commit that completes many puts wakes the
         loop once, where `asyncio.wrap_future` would wake it once a put."""
         if not self.future.done():
-            loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[None] = loop.create_future()
-            mailbox: LoopMailbox[None] = loop_mailbox(loop)
-            self.future.add_done_callback(lambda _done: mailbox.post(waiter, None))
-            yield from waiter.__await__()
+            future = self.future
+
+            def subscribe(deliver: Callable[[None], None]) -> None:
+                future.add_done_callback(lambda _done: deliver(None))
+
+            yield from await_decision(subscribe)
         return self.outcome()
 
     def outcome(self) -> tuple[PutMessageResult, PutMessageStatus]:

@@ -51,25 +51,29 @@ class RecentEntries:
         self._entries.clear()
         self._bytes = 0
 
-    def get(self, index: int) -> Entry | None:
+    def _position(self, index: int) -> int | None:
+        """Where entry `index` is in the deque, or None when it is not kept."""
         first = self.first_index
         if first is None or not first <= index < first + len(self._entries):
             return None
-        return self._entries[index - first]
+        return index - first
+
+    def get(self, index: int) -> Entry | None:
+        position = self._position(index)
+        return None if position is None else self._entries[position]
 
     def slice(self, first_index: int, count_max: int, bytes_max: int) -> tuple[Entry, ...] | None:
         """Up to `count_max` entries from `first_index` within `bytes_max` payload bytes (at
         least one), or None when `first_index` is not kept (read it from disk)."""
-        first = self.first_index
-        if first is None or not first <= first_index < first + len(self._entries):
+        start = self._position(first_index)
+        if start is None:
             return None
         entries: list[Entry] = []
         size_total = 0
         kept = self._entries
         # By position, not by iterating from the left: a deque reaches an item from its
         # nearer end, and pushes read near the newest end (an islice would walk them all).
-        for position in range(first_index - first, min(len(kept), first_index - first
-                                                       + count_max)):
+        for position in range(start, min(len(kept), start + count_max)):
             entry = kept[position]
             if entries and size_total + len(entry.payload) > bytes_max:
                 break
