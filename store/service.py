@@ -28,6 +28,7 @@ class ServiceThread(ABC):
     def stop(self) -> None:
         self._stop_event.set()
         self._wakeup.set()
+        self.wake()  # a subclass that waits elsewhere (`_wait`) is woken there
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -50,13 +51,16 @@ class ServiceThread(ABC):
         while not self._stop_event.is_set():
             self._wakeup.clear()
             try:
-                wait_s = self.run_once()
+                self._wait(self.run_once())
             except Exception as error:  # a bug: keep it visible, keep the loop bounded
                 log.exception("%s failed", self.name)
                 self.last_error = f"{type(error).__name__}: {error}"
-                wait_s = 1.0
-            if wait_s > 0:
-                self._wakeup.wait(wait_s)
+                self._wakeup.wait(1.0)
+
+    def _wait(self, wait_s: float) -> None:
+        """Sleep until woken or `wait_s` passed; runs after every round, with 0 too."""
+        if wait_s > 0:
+            self._wakeup.wait(wait_s)
 
     @abstractmethod
     def run_once(self) -> float:

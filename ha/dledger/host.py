@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 from ha.dledger.actions import (
     Action,
@@ -87,6 +88,15 @@ class _Transfer:
 _Event = Message | _Append | _Transfer
 
 
+class HostIO(Protocol):
+    """Where the host thread waits between rounds when it also does the peer I/O (the
+    transport's `poll`; ha/dledger/transport.py): woken by `wake` from any thread."""
+
+    def poll(self, timeout_s: float) -> None: ...
+
+    def wake(self) -> None: ...
+
+
 class HostState(enum.Enum):
     NEW = "NEW"
     RUNNING = "RUNNING"
@@ -129,6 +139,25 @@ class DLedgerHost(ServiceThread):
         self.elections_started_count = 0
         self._candidate_term = 0
         self._appended = False  # this round appended: push once after its events
+        self._io: HostIO | None = None
+
+    def use_io(self, io: HostIO) -> None:
+        """Wait in `io.poll` between rounds (before start): the host thread does the peer
+        I/O, so messages reach the node and leave it without a thread switch."""
+        assert self.state is HostState.NEW, "use_io after start"
+        self._io = io
+
+    def wake(self) -> None:
+        if self._io is None:
+            super().wake()
+        else:
+            self._io.wake()
+
+    def _wait(self, wait_s: float) -> None:
+        if self._io is None:
+            super()._wait(wait_s)
+        else:
+            self._io.poll(wait_s)
 
     # ----- lifecycle -----
 

@@ -1,7 +1,9 @@
 """One DLedger member in a process: its host loop and its peer transport, started and stopped
-in order. Start: the transport (messages that arrive early wait in the host's inbox), then
-the host. Stop in reverse: the host first (it answers every pending append and sends no more),
-then the transport (links, readers and the port closed, threads joined)."""
+in order. The host's thread is the transport's I/O thread (it waits in `transport.poll`), so
+a message goes from the socket to the node and back out without a thread switch. Start: the
+transport (its accept and dialing threads; connections wait for the host to adopt them), then
+the host. Stop in reverse: the host first (it answers every pending append and polls no
+more), then the transport (links, connections and the port closed, threads joined)."""
 
 from __future__ import annotations
 
@@ -43,9 +45,10 @@ class DLedgerServer:
         self.host = DLedgerHost(transport_config.self_id, member_ids, host_config, storage,
                                 self._send, monotonic_ms, rng, node_base_config)
         self.transport = PeerTransport(transport_config, listener, self.host.receive)
+        self.host.use_io(self.transport)
 
     def start(self) -> None:
-        self.transport.start()
+        self.transport.start(poll_thread=False)
         self.host.start()
 
     def stop(self) -> None:

@@ -2,17 +2,24 @@
 
 Each member sends on its own outbound connection to each peer and reads on the connections its
 peers opened to it, so every connection carries one direction only (handshake apart:
-ha/dledger/handshake.py). Delivered messages go to `deliver`, the host's inbox; it is called
-on the reading threads and must not block.
+ha/dledger/handshake.py).
+
+Threads. One I/O thread does all the steady work, without blocking: it reads every inbound
+connection, hands each message to `deliver` (the host's inbox) and writes every outbound one
+(`poll`). In a broker that thread is the host's own (ha/dledger/server.py): a push, its
+answer and the commit it brings pass no thread on their way, where a reading and a sending
+thread per link cost two thread switches a hop (each a wait for a core on a busy machine).
+Without a host (tests), `start(poll_thread=True)` runs a thread of its own. Only the blocking
+and rare steps run elsewhere: the accept thread, one thread per handshake (its deadline
+bounds it), one dialing thread per peer (ha/dledger/outbound.py). They hand the connections
+they made to the I/O thread (`adopt_*`) and never close a socket it owns (they shut it down;
+it sees the end and closes it).
 
 Bounds:
-- Outbound: a queue of `outbound_queue_max` messages per peer. When it is full the OLDEST
-  message is dropped: Raft tolerates loss, the newest message carries the latest term, commit
-  and log position, and the leader re-sends what a lost push held (push timeout, COMPARE), so
-  a stale push or vote answer is the one worth losing. A message that encodes to more than
-  `frame_bytes_max` is dropped too (and counted): a peer would refuse it anyway.
-- Reconnects back off from `reconnect_backoff_min_ms` doubling to `reconnect_backoff_max_ms`.
-- Inbound: at most `handshakes_max` connections in the handshake; a new one past that closes
+- Outbound: ha/dledger/outbound.py (a bounded queue per peer dropping its oldest message,
+  frames built only while little is unwritten, a write with no progress for
+  `send_timeout_ms` loses the connection, reconnects backing off).
+- Inbound: at most `handshakes_max` connections in the handshake; a new one past that drops
   the oldest (so idle sockets cannot starve a member), and each has `handshake_timeout_ms`.
   After the handshake, one reading connection per peer: a newer one replaces the older.
 - Garbage, an oversize frame, a bad tag or a message naming another sender closes that one
@@ -22,6 +29,7 @@ Bounds:
 from __future__ import annotations
 
 import logging
+import selectors
 import socket
 import threading
 import time
@@ -29,18 +37,20 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ha.dledger.handshake import Identity, accept, dial
+from ha.dledger.handshake import Identity, accept
 from ha.dledger.messages import Message
+from ha.dledger.outbound import OutboundLink, close_socket
 from ha.dledger.peers import Peer
-from ha.dledger.wire import FrameReader, WireError, decode_message, encode_frame, encode_message
+from ha.dledger.wire import FrameReader, WireError, decode_message
 from ha.protocol import ProtocolError
 from store.config import ConfigError
 
 log = logging.getLogger(__name__)
 
-_RECV_SIZE_BYTES = 64 * 1024
+_RECV_SIZE_BYTES = 256 * 1024
 _ACCEPT_POLL_S = 0.2
 _JOIN_TIMEOUT_S = 5.0
+_OWN_POLL_S = 1.0  # the own I/O thread's longest wait (it is woken for any work)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,109 +95,22 @@ class TransportConfig:
         return Identity(self.group, self.self_id, self.secret)
 
 
-class OutboundLink:
-    """The connection this member sends on to one peer, with its bounded queue and thread."""
-
-    def __init__(self, peer: Peer, config: TransportConfig, stopping: threading.Event) -> None:
-        self.peer = peer
-        self._config = config
-        self._stopping = stopping
-        self._queue: deque[Message] = deque()
-        self._ready = threading.Condition()
-        self._sock: socket.socket | None = None
-        self.connected = False
-        self.sent_count = 0
-        self.dropped_count = 0
-        self.oversize_count = 0
-        self.connect_count = 0
-        self.last_error = ""
-        self._thread = threading.Thread(target=self._run, name=f"dledger-send-{peer.node_id}",
-                                        daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def offer(self, message: Message) -> None:
-        with self._ready:
-            if len(self._queue) >= self._config.outbound_queue_max:
-                self._queue.popleft()
-                self.dropped_count += 1
-            self._queue.append(message)
-            self._ready.notify()
-
-    def stop(self) -> None:
-        with self._ready:
-            self._ready.notify()
-        _close(self._sock)
-        self._thread.join(_JOIN_TIMEOUT_S)
-
-    def _run(self) -> None:
-        backoff_ms = self._config.reconnect_backoff_min_ms
-        while not self._stopping.is_set():
-            try:
-                self._connect_and_send()
-            except (OSError, ProtocolError) as error:
-                self.last_error = f"{type(error).__name__}: {error}"
-                if self.connected:
-                    backoff_ms = self._config.reconnect_backoff_min_ms
-                log.info("dledger: link to %s: %s", self.peer.node_id, self.last_error)
-            finally:
-                self.connected = False
-                _close(self._sock)
-                self._sock = None
-            self._stopping.wait(backoff_ms / 1000)
-            backoff_ms = min(2 * backoff_ms, self._config.reconnect_backoff_max_ms)
-
-    def _connect_and_send(self) -> None:
-        config = self._config
-        sock = socket.create_connection((self.peer.connect_host, self.peer.port),
-                                        timeout=config.connect_timeout_ms / 1000)
-        self._sock = sock
-        if self._stopping.is_set():
-            return
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        deadline_s = time.monotonic() + config.handshake_timeout_ms / 1000
-        tagger = dial(sock, config.identity, self.peer.node_id, deadline_s)
-        sock.settimeout(config.send_timeout_ms / 1000)
-        self.connected = True
-        self.connect_count += 1
-        while not self._stopping.is_set():
-            batch = self._take_batch()
-            frames = []
-            for message in batch:
-                body = encode_message(message)
-                if len(body) > config.frame_bytes_max:
-                    self.oversize_count += 1
-                    log.warning("dledger: dropped a %d byte message to %s (over "
-                                "frame_bytes_max)", len(body), self.peer.node_id)
-                    continue
-                frames.append(encode_frame(body, tagger.tag(body)))
-            if frames:
-                sock.sendall(b"".join(frames))
-                self.sent_count += len(frames)
-
-    def _take_batch(self) -> list[Message]:
-        with self._ready:
-            if not self._queue and not self._stopping.is_set():
-                # Woken by offer() or stop(); the timeout only bounds a missed wake-up.
-                self._ready.wait(1.0)
-            batch = list(self._queue)
-            self._queue.clear()
-            return batch
 
 
-class _Inbound:
-    """One accepted connection: handshake, then frames read and delivered."""
+class InboundConnection:
+    """One accepted connection: its handshake on a thread of its own, then its frames read by
+    the I/O thread."""
 
     def __init__(self, transport: PeerTransport, sock: socket.socket, address: str) -> None:
         self.sock = sock
         self.address = address
         self.peer_id = ""
+        self.reader: FrameReader | None = None
         self._transport = transport
-        self.thread = threading.Thread(target=self._run, name=f"dledger-read-{address}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._handshake,
+                                       name=f"dledger-handshake-{address}", daemon=True)
 
-    def _run(self) -> None:
+    def _handshake(self) -> None:
         transport = self._transport
         config = transport.config
         try:
@@ -197,47 +120,69 @@ class _Inbound:
             # Kept first, proof second: once the dialer has the proof it sends; a connection
             # evicted in between would swallow those messages (a seen flake: a vote lost).
             if not transport.handshake_done(self):
+                close_socket(self.sock)
                 return
             self.sock.sendall(proof)
-            self.sock.settimeout(None)
-            reader = FrameReader(config.frame_bytes_max, tagger.tag_size, tagger.check)
-            while True:
-                data = self.sock.recv(_RECV_SIZE_BYTES)
-                if not data:
-                    return
-                for body in reader.feed(data):
-                    self._deliver(decode_message(body))
+            self.reader = FrameReader(config.frame_bytes_max, tagger.tag_size, tagger.check)
         except ProtocolError as error:
             transport.refused(self, error)
-        except OSError:
-            pass  # closed by us (stop, replaced, evicted) or reset by the peer
-        finally:
             transport.closed(self)
+            return
+        except OSError:
+            transport.closed(self)  # evicted, replaced, stopped, or reset by the peer
+            return
+        transport.adopt_inbound(self)
 
-    def _deliver(self, message: Message) -> None:
-        if message.source_id != self.peer_id:
-            raise WireError(f"a message from {message.source_id!r} on {self.peer_id!r}'s "
-                            "connection")
-        self._transport.deliver(message)
+    def read(self) -> list[Message] | None:
+        """On the I/O thread: the messages that arrived, or None at the end of the stream.
+        Raises ProtocolError on garbage (the caller closes the connection)."""
+        assert self.reader is not None
+        try:
+            data = self.sock.recv(_RECV_SIZE_BYTES)
+        except BlockingIOError:
+            return []
+        if not data:
+            return None
+        messages = [decode_message(body) for body in self.reader.feed(data)]
+        for message in messages:
+            if message.source_id != self.peer_id:
+                raise WireError(f"a message from {message.source_id!r} on {self.peer_id!r}'s "
+                                "connection")
+        return messages
 
 
 class PeerTransport:
     def __init__(self, config: TransportConfig, listener: socket.socket,
                  deliver: Callable[[Message], None]) -> None:
-        """`listener` is bound (tests bind port 0); the transport listens and closes it."""
+        """`listener` is bound (tests bind port 0); the transport listens and closes it.
+        `deliver(message)` runs on the I/O thread and must not block."""
         self.config = config
         self.deliver = deliver
         self.member_ids = frozenset(peer.node_id for peer in config.peers)
         self._listener = listener
         self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._handshaking: deque[_Inbound] = deque()
-        self._inbound: dict[str, _Inbound] = {}
+        self._lock = threading.Lock()  # connections' bookkeeping and the adoptions
+        self._handshaking: deque[InboundConnection] = deque()
+        self._inbound: dict[str, InboundConnection] = {}
         self._threads: list[threading.Thread] = []
-        self.links = {peer.node_id: OutboundLink(peer, config, self._stopping)
+        self._adoptions: deque[InboundConnection | OutboundLink] = deque()
+        self.links = {peer.node_id: OutboundLink(peer, config, self._stopping,
+                                                 self.adopt_outbound)
                       for peer in config.peers if peer.node_id != config.self_id}
         self.refused_count = 0
         self.evicted_count = 0
+        # The I/O thread's part: the selector, what each registered socket waits for, the
+        # connections it reads.
+        self._selector = selectors.DefaultSelector()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._wake_reader.setblocking(False)
+        self._wake_writer.setblocking(False)
+        self._wake_pending = False
+        self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
+        self._masks: dict[OutboundLink, int] = {}
+        self._reading: set[InboundConnection] = set()
+        self._io_thread_id: int | None = None
+        self._poll_thread: threading.Thread | None = None
         self._accept_thread = threading.Thread(target=self._accept_loop,
                                                name=f"dledger-accept-{config.self_id}",
                                                daemon=True)
@@ -246,34 +191,175 @@ class PeerTransport:
     def listen_port(self) -> int:
         return int(self._listener.getsockname()[1])
 
-    def start(self) -> None:
+    def start(self, poll_thread: bool = True) -> None:
+        """`poll_thread=False`: the caller's thread calls `poll` (the host's, in a broker)."""
         self._listener.listen(len(self.links) + self.config.handshakes_max)
         self._listener.settimeout(_ACCEPT_POLL_S)
         self._accept_thread.start()
         for link in self.links.values():
             link.start()
+        if poll_thread:
+            self._poll_thread = threading.Thread(target=self._poll_loop,
+                                                 name=f"dledger-io-{self.config.self_id}",
+                                                 daemon=True)
+            self._poll_thread.start()
 
     def send(self, target_id: str, message: Message) -> None:
+        """Queue a message for a peer (any thread; the I/O thread writes it at its next poll)."""
         self.links[target_id].offer(message)
+        if threading.get_ident() != self._io_thread_id:
+            self.wake()
+
+    def wake(self) -> None:
+        """End the I/O thread's wait (any thread)."""
+        if self._wake_pending or threading.get_ident() == self._io_thread_id:
+            return
+        self._wake_pending = True
+        try:
+            self._wake_writer.send(b"\0")
+        except OSError:
+            pass  # full (a wake is already there) or closed (stopped)
 
     def stop(self) -> None:
+        """After the I/O thread stopped polling (or with the own thread, which this stops)."""
         self._stopping.set()
+        if self._poll_thread is not None:
+            self.wake()
+            self._poll_thread.join(_JOIN_TIMEOUT_S)
         self._accept_thread.join(_JOIN_TIMEOUT_S)
         self._listener.close()
         for link in self.links.values():
             link.stop()
         with self._lock:
             inbound = list(self._handshaking) + list(self._inbound.values())
-        for connection in inbound:
-            _close(connection.sock)
+            inbound += [item for item in self._adoptions if isinstance(item, InboundConnection)]
+            self._adoptions.clear()
+        for connection in inbound + list(self._reading):
+            close_socket(connection.sock)
         for thread in self._threads:
             thread.join(_JOIN_TIMEOUT_S)
+        self._selector.close()
+        self._wake_reader.close()
+        self._wake_writer.close()
 
     def connected_peer_ids(self) -> set[str]:
         with self._lock:
             return set(self._inbound)
 
-    # ----- inbound bookkeeping (called on the reading threads) -----
+    # ----- the I/O thread -----
+
+    def poll(self, timeout_s: float) -> None:
+        """Write what is queued, wait up to `timeout_s` for sockets or a wake, read what came
+        (delivering each message), and lose connections that stalled. One thread only."""
+        self._io_thread_id = threading.get_ident()
+        self._adopt_handed_over()
+        self._flush_links()
+        for key, mask in self._selector.select(max(0.0, timeout_s)):
+            target = key.data
+            if target is None:
+                self._drain_wake()
+            elif isinstance(target, InboundConnection):
+                self._read(target)
+            elif mask & selectors.EVENT_READ:
+                self._outbound_readable(target)
+            elif mask & selectors.EVENT_WRITE:
+                self._flush(target)
+        self._adopt_handed_over()
+        now_s = time.monotonic()
+        for link in self.links.values():
+            if link.sock is not None and link.stalled(now_s):
+                self._lose(link, f"no bytes taken for {self.config.send_timeout_ms} ms")
+
+    def _poll_loop(self) -> None:
+        while not self._stopping.is_set():
+            self.poll(_OWN_POLL_S)
+
+    def _drain_wake(self) -> None:
+        self._wake_pending = False
+        try:
+            while self._wake_reader.recv(4096):
+                pass
+        except OSError:
+            pass  # BlockingIOError: drained
+
+    def _adopt_handed_over(self) -> None:
+        while True:
+            with self._lock:
+                if not self._adoptions:
+                    return
+                item = self._adoptions.popleft()
+            if isinstance(item, OutboundLink):
+                if item.take_dialed():
+                    assert item.sock is not None
+                    self._selector.register(item.sock, selectors.EVENT_READ, item)
+                    self._masks[item] = selectors.EVENT_READ
+            else:
+                item.sock.setblocking(False)
+                self._selector.register(item.sock, selectors.EVENT_READ, item)
+                self._reading.add(item)
+
+    def _read(self, connection: InboundConnection) -> None:
+        try:
+            messages = connection.read()
+        except ProtocolError as error:
+            self.refused(connection, error)
+            messages = None
+        except OSError:
+            messages = None
+        if messages is None:
+            self._selector.unregister(connection.sock)
+            self._reading.discard(connection)
+            self.closed(connection)
+            return
+        for message in messages:
+            self.deliver(message)
+
+    def _flush_links(self) -> None:
+        for link in self.links.values():
+            if link.sock is not None and (link.wants_write or link.has_queued()):
+                self._flush(link)
+
+    def _flush(self, link: OutboundLink) -> None:
+        error = link.flush()
+        if error is not None:
+            self._lose(link, error)
+            return
+        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if link.wants_write else 0)
+        if self._masks.get(link) != mask:
+            assert link.sock is not None
+            self._selector.modify(link.sock, mask, link)
+            self._masks[link] = mask
+
+    def _outbound_readable(self, link: OutboundLink) -> None:
+        """The acceptor never sends after the handshake: an end or any byte loses the link."""
+        assert link.sock is not None
+        try:
+            data = link.sock.recv(1024)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            self._lose(link, f"{type(error).__name__}: {error}")
+            return
+        self._lose(link, "the peer closed the connection" if not data
+                   else f"the peer sent {len(data)} bytes on a send-only connection")
+
+    def _lose(self, link: OutboundLink, reason: str) -> None:
+        if link.sock is not None:
+            self._selector.unregister(link.sock)
+        self._masks.pop(link, None)
+        link.lose(reason)
+
+    # ----- other threads: handovers and the inbound bookkeeping -----
+
+    def adopt_outbound(self, link: OutboundLink) -> None:
+        with self._lock:
+            self._adoptions.append(link)
+        self.wake()
+
+    def adopt_inbound(self, connection: InboundConnection) -> None:
+        with self._lock:
+            self._adoptions.append(connection)
+        self.wake()
 
     def _accept_loop(self) -> None:
         while not self._stopping.is_set():
@@ -283,18 +369,18 @@ class PeerTransport:
                 continue
             except OSError:
                 return
-            connection = _Inbound(self, sock, f"{address[0]}:{address[1]}")
+            connection = InboundConnection(self, sock, f"{address[0]}:{address[1]}")
             with self._lock:
                 if len(self._handshaking) >= self.config.handshakes_max:
                     oldest = self._handshaking.popleft()
                     self.evicted_count += 1
-                    _close(oldest.sock)
+                    _shutdown(oldest.sock)  # its handshake thread ends and closes it
                 self._handshaking.append(connection)
                 self._threads = [t for t in self._threads if t.is_alive()]
                 self._threads.append(connection.thread)
             connection.thread.start()
 
-    def handshake_done(self, connection: _Inbound) -> bool:
+    def handshake_done(self, connection: InboundConnection) -> bool:
         with self._lock:
             if connection not in self._handshaking:
                 return False  # evicted while it finished
@@ -302,30 +388,27 @@ class PeerTransport:
             older = self._inbound.get(connection.peer_id)
             self._inbound[connection.peer_id] = connection
         if older is not None:
-            _close(older.sock)
+            _shutdown(older.sock)  # its owner sees the end and closes it
         log.info("dledger: %s connected from %s", connection.peer_id, connection.address)
         return True
 
-    def refused(self, connection: _Inbound, error: ProtocolError) -> None:
+    def refused(self, connection: InboundConnection, error: ProtocolError) -> None:
         with self._lock:
             self.refused_count += 1
         log.warning("dledger: closed the connection from %s%s: %s", connection.address,
                     f" ({connection.peer_id})" if connection.peer_id else "", error)
 
-    def closed(self, connection: _Inbound) -> None:
+    def closed(self, connection: InboundConnection) -> None:
         with self._lock:
             if connection in self._handshaking:
                 self._handshaking.remove(connection)
             if self._inbound.get(connection.peer_id) is connection:
                 del self._inbound[connection.peer_id]
-        _close(connection.sock)
+        close_socket(connection.sock)
 
 
-def _close(sock: socket.socket | None) -> None:
-    if sock is None:
-        return
+def _shutdown(sock: socket.socket) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-    sock.close()

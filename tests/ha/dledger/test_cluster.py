@@ -3,12 +3,14 @@ storage: election, replication, failover and catch-up through the real host and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from ha.dledger.actions import AppendStatus, TransferStatus
 from ha.dledger.member import Role
+from ha.dledger.messages import Message
 from tests.ha.dledger.cluster import Cluster
 from tests.ha.dledger.net import WAIT_S
 from tests.store.conftest import wait_until
@@ -97,3 +99,24 @@ def test_leadership_transfer_over_the_wire(cluster: Cluster) -> None:
     cluster.append(b"after-transfer")
     wait_until(lambda: all(holds_committed(cluster, n, b"after-transfer")
                            for n in cluster.ids), WAIT_S)
+
+
+def test_peer_messages_reach_the_node_on_the_host_thread(cluster: Cluster) -> None:
+    """Every peer message is read and handed to the node by the member's host thread itself:
+    no reading or sending thread sits between the socket and the node."""
+    cluster.start_all()
+    seen: dict[str, set[str]] = {node_id: set() for node_id in cluster.ids}
+    for node_id, server in cluster.servers.items():
+        receive = server.host.receive
+
+        def recording(message: Message, receive: Callable[[Message], None] = receive,
+                      names: set[str] = seen[node_id]) -> None:
+            names.add(threading.current_thread().name)
+            receive(message)
+
+        server.transport.deliver = recording
+    cluster.wait_leader()
+    assert cluster.append(b"one").status is AppendStatus.OK
+    assert all(seen[node_id] == {f"dledger-host-{node_id}"} for node_id in cluster.ids), seen
+    names = {thread.name for thread in threading.enumerate()}
+    assert not any(name.startswith(("dledger-read", "dledger-send")) for name in names), names

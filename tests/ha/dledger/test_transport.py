@@ -6,15 +6,24 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from ha.dledger.handshake import HELLO_SIZE, MAGIC
-from ha.dledger.messages import Message, PushResponse, VoteRequest, VoteResponse
+from ha.dledger.handshake import HELLO_SIZE, MAGIC, Identity, accept
+from ha.dledger.messages import (
+    Entry,
+    Message,
+    PushRequest,
+    PushResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from ha.dledger.outbound import OutboundLink
 from ha.dledger.peers import Peer
-from ha.dledger.transport import OutboundLink, PeerTransport, TransportConfig
+from ha.dledger.transport import PeerTransport, TransportConfig
 from ha.dledger.wire import LENGTH, encode_frame, encode_message
 from ha.protocol import ProtocolError
 from store.config import ConfigError
@@ -153,8 +162,6 @@ def scripted_dial(port: int, node_id: str = "n2") -> socket.socket:
     from ha.dledger.handshake import Identity, dial
 
     sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
-    import time
-
     dial(sock, Identity("g0", node_id, None), "n0", time.monotonic() + WAIT_S)
     return sock
 
@@ -279,3 +286,79 @@ def test_a_connection_dropped_as_its_handshake_ends_loses_no_message(
         assert len(dropped) == 1
     finally:
         pair.stop()
+
+
+def test_messages_are_read_and_written_by_one_io_thread(pair: Pair) -> None:
+    """Without a host, the transport's own I/O thread delivers every message; the sender's
+    thread only queues."""
+    names: list[str] = []
+    inbox = pair.inboxes[1]
+
+    def recording(message: Message) -> None:
+        names.append(threading.current_thread().name)
+        inbox(message)
+
+    pair.transports[1].deliver = recording
+    for term in range(1, 4):
+        pair.transports[0].send("n1", vote("n0", term))
+    wait_until(lambda: len(inbox.messages) == 3, WAIT_S)
+    assert set(names) == {"dledger-io-n1"}
+
+
+class ScriptedPeer:
+    """Member n0 (a transport with its own I/O thread) whose peer n1 is the test's listener;
+    `accept_link()` takes n0's connection and finishes the handshake as n1."""
+
+    def __init__(self, **overrides: object) -> None:
+        self.listener = bound_listener()
+        self.listener.listen(4)
+        self.listener.settimeout(WAIT_S)
+        own = bound_listener()
+        peers = (Peer("n0", "127.0.0.1", own.getsockname()[1]),
+                 Peer("n1", "127.0.0.1", self.listener.getsockname()[1]))
+        config = TransportConfig("g0", "n0", peers, None, allow_unauthenticated=True,
+                                 reconnect_backoff_max_ms=50, **overrides)  # type: ignore[arg-type]
+        self.transport = PeerTransport(config, own, Inbox())
+        self.accepted: list[socket.socket] = []
+        self.transport.start()
+
+    def accept_link(self, after_proof: bytes = b"") -> socket.socket:
+        sock, _ = self.listener.accept()
+        self.accepted.append(sock)
+        _, _, proof = accept(sock, Identity("g0", "n1", None), frozenset({"n0", "n1"}),
+                             time.monotonic() + WAIT_S)
+        sock.sendall(proof + after_proof)
+        return sock
+
+    def stop(self) -> None:
+        self.transport.stop()
+        for sock in self.accepted:
+            sock.close()
+        self.listener.close()
+
+
+def test_a_peer_that_stops_reading_loses_the_link_which_dials_again() -> None:
+    """Bytes that wait send_timeout_ms without the peer taking any lose the connection (its
+    unsent messages with it) and the link dials again, rather than queueing without end."""
+    peer = ScriptedPeer(send_timeout_ms=300)
+    try:
+        push = PushRequest("n0", 1, 0, 0, (Entry(1, 1, b"x" * (1 << 20)),), 0)
+        for _ in range(64):  # 64 MiB: far more than the loopback buffers hold
+            peer.transport.send("n1", push)
+        peer.accept_link()  # and never read
+        peer.accept_link()  # the link dialled again
+        assert "no bytes taken for 300 ms" in peer.transport.links["n1"].last_error
+    finally:
+        peer.stop()
+
+
+def test_a_peer_that_writes_on_a_send_only_connection_loses_the_link() -> None:
+    """The acceptor never speaks after the handshake: bytes from it end the connection."""
+    peer = ScriptedPeer()
+    try:
+        sock = peer.accept_link(after_proof=b"unexpected")
+        assert closed_by_peer(sock)
+        link = peer.transport.links["n1"]
+        wait_until(lambda: "on a send-only connection" in link.last_error, WAIT_S)
+    finally:
+        peer.stop()
