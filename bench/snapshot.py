@@ -5,7 +5,8 @@
     python bench/snapshot.py --export-only   # part 1 only: export next to the raw read
 
 1. Export throughput (MB of commit log per second) on an idle machine, serial and spread over
-   worker processes, next to a raw read of the same files.
+   worker processes, next to a raw read of the same files: the median of ROUNDS rounds, each
+   round reading, exporting serially and exporting over 2 workers in turn.
 2. Produce throughput (messages/s, in-process batches of 64) alone, then while an export of
    the 2N log runs on another thread of the same process (as in the broker): without a
    budget, with `--budget-mb-s`, and with the budget over 2 worker processes.
@@ -120,11 +121,8 @@ def main() -> None:
         store.shutdown()
         print(f"load average: {os.getloadavg()} on {os.cpu_count()} cores")
         header(f"snapshot export, {2 * count:,} messages of 1 KiB ({log_end / MIB:,.0f} MiB)")
-        raw = raw_read_mb_s(base / "data", log_end)
-        serial = _export_mb_s(base / "data", base / "serial")
-        _export_mb_s(base / "data", base / "warm-up", workers=2)  # starts the forkserver
-        spread = _export_mb_s(base / "data", base / "spread", workers=2)
-        row("raw read of the commit-log files (baseline)", raw, "MB/s")
+        raw, serial, spread = _export_rounds(base, log_end)
+        row(f"raw read of the commit-log files (baseline, median of {ROUNDS})", raw, "MB/s")
         row("export to Parquet, serial", serial, "MB/s", raw)
         row("export to Parquet, 2 worker processes", spread, "MB/s", raw, ">= 0.30 of raw")
         if not arguments.export_only:
@@ -133,6 +131,22 @@ def main() -> None:
         print(f"load average: {os.getloadavg()}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _export_rounds(base: Path, log_end: int) -> tuple[float, float, float]:
+    """Medians of ROUNDS rounds of (raw read, serial export, 2-worker export), taken in turn so
+    that each figure and its baseline share the same stretch of a drifting machine."""
+    _export_mb_s(base / "data", base / "warm-up", workers=2)  # starts the forkserver
+    rounds = []
+    for index in range(ROUNDS):
+        raw = raw_read_mb_s(base / "data", log_end)
+        serial = _export_mb_s(base / "data", base / f"serial-{index}")
+        spread = _export_mb_s(base / "data", base / f"spread-{index}", workers=2)
+        rounds.append((raw, serial, spread))
+        print(f"    round {index + 1}: raw {raw:,.0f}, serial {serial:,.0f}, "
+              f"2 workers {spread:,.0f} MB/s")
+    raw, serial, spread = (statistics.median(column) for column in zip(*rounds, strict=True))
+    return raw, serial, spread
 
 
 def _produce_rows(base: Path, budget_mb_s: float) -> None:
