@@ -24,6 +24,9 @@
 4. Failover (bench/dledger_failover.py): kill -9 of the leader's process to the first append
    answered OK by the next leader, default timing, p50 and max over --failover-runs.
 5. Quiet group: elections after the first leader over --quiet-s seconds of an idle group.
+6. log-append (not in the default cases): the stored log's CPU per entry, single-threaded
+   with no network, leader and follower paths next to the store's own put
+   (bench/dledger_log_append.py).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
 from bench.dledger_failover import failover_runs, quiet_elections  # noqa: E402
+from bench.dledger_log_append import log_append  # noqa: E402
 from bench.dledger_member import FILE_SIZE_BYTES, spawn_member, stop_member  # noqa: E402
 from bench.dledger_serve import http_failover_runs, http_produce_loads  # noqa: E402
 from bench.ha_replication import SECRET as HA_SECRET  # noqa: E402
@@ -252,7 +256,7 @@ def main() -> None:
     parser.add_argument("--cases",
                         default="appends,sync-master,http,failover,http-failover,quiet",
                         help="comma-separated: appends, sync-master, http, failover, "
-                             "http-failover, quiet")
+                             "http-failover, quiet, log-append (not by default)")
     parser.add_argument("--failover-runs", type=int, default=10)
     parser.add_argument("--quiet-s", type=float, default=60.0,
                         help="idle period for the election count (the issue asks 300)")
@@ -262,6 +266,8 @@ def main() -> None:
     duration_s = 1.0 if arguments.quick else 5.0
     cases = set(arguments.cases.split(","))
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+    if "log-append" in cases:
+        log_append(20_000 if arguments.quick else 100_000)
     if "appends" in cases:
         appends(duration_s)
     if "sync-master" in cases:
