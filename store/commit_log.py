@@ -279,28 +279,45 @@ class CommitLog:
         must be the log's end when the record fits the current file with room for the
         end-of-file blank, else the next file's start (the blank is written first); in an
         empty log, any file's start. Nothing is written on a mismatch."""
-        size = len(record)
-        if size > self._record_size_max:
+        if len(record) > self._record_size_max:
             return AppendRawStatus.SPANS_FILES
         with self._lock:
-            last = self._files.last_file()
-            if last is None:
-                expected = position - position % self._config.mapped_file_size_bytes
-            elif not last.is_full and size + END_FILE_MIN_BLANK_LENGTH <= last.remaining_bytes:
-                expected = last.write_offset
-            else:
-                expected = last.end_offset
-            if position != expected:
-                return AppendRawStatus.OFFSET_MISMATCH
-            if last is not None and not last.is_full and position == last.end_offset:
-                self._close_file_locked(last)
-            mapped = self._writable_file_locked(start_if_empty=position)
-            if mapped is None:
-                return AppendRawStatus.CREATE_MAPPED_FILE_FAILED
-            assert mapped.write_offset == position, (mapped.write_offset, position)
-            mapped.append(record)
-            self._last_file = mapped
-        self._on_append()
+            status = self._write_entry_locked(position, record)
+        if status is AppendRawStatus.OK:
+            self._on_append()
+        return status
+
+    def _write_entry_locked(self, position: int, record: bytes) -> AppendRawStatus:
+        size = len(record)
+        last = self._files.last_file()
+        if last is not None and self.create_file_error is None:
+            # The common case, decided from the last file's write position alone (once per
+            # entry on every member): the record fits with room for the blank, so it goes
+            # at the file's end. A failed file creation takes the path below, which logs
+            # its recovery.
+            write_position = last.write_position
+            if size + END_FILE_MIN_BLANK_LENGTH <= last.size_bytes - write_position:
+                if position != last.start_offset + write_position:
+                    return AppendRawStatus.OFFSET_MISMATCH
+                last.append(record)
+                self._last_file = last
+                return AppendRawStatus.OK
+        if last is None:
+            expected = position - position % self._config.mapped_file_size_bytes
+        elif not last.is_full and size + END_FILE_MIN_BLANK_LENGTH <= last.remaining_bytes:
+            expected = last.write_offset
+        else:
+            expected = last.end_offset
+        if position != expected:
+            return AppendRawStatus.OFFSET_MISMATCH
+        if last is not None and not last.is_full and position == last.end_offset:
+            self._close_file_locked(last)
+        mapped = self._writable_file_locked(start_if_empty=position)
+        if mapped is None:
+            return AppendRawStatus.CREATE_MAPPED_FILE_FAILED
+        assert mapped.write_offset == position, (mapped.write_offset, position)
+        mapped.append(record)
+        self._last_file = mapped
         return AppendRawStatus.OK
 
     def delete_all(self) -> int:

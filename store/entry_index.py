@@ -106,7 +106,14 @@ class EntryIndex:
         (after a reset). Raises OSError when a new file cannot be created."""
         offset = entry.index * ENTRY_SIZE_BYTES
         files = self._files
-        empty = files.last_file() is None
+        last = files.last_file()
+        if last is not None and not last.is_full:
+            # The common case (once per entry): the slot after the last, in the last file.
+            assert offset == last.start_offset + last.write_position, (entry.index,
+                                                                        last.write_offset)
+            last.append(entry.encode())
+            return
+        empty = last is None
         if not empty:
             assert offset == files.max_offset, (entry.index, files.max_offset)
         start_if_empty = offset - offset % files.file_size_bytes

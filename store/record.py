@@ -3,6 +3,8 @@
 Every integer is big-endian. A record is encoded outside the commit-log lock with placeholder
 queue and physical offsets; `stamp_offsets` fills those two in under the lock. Readers verify
 what they read (`decode_record`), writers validate what they write (`encode_message`).
+A DLedger member checks a replicated record with `check_entry_record`: decode_record's
+verdict and the record's place, without copying the body or building the properties.
 """
 
 from __future__ import annotations
@@ -322,16 +324,58 @@ def _checked_header(view: memoryview, position: int) -> tuple[Any, ...]:
 
 def _topic_and_properties(view: memoryview, position: int, total_size: int,
                           body_size: int) -> tuple[str, dict[str, str]]:
-    cursor = position + HEADER_SIZE + body_size
-    topic_size = view[cursor]
-    topic = bytes(view[cursor + 1 : cursor + 1 + topic_size]).decode("utf-8", "replace")
-    cursor += 1 + topic_size
-    (properties_size,) = _PROPERTIES_LENGTH.unpack_from(view, cursor)
-    cursor += 2
-    if cursor + properties_size - position != total_size:
-        raise RecordError(f"field sizes do not add up to total size {total_size}")
+    topic, cursor, properties_size = _topic_and_properties_size(view, position, total_size,
+                                                                body_size)
     try:
         properties = decode_properties(view[cursor : cursor + properties_size])
     except UnicodeDecodeError as error:
         raise RecordError(f"properties are not UTF-8: {error}") from error
     return topic, properties
+
+
+def _topic_and_properties_size(view: memoryview | bytes, position: int, total_size: int,
+                               body_size: int) -> tuple[str, int, int]:
+    """The topic, where the properties start and their size, once the sizes add up."""
+    cursor = position + HEADER_SIZE + body_size
+    topic_size = view[cursor]
+    topic = bytes(view[cursor + 1 : cursor + 1 + topic_size]).decode("utf-8", "replace")
+    cursor += 1 + topic_size
+    # A topic length past the record would read the properties' length out of the buffer
+    # (struct.error) when the record ends the buffer, as an entry's payload does.
+    if cursor + 2 - position > total_size:
+        raise RecordError(f"topic of {topic_size} bytes does not fit total size {total_size}")
+    (properties_size,) = _PROPERTIES_LENGTH.unpack_from(view, cursor)
+    cursor += 2
+    if cursor + properties_size - position != total_size:
+        raise RecordError(f"field sizes do not add up to total size {total_size}")
+    return topic, cursor, properties_size
+
+
+def check_entry_record(payload: bytes) -> tuple[str, int, int, int]:
+    """(topic, queue id, queue offset, physical offset) of `payload`, which must be exactly one
+    record that `decode_record` accepts: the same refusals (RecordError), without copying the
+    body or building the properties (a replicated entry needs only where its record goes).
+    Properties are still checked as decode_record checks them: UTF-8, name/value pairs."""
+    view = memoryview(payload)
+    fields = _checked_header(view, 0)
+    total_size, body_size = fields[0], fields[14]
+    if total_size != len(payload):
+        raise RecordError(f"record of {total_size} bytes in a payload of {len(payload)}")
+    if body_crc(view[HEADER_SIZE : HEADER_SIZE + body_size]) != fields[2]:
+        raise RecordError("body CRC does not match")
+    topic, cursor, properties_size = _topic_and_properties_size(payload, 0, total_size,
+                                                                body_size)
+    if properties_size:
+        _check_properties(payload[cursor:])
+    return topic, fields[3], fields[5], fields[6]
+
+
+def _check_properties(raw: bytes) -> None:
+    """Refuse what decode_properties refuses, without building the dictionary."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RecordError(f"properties are not UTF-8: {error}") from error
+    for pair in text.split(PROPERTY_SEPARATOR):
+        if pair and NAME_VALUE_SEPARATOR not in pair:
+            raise RecordError(f"property pair {pair!r} has no name/value separator")

@@ -33,7 +33,7 @@ from store.record import (
     END_FILE_MIN_BLANK_LENGTH,
     Message,
     RecordError,
-    decode_record,
+    check_entry_record,
     encode_message,
     stamp_offsets,
 )
@@ -43,6 +43,9 @@ from store.status import AppendRawStatus, PutMessageStatus
 SLICE_BYTES_MAX = 4 * 1024 * 1024
 # The newest entries kept in memory for pushes: two full pushes' worth.
 RECENT_BYTES_MAX = 2 * SLICE_BYTES_MAX
+
+# What `append` learns from checking a record: its (topic, queue id), queue offset, position.
+RecordPlace = tuple[tuple[str, int], int, int]
 
 
 def next_position(end_position: int, size_bytes: int, file_size_bytes: int) -> int:
@@ -83,6 +86,9 @@ class StoredLog:
         self.committed_index = base.index
         self._recent = RecentEntries(RECENT_BYTES_MAX)
         self._queue_offsets = next_queue_offsets(store.commit_log, store.queues, store.dispatch)
+        # The record the last `encode` built and its place: the leader appends that very
+        # object right after, and parsing a record this log built itself would be waste.
+        self._encoded: tuple[bytes, RecordPlace] | None = None
 
     # -- the NodeLog views -----------------------------------------------------------------
 
@@ -207,9 +213,12 @@ class StoredLog:
             # Nothing but no-ops since a reset: a new file past anything readers were shown.
             end = max(store.commit_log.max_offset, store.commit_limit or 0)
             position = end + (-end) % self._file_size_bytes
-        queue_offset = self._queue_offsets.get((message.topic, queue_id), 0)
+        key = (message.topic, queue_id)
+        queue_offset = self._queue_offsets.get(key, 0)
         stamp_offsets(record, 0, queue_offset, position)
-        return bytes(record)
+        payload = bytes(record)
+        self._encoded = (payload, (key, queue_offset, position))
+        return payload
 
     def _next_position(self, size_bytes: int) -> int:
         return next_position(self._end_position, size_bytes, self._file_size_bytes)
@@ -224,9 +233,9 @@ class StoredLog:
             self._append_index(IndexEntry(entry.index, entry.term, self._end_position, 0, 0))
             self._recent.append(entry)
             return
-        key, queue_offset, position = self._check_record(payload)
-        empty_before = self._store.commit_log.files.last_file() is None
-        max_before = self._store.commit_log.max_offset
+        key, queue_offset, position = self._place(payload)
+        last_file = self._store.commit_log.files.last_file()
+        max_before = -1 if last_file is None else last_file.write_offset  # -1: an empty log
         status = self._store.write_entry_record(position, payload)
         if status is not AppendRawStatus.OK:
             raise EntryWriteError(status, f"entry {entry.index} at offset {position}")
@@ -235,7 +244,7 @@ class StoredLog:
                                           payload_crc(payload)))
         except OSError as error:
             # The record must not outlive its refused entry: the next one goes in its place.
-            if empty_before:
+            if max_before < 0:
                 self._store.clear_log()
             else:
                 self._store.truncate_uncommitted(max_before)
@@ -244,25 +253,30 @@ class StoredLog:
         self._queue_offsets[key] = queue_offset + 1
         self._recent.append(entry)
 
-    def _check_record(self, payload: bytes) -> tuple[tuple[str, int], int, int]:
+    def _place(self, payload: bytes) -> RecordPlace:
         """Refuse a payload that is not one whole valid record at this log's next position;
-        return its (topic, queue id), queue offset and position."""
-        try:
-            record = decode_record(payload)
-        except RecordError as error:
-            raise EntryRecordError(f"not a valid record: {error}") from error
-        if record.total_size != len(payload):
-            raise EntryRecordError(f"record of {record.total_size} bytes in a payload of "
-                                   f"{len(payload)}")
-        expected = self._next_position(len(payload))
-        position = record.commit_log_offset
+        return its place. The record the last `encode` built (that very object) is known
+        valid, only its position is checked again: the log may have changed since."""
+        encoded, self._encoded = self._encoded, None
+        if encoded is not None and encoded[0] is payload:
+            place = encoded[1]
+        else:
+            try:
+                topic, queue_id, queue_offset, position = check_entry_record(payload)
+            except RecordError as error:
+                raise EntryRecordError(f"not a valid record: {error}") from error
+            place = (topic, queue_id), queue_offset, position
+        self._check_position(place[2], len(payload))
+        return place
+
+    def _check_position(self, position: int, size_bytes: int) -> None:
+        expected = self._next_position(size_bytes)
         if expected < 0 and position % self._file_size_bytes != 0:
             raise EntryRecordError(f"record at {position}: the first record after a reset "
                                    "starts a file")
         if expected >= 0 and position != expected:
             raise EntryRecordError(f"record at {position}, this log's next position is "
                                    f"{expected}")
-        return (record.topic, record.queue_id), record.queue_offset, position
 
     def _append_index(self, found: IndexEntry) -> None:
         self._index.append(found)

@@ -15,7 +15,9 @@ from store import (
     PutMessageStatus,
     StoreCorruptError,
 )
+from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
+from store.mapped_file import MappedFile
 from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
@@ -192,3 +194,32 @@ def test_promoted_slave_continues_each_queue(tmp_path: Path, open_store: OpenSto
         wait_dispatched(slave)
         read = slave.get_messages("T", queue_id, replicated[1], 10)
         assert [message.body for message in read.messages] == [b"after promotion"]
+
+
+def test_entry_writes_follow_the_position_rule_and_clear_a_failed_creation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_entry_record takes a record at the log's end while it fits with the blank, else
+    only at the next file's start; after a failed file creation the next write that works
+    (here one that fits the last file once the log was cut back) clears create_file_error."""
+    log = CommitLog(small_config(tmp_path), on_append=lambda: None)
+    log.load()
+    record = b"r" * (SMALL_FILE_BYTES // 4)
+    for number in range(3):
+        assert log.write_entry_record(number * len(record), record) is AppendRawStatus.OK
+    end = 3 * len(record)
+    assert log.write_entry_record(end + 1, b"s" * 100) is AppendRawStatus.OFFSET_MISMATCH
+    assert log.write_entry_record(end, record) is AppendRawStatus.OFFSET_MISMATCH  # no room
+
+    def refuse(start_if_empty: int = 0) -> MappedFile:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log.files, "writable_file", refuse)
+    assert log.write_entry_record(SMALL_FILE_BYTES, record) \
+        is AppendRawStatus.CREATE_MAPPED_FILE_FAILED
+    assert log.create_file_error is not None
+    monkeypatch.undo()
+    log.truncate(end)  # the blank the failed write left before its file goes
+    assert log.write_entry_record(end, b"s" * 100) is AppendRawStatus.OK
+    assert log.create_file_error is None
+    assert log.read_bytes(end, end + 100) == b"s" * 100
+    log.close()

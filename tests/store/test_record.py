@@ -13,6 +13,7 @@ from store.record import (
     RECORD_OVERHEAD,
     Message,
     RecordError,
+    check_entry_record,
     decode_head,
     decode_properties,
     decode_record,
@@ -48,7 +49,8 @@ def test_round_trip(
     topic: str, body: bytes, props: dict[str, str], queue_id: int, queue_offset: int,
     physical: int,
 ) -> None:
-    """Every field written by encode reads back identically through decode."""
+    """Every field written by encode reads back identically through decode (and
+    decode_head); check_entry_record returns decode's topic, queue id and both offsets."""
     record = bytearray(_encode(Message(topic, body, props, born_timestamp_ms=42), queue_id))
     stamp_offsets(record, 0, queue_offset, physical)
     decoded = decode_record(record)
@@ -64,6 +66,7 @@ def test_round_trip(
             head.commit_log_offset, head.store_timestamp_ms, head.msg_id) == (
         decoded.total_size, topic, props, queue_id, queue_offset, physical,
         decoded.store_timestamp_ms, decoded.msg_id)
+    assert check_entry_record(bytes(record)) == (topic, queue_id, queue_offset, physical)
 
 
 @pytest.mark.parametrize("size", [0, 1, MAX])
@@ -327,3 +330,95 @@ def test_head_skips_the_body_but_not_the_sizes() -> None:
     record[4] ^= 0xFF
     with pytest.raises(RecordError):
         decode_head(record)
+
+
+# -- check_entry_record: decode_record's verdict on one whole record, without decoding it ------
+
+
+def _decoded_place(payload: bytes) -> tuple[str, int, int, int] | None:
+    """What check_entry_record must answer, from decode_record: None when it refuses."""
+    try:
+        decoded = decode_record(payload)
+    except RecordError:
+        return None
+    if decoded.total_size != len(payload):
+        return None
+    return decoded.topic, decoded.queue_id, decoded.queue_offset, decoded.commit_log_offset
+
+
+def _checked_place(payload: bytes) -> tuple[str, int, int, int] | None:
+    try:
+        return check_entry_record(payload)
+    except RecordError:
+        return None
+
+
+_damage = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10_000), st.integers(1, 255)),
+    st.tuples(st.just("cut"), st.integers(0, 10_000), st.just(0)),
+    st.tuples(st.just("extend"), st.integers(1, 40), st.integers(0, 255)),
+    st.tuples(st.just("set"), st.integers(0, 10_000), st.integers(0, 255)),
+)
+
+
+def _damaged(record: bytes, damages: list[tuple[str, int, int]]) -> bytes:
+    buffer = bytearray(record)
+    for kind, where, value in damages:
+        if kind == "extend":
+            buffer += bytes([value]) * where
+        elif not buffer:
+            continue
+        elif kind == "cut":
+            del buffer[where % len(buffer):]
+        elif kind == "flip":
+            buffer[where % len(buffer)] ^= value
+        else:
+            buffer[where % len(buffer)] = value
+    return bytes(buffer)
+
+
+@settings(max_examples=600, deadline=None)
+@given(topic=topics, body=st.binary(max_size=200),
+       props=st.dictionaries(st.sampled_from(["KEYS", "TAGS", "k", "é"]),
+                             st.text(alphabet="ab\x03é", max_size=8), max_size=3),
+       damages=st.lists(_damage, min_size=1, max_size=3),
+       fields=st.booleans())
+def test_entry_check_refuses_every_record_decode_refuses(
+    topic: str, body: bytes, props: dict[str, str], damages: list[tuple[str, int, int]],
+    fields: bool,
+) -> None:
+    """On damaged records (bytes flipped, set, cut or added; or a record built field by field
+    from the damaged parts) check_entry_record accepts exactly what decode_record accepts as
+    one whole record, with the same place, and refuses the rest with RecordError."""
+    if fields:
+        # The sizes stay consistent while the bytes of each field are damaged: this reaches
+        # the topic, properties and CRC checks rather than the header's size checks.
+        raw_props = _damaged("".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode(),
+                             damages)
+        payload = v1_record(_damaged(body, damages), topic.encode(), raw_props,
+                            crc=zlib.crc32(body) & 0x7FFFFFFF)
+    else:
+        payload = _damaged(_encode(Message(topic, body, props)), damages)
+    assert _checked_place(payload) == _decoded_place(payload)
+
+
+def test_topic_length_past_the_record_is_a_record_error() -> None:
+    """A topic length byte that runs past the end of a record that ends its buffer raises
+    RecordError from decode_record and check_entry_record (it raised struct.error)."""
+    record = bytearray(v1_record(b"abc", b"T", b""))
+    record[HEADER_SIZE + 3] = 200  # the topic length byte
+    with pytest.raises(RecordError, match="topic of 200 bytes"):
+        decode_record(bytes(record))
+    with pytest.raises(RecordError, match="topic of 200 bytes"):
+        check_entry_record(bytes(record))
+
+
+def test_entry_check_refuses_a_record_shorter_or_longer_than_its_payload() -> None:
+    """A valid record followed by other bytes is not one whole record: refused, though
+    decode_record reads the record at the front of such a buffer."""
+    record = _encode(Message("T", b"body"))
+    assert check_entry_record(record)[0] == "T"
+    with pytest.raises(RecordError, match="in a payload of"):
+        check_entry_record(record + b"\x00")
+    with pytest.raises(RecordError):
+        check_entry_record(record[:-1])

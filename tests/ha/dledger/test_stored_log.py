@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from ha.dledger import stored_log
 from ha.dledger.log import EntryLog
 from ha.dledger.messages import Entry
 from ha.dledger.state_files import read_hard_state
-from ha.dledger.stored_log import EntryRecordError, StoredLog
+from ha.dledger.stored_log import EntryRecordError, EntryWriteError, StoredLog
 from ha.dledger.stored_storage import StoredDLedgerStorage
 from store import Message, StoreCorruptError
+from store.entry_index import EntryIndex, IndexEntry
 from store.message_id import LookupStatus
 from store.paths import StorePaths
 from store.reads import GetMessageStatus
-from store.record import decode_record
+from store.record import HEADER_SIZE, decode_record
 from tests.ha.dledger.stored import (
     FILE_SIZE_BYTES,
     body,
@@ -99,6 +101,92 @@ def test_encode_has_no_side_effect_until_the_append(tmp_path: Path) -> None:
     third = log.encode(Message("T", b"x"))
     assert isinstance(third, bytes) and decode_record(third).queue_offset == 6
     storage.close()
+
+
+def test_the_leaders_own_encoded_record_is_appended_without_parsing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The very object the last encode() returned is appended without check_entry_record;
+    an equal copy of it (another object) is parsed and checked as any follower's entry."""
+    checked: list[bytes] = []
+    real_check = stored_log.check_entry_record
+
+    def counting_check(payload: bytes) -> tuple[str, int, int, int]:
+        checked.append(payload)
+        return real_check(payload)
+
+    monkeypatch.setattr(stored_log, "check_entry_record", counting_check)
+    storage, log = open_storage(tmp_path)
+    entries = _fill(log, 3)
+    assert checked == []
+    encoded = log.encode(Message("T", b"copied"))
+    assert isinstance(encoded, bytes)
+    copy = bytes(bytearray(encoded))
+    log.append(Entry(log.last_index + 1, 1, copy))
+    assert checked == [copy]
+    assert [log.entry(entry.index) for entry in entries] == entries
+    storage.close()
+
+
+def test_a_different_payload_after_an_encode_is_still_checked(tmp_path: Path) -> None:
+    """After encode(), a payload that is not that very object (here the encoded record with
+    one body byte flipped: same size, same position) is refused, and nothing is written."""
+    storage, log = open_storage(tmp_path)
+    _fill(log, 3)
+    encoded = log.encode(Message("T", b"the body"))
+    assert isinstance(encoded, bytes)
+    damaged = bytearray(encoded)
+    damaged[HEADER_SIZE] ^= 0xFF
+    max_offset = storage.store.max_offset
+    with pytest.raises(EntryRecordError, match="not a valid record: body CRC"):
+        log.append(Entry(log.last_index + 1, 1, bytes(damaged)))
+    assert (storage.store.max_offset, log.last_index) == (max_offset, 4)
+    log.append(Entry(5, 1, encoded))  # the encoded record itself, checked now, goes in
+    assert log.entry(5).payload == encoded
+    storage.close()
+
+
+def test_an_encoded_record_is_refused_once_the_log_moved_past_its_position(
+        tmp_path: Path) -> None:
+    """An encoded record appended after the log's end moved (a truncation between the
+    encode and the append) is refused: its position is checked even when it is not parsed."""
+    storage, log = open_storage(tmp_path)
+    _fill(log, 3)
+    encoded = log.encode(Message("T", b"late"))
+    assert isinstance(encoded, bytes)
+    log.truncate_from(log.last_index)
+    with pytest.raises(EntryRecordError, match="next position"):
+        log.append(Entry(log.last_index + 1, 1, encoded))
+    storage.close()
+
+
+@pytest.mark.parametrize("records_before", [True, False])
+def test_an_entry_the_index_refuses_leaves_no_record_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records_before: bool) -> None:
+    """When the index refuses an entry (a full disk), append raises EntryWriteError and the
+    record it wrote goes again (cut back after the records before it, or the whole commit log
+    when it was the first); the same entry then appends as if nothing had happened."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    follower, follower_log = open_storage(tmp_path / "follower")
+    entries = _fill(leader_log, 3) if records_before else [leader_append(leader_log, 1, None)]
+    entries.append(leader_append(leader_log, 1, Message("T", b"refused once")))
+    for entry in entries[:-1]:
+        follower_log.append(entry)
+    max_offset = follower.store.max_offset
+
+    def refuse(index: EntryIndex, entry: IndexEntry) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(EntryIndex, "append", refuse)
+        with pytest.raises(EntryWriteError, match="CREATE_MAPPED_FILE_FAILED"):
+            follower_log.append(entries[-1])
+    assert (follower.store.max_offset, follower_log.last_index) == (max_offset,
+                                                                     len(entries) - 1)
+    assert follower_log.end_position == leader_log.end_of(len(entries) - 1)
+    follower_log.append(entries[-1])
+    leader.close()
+    follower.close()
+    assert commit_log_files(tmp_path / "leader") == commit_log_files(tmp_path / "follower")
 
 
 def test_encode_refuses_an_invalid_message_with_a_status(tmp_path: Path) -> None:
