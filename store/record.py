@@ -254,6 +254,13 @@ def stamp_offsets(
     OFFSETS.pack_into(buffer, position + QUEUE_OFFSET_POSITION, queue_offset, commit_log_offset)
 
 
+def with_offsets(record: bytes, queue_offset: int, commit_log_offset: int) -> bytes:
+    """A copy of `record` with its two offsets filled in (one copy, no bytearray)."""
+    end = QUEUE_OFFSET_POSITION + OFFSETS.size
+    return record[:QUEUE_OFFSET_POSITION] + OFFSETS.pack(queue_offset, commit_log_offset) \
+        + record[end:]
+
+
 def encode_blank(size_bytes: int) -> bytes:
     """The end-of-file marker: the remaining size and BLANK_MAGIC (readers skip to next file)."""
     assert size_bytes >= END_FILE_MIN_BLANK_LENGTH

@@ -52,6 +52,10 @@ class EntryLog:
         assert entry.term >= self.last_term, (entry.term, self.last_term)
         self._entries.append(entry)
 
+    def append_many(self, entries: tuple[Entry, ...]) -> None:
+        for entry in entries:
+            self.append(entry)
+
     def truncate_from(self, index: int) -> None:
         assert self.base_index < index <= self.last_index
         del self._entries[index - self.base_index - 1:]

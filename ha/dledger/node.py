@@ -511,8 +511,7 @@ class DLedgerNode:
                 self.log.truncate_from(entry.index)
                 self._clamp_durable(entry.index - 1)
                 self._record_write(TruncateFrom(self._next_write_id(), entry.index))
-            for new_entry in entries[position:]:
-                self.log.append(new_entry)
+            self.log.append_many(entries[position:])
             self._record_write(AppendEntries(self._next_write_id(), entries[position:]))
             return
 

@@ -20,13 +20,14 @@ under a new base).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ha.dledger.messages import Entry
 from ha.dledger.recent_entries import RecentEntries
 from ha.dledger.state_files import LogBase, write_log_base
 from store.disk import Disk
-from store.entry_index import EntryIndex, IndexEntry, payload_crc
+from store.entry_index import EntryIndex, IndexEntry, encode_entry, payload_crc
 from store.message_store import MessageStore
 from store.queue_counters import next_queue_offsets
 from store.record import (
@@ -35,7 +36,7 @@ from store.record import (
     RecordError,
     check_entry_record,
     encode_message,
-    stamp_offsets,
+    with_offsets,
 )
 from store.status import AppendRawStatus, PutMessageStatus
 
@@ -207,16 +208,14 @@ class StoredLog:
             return encoded
         if len(encoded) + END_FILE_MIN_BLANK_LENGTH > self._file_size_bytes:
             return PutMessageStatus.MESSAGE_ILLEGAL, f"record of {len(encoded)} bytes is too big"
-        record = bytearray(encoded)
-        position = self._next_position(len(record))
+        position = self._next_position(len(encoded))
         if position < 0:
             # Nothing but no-ops since a reset: a new file past anything readers were shown.
             end = max(store.commit_log.max_offset, store.commit_limit or 0)
             position = end + (-end) % self._file_size_bytes
         key = (message.topic, queue_id)
         queue_offset = self._queue_offsets.get(key, 0)
-        stamp_offsets(record, 0, queue_offset, position)
-        payload = bytes(record)
+        payload = with_offsets(encoded, queue_offset, position)
         self._encoded = (payload, (key, queue_offset, position))
         return payload
 
@@ -226,6 +225,75 @@ class StoredLog:
     # -- changes ---------------------------------------------------------------------------
 
     def append(self, entry: Entry) -> None:
+        payload = entry.payload
+        if payload and self._index.room():
+            self._append_records([(entry, self._place(payload))])
+        else:
+            self._append_alone(entry)
+
+    def append_many(self, entries: Sequence[Entry]) -> None:
+        """Append `entries` in order, as `append` would one by one (a refused entry raises,
+        the ones before it stay). A run of records that lie back to back in one commit-log
+        file, with room for their index entries in the index's last file, goes in with one
+        write to each: a push's entries cost one write, not one per entry."""
+        start = 0
+        while start < len(entries):
+            run = self._record_run(entries, start)
+            if run:
+                self._append_records(run)
+                start += len(run)
+            else:
+                self.append(entries[start])
+                start += 1
+
+    def _record_run(self, entries: Sequence[Entry],
+                    start: int) -> list[tuple[Entry, RecordPlace]]:
+        """The records from `start` on that go in with one write to the commit log and one to
+        the index: checked, each at the end of the one before (the first may start the next
+        file), as many as the index's last file takes. Stops before anything else (a no-op,
+        a record refused, a record that starts a file), which `append` then takes alone."""
+        run: list[tuple[Entry, RecordPlace]] = []
+        end = self._end_position
+        for entry in entries[start:start + self._index.room()]:
+            payload = entry.payload
+            if not payload:
+                break
+            try:
+                place = self._checked_place(payload, end)
+            except EntryRecordError:
+                break
+            position = place[2]
+            if run and position != end:
+                break
+            run.append((entry, place))
+            end = position + len(payload)
+        return run
+
+    def _append_records(self, run: list[tuple[Entry, RecordPlace]]) -> None:
+        """Write a run of checked records (see `_record_run`) and index them. The index's
+        last file has room for them all: nothing can fail once the records are written."""
+        first, (_, _, position) = run[0]
+        assert first.index == self._last_index + 1, (first.index, self._last_index)
+        assert first.term >= self._last_term, (first.term, self._last_term)
+        status = self._store.write_entry_record(position,
+                                                b"".join([entry.payload for entry, _ in run]))
+        if status is not AppendRawStatus.OK:
+            raise EntryWriteError(status, f"entries {first.index} to {run[-1][0].index} at "
+                                  f"offset {position}")
+        encoded: list[bytes] = []
+        for entry, (key, queue_offset, record_position) in run:
+            payload = entry.payload
+            encoded.append(encode_entry(entry.index, entry.term, record_position, len(payload),
+                                        payload_crc(payload)))
+            self._queue_offsets[key] = queue_offset + 1
+            self._recent.append(entry)
+        self._index.append_encoded(first.index, b"".join(encoded))
+        last, (_, _, last_position) = run[-1]
+        self._last_index, self._last_term = last.index, last.term
+        self._end_position = last_position + len(last.payload)
+
+    def _append_alone(self, entry: Entry) -> None:
+        """A no-op, or a record whose index entry needs a new index file (which may fail)."""
         assert entry.index == self._last_index + 1, (entry.index, self._last_index)
         assert entry.term >= self._last_term, (entry.term, self._last_term)
         payload = entry.payload
@@ -258,19 +326,23 @@ class StoredLog:
         return its place. The record the last `encode` built (that very object) is known
         valid, only its position is checked again: the log may have changed since."""
         encoded, self._encoded = self._encoded, None
-        if encoded is not None and encoded[0] is payload:
-            place = encoded[1]
-        else:
-            try:
-                topic, queue_id, queue_offset, position = check_entry_record(payload)
-            except RecordError as error:
-                raise EntryRecordError(f"not a valid record: {error}") from error
-            place = (topic, queue_id), queue_offset, position
-        self._check_position(place[2], len(payload))
-        return place
+        if encoded is None or encoded[0] is not payload:
+            return self._checked_place(payload, self._end_position)
+        self._check_position(encoded[1][2], len(payload), self._end_position)
+        return encoded[1]
 
-    def _check_position(self, position: int, size_bytes: int) -> None:
-        expected = self._next_position(size_bytes)
+    def _checked_place(self, payload: bytes, end_position: int) -> RecordPlace:
+        """The place of `payload`, once it is a whole valid record that goes after a log
+        ending at `end_position`."""
+        try:
+            topic, queue_id, queue_offset, position = check_entry_record(payload)
+        except RecordError as error:
+            raise EntryRecordError(f"not a valid record: {error}") from error
+        self._check_position(position, len(payload), end_position)
+        return (topic, queue_id), queue_offset, position
+
+    def _check_position(self, position: int, size_bytes: int, end_position: int) -> None:
+        expected = next_position(end_position, size_bytes, self._file_size_bytes)
         if expected < 0 and position % self._file_size_bytes != 0:
             raise EntryRecordError(f"record at {position}: the first record after a reset "
                                    "starts a file")

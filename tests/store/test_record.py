@@ -21,6 +21,7 @@ from store.record import (
     encode_message,
     stamp_offsets,
     tags_code,
+    with_offsets,
 )
 from store.status import PutMessageStatus
 
@@ -221,6 +222,17 @@ def test_stamped_offsets_land_at_bytes_20_to_36() -> None:
     assert buffer[30:38] == (5).to_bytes(8, "big")
     assert buffer[38:46] == (1000).to_bytes(8, "big")
     assert buffer[10:30] + buffer[46:] == record[:20] + record[36:]
+
+
+def test_with_offsets_stamps_a_copy_as_stamp_offsets_does() -> None:
+    """with_offsets returns the record with both offsets stamped, as stamp_offsets would
+    stamp them in place, and leaves the record it was given unchanged."""
+    record = _encode(Message("T", b"body", {"TAGS": "t"}))
+    stamped = bytearray(record)
+    stamp_offsets(stamped, 0, 7, 2**40 + 3)
+    assert with_offsets(record, 7, 2**40 + 3) == bytes(stamped)
+    assert decode_record(with_offsets(record, 7, 2**40 + 3)).queue_offset == 7
+    assert record == _encode(Message("T", b"body", {"TAGS": "t"}))
 
 
 def test_msg_id_is_store_host_then_physical_offset_in_hex() -> None:

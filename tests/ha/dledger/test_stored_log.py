@@ -14,14 +14,16 @@ from ha.dledger.messages import Entry
 from ha.dledger.state_files import read_hard_state
 from ha.dledger.stored_log import EntryRecordError, EntryWriteError, StoredLog
 from ha.dledger.stored_storage import StoredDLedgerStorage
-from store import Message, StoreCorruptError
-from store.entry_index import EntryIndex, IndexEntry
+from store import AppendRawStatus, Message, MessageStore, StoreCorruptError
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
 from store.message_id import LookupStatus
 from store.paths import StorePaths
 from store.reads import GetMessageStatus
 from store.record import HEADER_SIZE, decode_record
 from tests.ha.dledger.stored import (
     FILE_SIZE_BYTES,
+    INDEX_ENTRIES_PER_FILE,
     body,
     commit_log_files,
     leader_append,
@@ -63,6 +65,93 @@ def test_follower_commit_log_is_a_byte_copy_of_the_leader(tmp_path: Path) -> Non
     assert leader_log.end_position > 3 * FILE_SIZE_BYTES  # several files
     assert follower_log.last_index == leader_log.last_index == len(entries)
     assert [follower_log.entry(i) for i in range(1, len(entries) + 1)] == entries
+    leader.close()
+    follower.close()
+    assert commit_log_files(tmp_path / "leader") == commit_log_files(tmp_path / "follower")
+
+
+def _index_files(data_dir: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes()
+            for path in sorted(StorePaths(data_dir).dledger_index_dir.iterdir())}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_append_many_writes_the_same_bytes_as_append_one_by_one(
+        tmp_path: Path, seed: int) -> None:
+    """A follower taking the leader's entries in pushes of random sizes (append_many) ends
+    with the same commit-log and index files as one taking them one by one, across file
+    rolls, index files and no-ops of several terms, and reads them back after a restart."""
+    rng = random.Random(seed)
+    leader, leader_log = open_storage(tmp_path / "leader")
+    entries = _fill(leader_log, 100, seed=seed) + _fill(leader_log, 40, seed=seed + 9, term=2)
+    assert leader_log.last_index > 2 * INDEX_ENTRIES_PER_FILE
+    next_place = _place(leader_log.encode(Message("T", b"next", queue_id=1)))
+    one, one_log = open_storage(tmp_path / "one")
+    for entry in entries:
+        one_log.append(entry)
+    many, many_log = open_storage(tmp_path / "many")
+    start = 0
+    while start < len(entries):
+        count = rng.randint(1, 40)
+        many_log.append_many(tuple(entries[start:start + count]))
+        start += count
+    assert (many_log.last_index, many_log.last_term, many_log.end_position) == (
+        one_log.last_index, one_log.last_term, one_log.end_position)
+    for storage in (leader, one, many):
+        storage.close()
+    for name in ("leader", "one"):
+        assert commit_log_files(tmp_path / name) == commit_log_files(tmp_path / "many")
+        assert _index_files(tmp_path / name) == _index_files(tmp_path / "many")
+    many, many_log = open_storage(tmp_path / "many")
+    assert [many_log.entry(i) for i in range(1, len(entries) + 1)] == entries
+    assert _place(many_log.encode(Message("T", b"next", queue_id=1))) == next_place
+    many.close()
+
+
+def _place(encoded: bytes | tuple[object, str]) -> tuple[int, int]:
+    """The queue offset and position an encoded record was given."""
+    assert isinstance(encoded, bytes), encoded
+    record = decode_record(encoded)
+    return record.queue_offset, record.commit_log_offset
+
+
+def test_append_many_writes_a_push_of_records_with_one_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push of records that lie back to back in one commit-log file costs one commit-log
+    write (and a record that starts the next file starts a new write)."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    entries = [leader_append(leader_log, 1, None)]
+    entries += [leader_append(leader_log, 1, Message("T", body(n, 100))) for n in range(16)]
+    follower, follower_log = open_storage(tmp_path / "follower")
+    writes: list[int] = []
+    real_write = MessageStore.write_entry_record
+
+    def counting_write(store: MessageStore, position: int, record: bytes) -> AppendRawStatus:
+        writes.append(len(record))
+        return real_write(store, position, record)
+
+    monkeypatch.setattr(MessageStore, "write_entry_record", counting_write)
+    follower_log.append_many(tuple(entries))
+    assert writes == [sum(len(entry.payload) for entry in entries)]
+    assert [follower_log.entry(i) for i in range(1, 18)] == entries
+    leader.close()
+    follower.close()
+
+
+def test_append_many_keeps_the_entries_before_a_refused_one(tmp_path: Path) -> None:
+    """In a push whose fourth record is damaged, append_many appends the three before it
+    (as append one by one would), then raises EntryRecordError with nothing of the rest."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    entries = _fill(leader_log, 6)
+    damaged = bytearray(entries[4].payload)
+    damaged[HEADER_SIZE] ^= 0xFF
+    push = (*entries[:4], Entry(5, 1, bytes(damaged)), *entries[5:])
+    follower, follower_log = open_storage(tmp_path / "follower")
+    with pytest.raises(EntryRecordError, match="body CRC"):
+        follower_log.append_many(push)
+    assert follower_log.last_index == 4
+    assert follower.store.max_offset == follower_log.end_position == leader_log.end_of(4)
+    follower_log.append_many(tuple(entries[4:]))
     leader.close()
     follower.close()
     assert commit_log_files(tmp_path / "leader") == commit_log_files(tmp_path / "follower")
@@ -162,24 +251,32 @@ def test_an_encoded_record_is_refused_once_the_log_moved_past_its_position(
 @pytest.mark.parametrize("records_before", [True, False])
 def test_an_entry_the_index_refuses_leaves_no_record_behind(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records_before: bool) -> None:
-    """When the index refuses an entry (a full disk), append raises EntryWriteError and the
-    record it wrote goes again (cut back after the records before it, or the whole commit log
-    when it was the first); the same entry then appends as if nothing had happened."""
+    """When the index cannot create the file an entry's slot starts (a full disk), append
+    raises EntryWriteError and the record it wrote goes again (cut back after the records
+    before it, or the whole commit log when it was the first); the same entry then appends
+    as if nothing had happened."""
     leader, leader_log = open_storage(tmp_path / "leader")
     follower, follower_log = open_storage(tmp_path / "follower")
-    entries = _fill(leader_log, 3) if records_before else [leader_append(leader_log, 1, None)]
+    before = INDEX_ENTRIES_PER_FILE - 2  # then the refused entry takes the next file's slot 0
+    if records_before:
+        entries = _fill(leader_log, before)
+    else:
+        entries = [leader_append(leader_log, 1, None) for _ in range(before + 1)]
     entries.append(leader_append(leader_log, 1, Message("T", b"refused once")))
-    for entry in entries[:-1]:
-        follower_log.append(entry)
+    follower_log.append_many(tuple(entries[:-1]))
     max_offset = follower.store.max_offset
+    real_writable_file = MappedFileQueue.writable_file
+    index_dir = StorePaths(tmp_path / "follower").dledger_index_dir
 
-    def refuse(index: EntryIndex, entry: IndexEntry) -> None:
-        raise OSError(28, "No space left on device")
+    def refuse_index_files(files: MappedFileQueue, start_if_empty: int = 0) -> MappedFile:
+        if files.directory == index_dir:
+            raise OSError(28, "No space left on device")
+        return real_writable_file(files, start_if_empty)
 
     with monkeypatch.context() as patched:
-        patched.setattr(EntryIndex, "append", refuse)
+        patched.setattr(MappedFileQueue, "writable_file", refuse_index_files)
         with pytest.raises(EntryWriteError, match="CREATE_MAPPED_FILE_FAILED"):
-            follower_log.append(entries[-1])
+            follower_log.append_many((entries[-1],))
     assert (follower.store.max_offset, follower_log.last_index) == (max_offset,
                                                                      len(entries) - 1)
     assert follower_log.end_position == leader_log.end_of(len(entries) - 1)
