@@ -81,6 +81,9 @@ class StoredLog:
         self._base_path = base_path
         self._disk = disk
         self._file_size_bytes = store.config.mapped_file_size_bytes
+        # Read once, as CommitLog does: the config computes the host field on every access.
+        self._store_host = store.config.store_host_bytes
+        self._message_size_max_bytes = store.config.message_size_max_bytes
         self._last_index = last.index if last is not None else base.index
         self._last_term = last.term if last is not None else base.term
         self._end_position = last.end_position if last is not None else base.end_position
@@ -201,9 +204,8 @@ class StoredLog:
         queue_id = store.commit_log.choose_queue(message)
         if queue_id < 0:
             return PutMessageStatus.MESSAGE_ILLEGAL, f"queue_id {message.queue_id} is invalid"
-        config = store.config
         encoded = encode_message(message, queue_id, time.time_ns() // 1_000_000,
-                                 config.store_host_bytes, config.message_size_max_bytes)
+                                 self._store_host, self._message_size_max_bytes)
         if isinstance(encoded, tuple):
             return encoded
         if len(encoded) + END_FILE_MIN_BLANK_LENGTH > self._file_size_bytes:
