@@ -256,7 +256,11 @@ class StoredLog:
         a record refused, a record that starts a file), which `append` then takes alone."""
         run: list[tuple[Entry, RecordPlace]] = []
         end = self._end_position
+        index, term = self._last_index, self._last_term
         for entry in entries[start:start + self._index.room()]:
+            # What `append` asserts of each entry, before anything of the run is written.
+            assert entry.index == index + 1 and entry.term >= term, (entry, index, term)
+            index, term = entry.index, entry.term
             payload = entry.payload
             if not payload:
                 break

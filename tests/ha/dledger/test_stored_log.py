@@ -138,6 +138,20 @@ def test_append_many_writes_a_push_of_records_with_one_write(
     follower.close()
 
 
+def test_append_many_asserts_each_index_before_writing_anything(tmp_path: Path) -> None:
+    """A push with a gap in its indexes (a bug upstream) fails the assertion `append` makes of
+    each entry, before any record of the push is written."""
+    leader, leader_log = open_storage(tmp_path / "leader")
+    entries = _fill(leader_log, 4)
+    follower, follower_log = open_storage(tmp_path / "follower")
+    follower_log.append(entries[0])
+    with pytest.raises(AssertionError):
+        follower_log.append_many((entries[1], entries[3]))
+    assert (follower.store.max_offset, follower_log.last_index) == (0, 1)
+    leader.close()
+    follower.close()
+
+
 def test_append_many_keeps_the_entries_before_a_refused_one(tmp_path: Path) -> None:
     """In a push whose fourth record is damaged, append_many appends the three before it
     (as append one by one would), then raises EntryRecordError with nothing of the rest."""
