@@ -275,12 +275,17 @@ class PeerTransport:
             self.poll(_OWN_POLL_S)
 
     def _drain_wake(self) -> None:
-        self._wake_pending = False
+        """Drain first, clear the flag second: cleared first, a wake written meanwhile could be
+        drained with the rest and leave the flag set with no byte behind it, and every later
+        wake would be skipped (the host then ran only on socket events and ticks). Cleared
+        after, a waker that saw the flag set had queued its work before: the round that
+        follows this poll sees it."""
         try:
             while self._wake_reader.recv(4096):
                 pass
         except OSError:
             pass  # BlockingIOError: drained
+        self._wake_pending = False
 
     def _adopt_handed_over(self) -> None:
         while True:

@@ -4,6 +4,7 @@ close one connection only, and its bounds."""
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import threading
 import time
@@ -362,3 +363,45 @@ def test_a_peer_that_writes_on_a_send_only_connection_loses_the_link() -> None:
         wait_until(lambda: "on a send-only connection" in link.last_error, WAIT_S)
     finally:
         peer.stop()
+
+
+def test_a_wake_written_while_the_wake_socket_drains_is_not_lost() -> None:
+    """A wake that lands while the I/O thread drains the wake socket must not leave the
+    'wake pending' flag set with no byte behind it: every later wake would be skipped and the
+    host would run only on socket events and ticks (a seen regression: 50 ms produces)."""
+    listener = bound_listener()
+    absent = bound_listener()  # n1's port, never listening: the link dials and backs off
+    peers = (Peer("n0", "127.0.0.1", listener.getsockname()[1]),
+             Peer("n1", "127.0.0.1", absent.getsockname()[1]))
+    transport = PeerTransport(TransportConfig("g0", "n0", peers, None,
+                                              allow_unauthenticated=True),
+                              listener, Inbox())
+    transport.start(poll_thread=False)  # this test's thread polls
+    wake_reader = transport._wake_reader
+
+    def wake_from_another_thread() -> None:
+        thread = threading.Thread(target=transport.wake)
+        thread.start()
+        thread.join()
+
+    class DrainSeam:
+        """The wake socket, whose first recv lets another thread wake right then."""
+
+        woken = False
+
+        def recv(self, size: int) -> bytes:
+            if not self.woken:
+                self.woken = True
+                wake_from_another_thread()
+            return wake_reader.recv(size)
+
+    try:
+        transport.wake()  # before any poll, from this thread: a byte is written
+        transport._wake_reader = DrainSeam()  # type: ignore[assignment]
+        transport.poll(0)  # drains, with the other thread's wake in the middle
+        wake_from_another_thread()
+        assert select.select([wake_reader], [], [], 0)[0], "the wake was skipped"
+    finally:
+        transport._wake_reader = wake_reader
+        transport.stop()
+        absent.close()
