@@ -190,7 +190,7 @@ def _report_rows(base: Path, count: int, with_cluster: bool) -> None:
     # Two roots: the first N messages, and all 2N (the half is a range of the same log).
     half_to = _offset_after(base / "data", count)
     export_snapshot(ExportRequest(base / "data", base / "half", range_to=half_to))
-    shutil.move(base / "serial", base / "all")
+    shutil.move(base / "serial-0", base / "all")  # the whole log, from the export rounds
     header("Spark report, N and 2N messages")
     local = _report_times("local[1]", base)
     row(f"report local[1], N = {count:,} (baseline)", local[0] * 1000, "ms")
