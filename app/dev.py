@@ -66,6 +66,7 @@ class Child:
     def __init__(self, name: str, arguments: list[str], environment: dict[str, str],
                  pass_fds: tuple[int, ...] = ()) -> None:
         self.name = name
+        self._terminated = False
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", *arguments], env=environment,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -80,10 +81,16 @@ class Child:
             sys.stdout.write(f"[{self.name}] {line}")
             sys.stdout.flush()
 
+    def terminate(self) -> None:
+        """SIGTERM once, without waiting (`stop` waits): a second one would cut the child's
+        graceful shutdown short."""
+        if not self._terminated and self.process.poll() is None:
+            self._terminated = True
+            self.process.send_signal(signal.SIGTERM)
+
     def stop(self) -> int:
         """SIGTERM, a bounded wait, then SIGKILL; returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        self.terminate()
         try:
             code = self.process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -227,6 +234,10 @@ def supervise(start: Starter, environment_extra: dict[str, str], what: str) -> i
             print("twinlog dev: the brokers did not become ready; stopping", flush=True)
     finally:
         print(f"twinlog dev: stopping {what}", flush=True)
+        # All at once: stopped one after another, a member still running would wait on a
+        # request to one already gone (a DLedger follower's metadata sync: up to its timeout).
+        for child in children:
+            child.terminate()
         codes = [child.stop() for child in children]
         for sig, handler in previous.items():
             signal.signal(sig, handler)
