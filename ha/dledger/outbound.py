@@ -226,11 +226,17 @@ class OutboundLink:
         return sock, tagger
 
 
-def close_socket(sock: socket.socket | None) -> None:
-    if sock is None:
-        return
+def shutdown_socket(sock: socket.socket) -> None:
+    """End both directions without releasing the descriptor: the thread that owns the socket
+    sees the end and closes it (another thread must not close a socket it may be using)."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+def close_socket(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
+    shutdown_socket(sock)
     sock.close()

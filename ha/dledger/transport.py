@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from ha.dledger.handshake import Identity, accept
 from ha.dledger.messages import Message
-from ha.dledger.outbound import OutboundLink, close_socket
+from ha.dledger.outbound import OutboundLink, close_socket, shutdown_socket
 from ha.dledger.peers import Peer
 from ha.dledger.wire import FrameReader, WireError, decode_message
 from ha.protocol import ProtocolError
@@ -379,7 +379,7 @@ class PeerTransport:
                 if len(self._handshaking) >= self.config.handshakes_max:
                     oldest = self._handshaking.popleft()
                     self.evicted_count += 1
-                    _shutdown(oldest.sock)  # its handshake thread ends and closes it
+                    shutdown_socket(oldest.sock)  # its handshake thread ends and closes it
                 self._handshaking.append(connection)
                 self._threads = [t for t in self._threads if t.is_alive()]
                 self._threads.append(connection.thread)
@@ -393,7 +393,7 @@ class PeerTransport:
             older = self._inbound.get(connection.peer_id)
             self._inbound[connection.peer_id] = connection
         if older is not None:
-            _shutdown(older.sock)  # its owner sees the end and closes it
+            shutdown_socket(older.sock)  # its owner sees the end and closes it
         log.info("dledger: %s connected from %s", connection.peer_id, connection.address)
         return True
 
@@ -410,10 +410,3 @@ class PeerTransport:
             if self._inbound.get(connection.peer_id) is connection:
                 del self._inbound[connection.peer_id]
         close_socket(connection.sock)
-
-
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
