@@ -88,5 +88,6 @@ def build_server(app: FastAPI, settings: Settings, budget: FdBudget,
         ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
     log.info("%s (http_connections_max %d)", budget.describe(), settings.http_connections_max)
     server = TwinlogServer(config, app, port_file)
+    app.state.gateway.metrics.http_connections_open = lambda: len(server.server_state.connections)
     server.accepts_eagerly = settings.http_eager_accept
     return server

@@ -58,6 +58,9 @@ class Metrics:
         self.puts: Counter[str] = Counter()
         self.request_bytes_total = 0
         self.http_refusals = RefusalCounts()
+        # Set by the server that serves this app (app/http_server.py); 0 without one (tests
+        # that drive the app in-process).
+        self.http_connections_open: Callable[[], int] = lambda: 0
         self.consume = ConsumeStats()
         self.registry.register(_BrokerCollector(self, broker))
         self.registry.register(UsageCollector(broker, self.consume))
@@ -96,6 +99,9 @@ class _BrokerCollector(Collector):
         for reason, count in asdict(self._metrics.http_refusals).items():
             refused.add_metric([reason], count)
         yield refused
+        yield GaugeMetricFamily("twinlog_http_connections_open",
+                                "HTTP connections open now (the one scraping included)",
+                                value=self._metrics.http_connections_open())
         broker = self._broker()
         if broker is None or not broker.is_running:
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import subprocess
 import sys
 import threading
@@ -213,24 +214,47 @@ def test_idle_keep_alive_connection_is_closed(broker: BrokerProcess,
     assert client.closed_within(CUT_WITHIN_S)
 
 
+def _metric_once(broker: BrokerProcess, name: str) -> float:
+    """One sample read over a connection of its own that the server closes (Connection: close):
+    when the answer has been read whole, the server has already forgotten the connection."""
+    client = RawClient(broker.http_port)
+    try:
+        client.send(request_head("GET", "/metrics", {"connection": "close"}))
+        answer = client.read_answer(timeout_s=5)
+        assert answer.status == 200, answer
+        assert client.closed_within(5)
+    finally:
+        client.close()
+    for line in answer.body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
 def test_connection_cap_refuses_past_it_and_recovers(launch_own: Launcher) -> None:
-    """With http_connections_max 8, a ninth connection gets 503 with Retry-After and a close;
-    once the holders go, new connections are served again."""
+    """With http_connections_max 8, of nine connections opened together exactly one gets 503
+    with Retry-After and a close (which one depends on which accept path took it first); the
+    other eight stay open. Once the holders go, new connections are served again."""
     broker = launch_own("capped", "ASYNC_MASTER", http_connections_max=8,
                         http_header_timeout_s=60)
     broker.client.close()  # its keep-alive connection would hold a slot
-    holders = [RawClient(broker.http_port) for _ in range(8)]
+    # The close reaches the server asynchronously: start once only the probe itself is open.
+    wait_for(lambda: _metric_once(broker, "twinlog_http_connections_open") == 1, 10,
+             "the launcher's connection forgotten by the server")
+    opened = [RawClient(broker.http_port) for _ in range(9)]
     try:
-        extra = RawClient(broker.http_port)
-        answer = extra.read_answer(timeout_s=5)
+        readable, _, _ = select.select([client.sock for client in opened], [], [], 5)
+        assert len(readable) >= 1, "no connection refused within 5 s"
+        refused = [client for client in opened if client.sock in readable]
+        assert len(refused) == 1, f"{len(refused)} connections answered, not 1"
+        answer = refused[0].read_answer(timeout_s=5)
         assert answer.status == 503
         assert answer.headers["retry-after"] == "1"
         assert json.loads(answer.body)["error_code"] == "TOO_MANY_CONNECTIONS"
-        assert extra.closed_within(5)
-        extra.close()
+        assert refused[0].closed_within(5)
     finally:
-        for holder in holders:
-            holder.close()
+        for client in opened:
+            client.close()
 
     def served() -> bool:
         client = RawClient(broker.http_port)
@@ -241,6 +265,8 @@ def test_connection_cap_refuses_past_it_and_recovers(launch_own: Launcher) -> No
             client.close()
 
     wait_for(served, 10, "a new connection served after the holders left")
+    refused_total = 'twinlog_http_connections_cut_total{reason="connections_refused"}'
+    assert _metric_once(broker, refused_total) == 1
 
 
 def test_serve_refuses_a_descriptor_limit_that_starves_the_store(tmp_path: Path) -> None:
