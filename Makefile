@@ -32,8 +32,9 @@ lint: setup
 types: setup
 	$(BIN)/mypy store ha jobs app
 
+# Two workers, one test file at a time each (tests/conftest.py puts the longest files first).
 unit: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 test: lint types unit
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from app.port_file import read_port_file
-from tests.support.processes import terminate, wait_for
+from tests.support.processes import terminate, terminate_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
@@ -165,9 +165,12 @@ def _launching(root: Path) -> Iterator[Launcher]:
     try:
         yield start
     finally:
-        for broker in reversed(started):
-            broker.stop()
-            broker.client.close()
+        try:
+            terminate_all([(broker.process, broker.name, broker.log)
+                           for broker in reversed(started)])
+        finally:
+            for broker in started:
+                broker.client.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ test and passed as descriptors (tests/support/dledger_group.py)."""
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.dledger_group import DLedgerGroup, Member, wait_for
+from tests.support.processes import pause, resume
 
 
 @pytest.fixture(scope="module")
@@ -153,11 +153,11 @@ def test_reads_stop_at_the_committed_position(tmp_path: Path) -> None:
         followers = _followers(group, leader)
         for follower in followers:
             assert follower.process is not None
-            follower.process.send_signal(signal.SIGSTOP)
+            pause(follower.process.pid)
         try:
             answer = leader.client.post("/v1/topics/Held/messages",
                                         json={"body": "held", "keys": ["held-key"]})
-            assert answer.status_code == 202, answer.text
+            assert answer.status_code == 202, (answer.text, leader.dledger())
             assert answer.json()["status"] == "COMMIT_INDETERMINATE"
             # Nor by its id or its key: every read stops at the committed position.
             by_id = leader.client.get(f"/v1/messages/{answer.json()['msg_id']}")
@@ -178,7 +178,7 @@ def test_reads_stop_at_the_committed_position(tmp_path: Path) -> None:
         finally:
             for follower in followers:
                 assert follower.process is not None
-                follower.process.send_signal(signal.SIGCONT)
+                resume(follower.process.pid)
     finally:
         group.stop_all()
 

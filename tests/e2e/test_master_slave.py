@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import BrokerProcess, Launcher, caught_up, master_diff, wait_for
+from tests.support.processes import pause
 
 Pair = tuple[BrokerProcess, BrokerProcess]
 
@@ -153,7 +154,7 @@ def test_paused_slave_makes_puts_time_out(own_pair: Pair) -> None:
     FLUSH_SLAVE_TIMEOUT after slave_timeout_ms; once resumed, it catches up."""
     master, slave = own_pair
     assert slave.process is not None
-    slave.process.send_signal(signal.SIGSTOP)
+    pause(slave.process.pid)
     try:
         response = master.client.post(_topic_url("E2EPaused"), json={"body": "while paused"})
         assert response.status_code == 202, response.text

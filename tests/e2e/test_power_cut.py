@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.conftest import FAST_SETTINGS, BrokerProcess, wait_for
 from tests.support.power import DurableImage, replay
+from tests.support.processes import pause
 
 TOPIC = "Power"
 QUEUES = 4
@@ -104,12 +105,8 @@ def _kill_with_unsynced_log(broker: BrokerProcess, journal: Path) -> None:
     assert broker.process is not None
     pid = broker.process.pid
 
-    def stopped() -> bool:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-
     def frozen_with_unsynced_log() -> bool:
-        os.kill(pid, signal.SIGSTOP)
-        wait_for(stopped, 10, "the broker stopped")
+        pause(pid)
         image = DurableImage()
         replay(journal, image)
         if image.unsynced_page_count((broker.data_dir / "commitlog").iterdir()):

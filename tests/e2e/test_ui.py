@@ -28,6 +28,7 @@ import pytest
 
 from tests.e2e.conftest import ROOT, wait_for
 from tests.support.dledger_group import DLedgerGroup, Member
+from tests.support.processes import pause, resume
 
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -170,7 +171,7 @@ def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> N
                  and len(dashboard.state()["history"]) == 1, what="the page polling")
         assert page.text_content("#role") == "SYNC_MASTER"
 
-        os.kill(dev_pair.slave_pid, signal.SIGSTOP)
+        pause(dev_pair.slave_pid)
         try:
             statuses = _burst(dev_pair.master_url, "UiBurst")
             assert set(statuses) <= {201, 202, 503}, statuses
@@ -201,7 +202,10 @@ def dledger_group(tmp_path: Path) -> Iterator[DLedgerGroup]:
 
 def _pause(member: Member, paused: bool) -> None:
     assert member.process is not None
-    member.process.send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+    if paused:
+        pause(member.process.pid)
+    else:
+        resume(member.process.pid)
 
 
 def test_dashboard_charts_a_paused_peer_lag_in_dledger_mode(dledger_group: DLedgerGroup) -> None:

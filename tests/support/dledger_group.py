@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.processes import terminate, wait_for
+from tests.support.processes import terminate, terminate_all, wait_for
 
 __all__ = ["DLedgerGroup", "Member", "wait_for"]
 
@@ -202,15 +202,11 @@ class DLedgerGroup:
 
     def stop_all(self) -> None:
         """Stop every member, then close this process's sockets and clients."""
-        errors = []
-        for node_id in self.members:
-            try:
-                self.stop(node_id)
-            except AssertionError as error:
-                errors.append(error)
-        for member in self.members.values():
-            member.client.close()
-            member.http_socket.close()
-            member.dledger_socket.close()
-        if errors:
-            raise errors[0]
+        try:
+            terminate_all([(member.process, node_id, member.log)
+                           for node_id, member in self.members.items()])
+        finally:
+            for member in self.members.values():
+                member.client.close()
+                member.http_socket.close()
+                member.dledger_socket.close()
