@@ -47,8 +47,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
+
+from ha.dledger.append_future import AppendFuture
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -225,7 +226,7 @@ def _drive(leader: DLedgerServer, duration_s: float,
     failures: list[AppendStatus] = []
     lock = threading.Lock()
 
-    def finished(started: float, future: Future[AppendResult]) -> None:
+    def finished(started: float, future: AppendFuture[AppendResult]) -> None:
         with lock:
             latencies_ms.append((time.perf_counter() - started) * 1000)
             if future.result().status is not AppendStatus.OK:

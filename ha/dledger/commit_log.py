@@ -11,6 +11,7 @@ returns a `DLedgerPut` whose future completes on the host thread.
 from __future__ import annotations
 
 import socket
+import struct
 from collections import Counter
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ha.dledger.actions import TransferStatus
+from ha.dledger.append_future import AppendFuture
 from ha.dledger.host import AppendResult, HostState
 from ha.dledger.host_config import HostConfig
 from ha.dledger.host_status import HostStatus
@@ -27,11 +29,15 @@ from ha.dledger.stored_storage import StoredDLedgerStorage
 from ha.dledger.transport import TransportConfig
 from store.completion import await_decision
 from store.message_store import MessageStore
-from store.record import Message, decode_head
+from store.record import Message
 from store.status import PutMessageResult, PutMessageStatus
 
 # A record holds its body plus the topic and at most 32 KiB of properties and a fixed header.
 _RECORD_OVERHEAD_BYTES_MAX = 64 * 1024
+# Where a record lies, from the start of its header (store/record.py's HEADER): TOTALSIZE,
+# (MAGIC, BODYCRC), QUEUEID, (FLAG), QUEUEOFFSET, PHYSICALOFFSET. Read from a record the leader
+# encoded itself, so unchecked: a put's answer needs these four fields, not the whole head.
+_PLACE = struct.Struct(">i8xi4xqq")
 
 
 class RecordRefused(Exception):  # noqa: N818 (a refusal carried through the future)
@@ -61,10 +67,10 @@ class PutCounts:
 class DLedgerPut:
     """One put in flight: `future` completes on the host thread; then `outcome()`."""
 
-    future: Future[AppendResult]
     store_host: bytes
     counts: PutCounts
     record: bytes | None = field(default=None)  # set by the encode, on the host thread
+    future: AppendFuture[AppendResult] = field(init=False)  # host.append's, set by put()
     _outcome: tuple[PutMessageResult, PutMessageStatus] | None = None
 
     def __await__(self) -> Generator[Any, None, tuple[PutMessageResult, PutMessageStatus]]:
@@ -96,10 +102,9 @@ class DLedgerPut:
         status, detail = put_status_of(self.future.result().status)
         if not status.is_stored or self.record is None:
             return PutMessageResult(status, detail=detail), status
-        head = decode_head(self.record)
-        return PutMessageResult(status, head.queue_id, head.queue_offset,
-                                head.commit_log_offset, head.total_size, self.store_host,
-                                detail), status
+        total_size, queue_id, queue_offset, commit_log_offset = _PLACE.unpack_from(self.record)
+        return PutMessageResult(status, queue_id, queue_offset, commit_log_offset, total_size,
+                                self.store_host, detail), status
 
 
 class DLedgerCommitLog:
@@ -147,7 +152,7 @@ class DLedgerCommitLog:
         return self.leading_term() is not None
 
     def put(self, message: Message) -> DLedgerPut:
-        put = DLedgerPut(Future(), self._store_host, self.put_counts)
+        put = DLedgerPut(self._store_host, self.put_counts)
         storage = self.storage
 
         def encode() -> bytes:  # on the host thread, only while the log is open

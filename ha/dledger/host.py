@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import enum
 import logging
-import queue
 import random
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -50,6 +50,7 @@ from ha.dledger.actions import (
     Send,
     TransferStatus,
 )
+from ha.dledger.append_future import AppendFuture
 from ha.dledger.config import DLedgerConfig
 from ha.dledger.host_config import HostConfig
 from ha.dledger.host_status import HostStatus, PeerSample, Snapshot
@@ -76,7 +77,7 @@ class AppendResult:
 class _Append:
     request_id: int
     encode: Callable[[], bytes]
-    future: Future[AppendResult]
+    future: AppendFuture[AppendResult]
 
 
 @dataclass(slots=True)
@@ -118,10 +119,12 @@ class DLedgerHost(ServiceThread):
         self._send = send
         self._clock_ms = clock_ms
         self._rng = rng or random.Random()
-        self._inbox: queue.Queue[_Event] = queue.Queue(config.inbox_max)
-        self._lock = threading.Lock()  # state, futures and request ids
+        # Bounded by inbox_max, checked under _lock (a deque: no Condition per event as a
+        # queue.Queue has; only the host thread takes events out).
+        self._inbox: deque[_Event] = deque()
+        self._lock = threading.Lock()  # state, inbox bound, futures and request ids
         self.state = HostState.NEW
-        self._futures: dict[int, Future[AppendResult]] = {}
+        self._futures: dict[int, AppendFuture[AppendResult]] = {}
         self._in_node: set[int] = set()  # request ids handed to the node (host thread)
         self._transfer: Future[TransferStatus] | None = None  # the one the node runs
         self._next_request_id = 1
@@ -185,8 +188,8 @@ class DLedgerHost(ServiceThread):
                 return
             self.state = HostState.STOPPED
         super().stop()
-        stranded = list(self._inbox.queue)
-        with self._lock:
+        with self._lock:  # a transport thread may still add a peer message
+            stranded = list(self._inbox)
             futures, self._futures = self._futures, {}
         for request_id, future in futures.items():
             status = (AppendStatus.LEADERSHIP_LOST if request_id in self._in_node
@@ -209,29 +212,27 @@ class DLedgerHost(ServiceThread):
 
     def receive(self, message: Message) -> None:
         """A message from a peer (the transport's callback); dropped when the inbox is full."""
-        try:
-            self._inbox.put_nowait(message)
-        except queue.Full:
-            self.inbox_dropped_count += 1
-            return
+        with self._lock:
+            if len(self._inbox) >= self.config.inbox_max:
+                self.inbox_dropped_count += 1
+                return
+            self._inbox.append(message)
         self.wake()
 
-    def append(self, encode: Callable[[], bytes]) -> Future[AppendResult]:
+    def append(self, encode: Callable[[], bytes]) -> AppendFuture[AppendResult]:
         """A client append. `encode()` runs on the host thread right before the node appends
         the entry (never when this member is not the leader); the future completes on the host
         thread with the node's AppendStatus."""
-        future: Future[AppendResult] = Future()
+        future: AppendFuture[AppendResult] = AppendFuture()
         with self._lock:
             if self.state is not HostState.RUNNING:
                 return _resolved(future, AppendStatus.NOT_LEADER)
-            if len(self._futures) >= self.config.pending_appends_max:
+            if len(self._futures) >= self.config.pending_appends_max \
+                    or len(self._inbox) >= self.config.inbox_max:
                 return _resolved(future, AppendStatus.LEADER_PENDING_FULL)
             request_id = self._next_request_id
             self._next_request_id += 1
-            try:
-                self._inbox.put_nowait(_Append(request_id, encode, future))
-            except queue.Full:
-                return _resolved(future, AppendStatus.LEADER_PENDING_FULL)
+            self._inbox.append(_Append(request_id, encode, future))
             self._futures[request_id] = future
         self.wake()
         return future
@@ -244,11 +245,10 @@ class DLedgerHost(ServiceThread):
             if self.state is not HostState.RUNNING:
                 future.set_result(TransferStatus.NOT_LEADER)
                 return future
-            try:
-                self._inbox.put_nowait(_Transfer(target_id, future))
-            except queue.Full:
+            if len(self._inbox) >= self.config.inbox_max:
                 future.set_result(TransferStatus.IN_PROGRESS)
                 return future
+            self._inbox.append(_Transfer(target_id, future))
         self.wake()
         return future
 
@@ -270,10 +270,11 @@ class DLedgerHost(ServiceThread):
     def run_once(self) -> float:
         node = self._node
         assert node is not None
+        inbox = self._inbox
         for _ in range(self.config.round_events_max):
             try:
-                event = self._inbox.get_nowait()
-            except queue.Empty:
+                event = inbox.popleft()
+            except IndexError:
                 break
             self._run(self._handle(node, event))
         if self._appended:
@@ -282,7 +283,7 @@ class DLedgerHost(ServiceThread):
         self._run_due_ticks(node)
         self._group_commit(node)
         self._publish()
-        if not self._inbox.empty():
+        if inbox:
             return 0.0
         return max(0.0, self._next_tick_ms - self._clock_ms()) / 1000
 
@@ -418,11 +419,11 @@ def _lag_bytes(node: DLedgerNode, peer_id: str) -> int | None:
     return end - match_end
 
 
-def _resolved(future: Future[AppendResult], status: AppendStatus) -> Future[AppendResult]:
+def _resolved(future: AppendFuture[AppendResult],
+              status: AppendStatus) -> AppendFuture[AppendResult]:
     future.set_result(AppendResult(status, 0, 0))
     return future
 
 
-def _resolve(future: Future[AppendResult], result: AppendResult) -> None:
-    if not future.done():
-        future.set_result(result)
+def _resolve(future: AppendFuture[AppendResult], result: AppendResult) -> None:
+    future.set_result(result)  # a no-op when already decided

@@ -4,8 +4,8 @@ own in-memory storage, stopped and restarted by hand."""
 from __future__ import annotations
 
 import random
-from concurrent.futures import Future
 
+from ha.dledger.append_future import AppendFuture
 from ha.dledger.host import AppendResult
 from ha.dledger.host_config import HostConfig
 from ha.dledger.member import Role
@@ -83,7 +83,7 @@ class Cluster:
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             leader = self.wait_leader()
-            future: Future[AppendResult] = self.servers[leader].host.append(lambda: payload)
+            future: AppendFuture[AppendResult] = self.servers[leader].host.append(lambda: payload)
             result = future.result(WAIT_S)
             if result.status.name == "OK":
                 return result

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 import threading
-from concurrent.futures import Future
 
 import pytest
 
 from ha.dledger.actions import AppendStatus, TransferStatus
+from ha.dledger.append_future import AppendFuture
 from ha.dledger.host import AppendResult, DLedgerHost, HostState
 from ha.dledger.host_config import HostConfig
 from ha.dledger.member import Role
@@ -181,7 +181,7 @@ def test_full_inbox_drops_peer_messages_and_refuses_appends() -> None:
     for _ in range(3):
         rig.host.receive(VoteResponse("n1", 0, False, True))
     assert rig.host.status().inbox_dropped_count == 1
-    future: Future[AppendResult] = rig.host.append(lambda: b"x")
+    future: AppendFuture[AppendResult] = rig.host.append(lambda: b"x")
     assert future.result(0).status is AppendStatus.LEADER_PENDING_FULL
 
 

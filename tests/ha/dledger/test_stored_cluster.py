@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from ha.dledger.actions import AppendStatus
+from ha.dledger.append_future import AppendFuture
 from ha.dledger.host import AppendResult
 from ha.dledger.stored_log import StoredLog
 from ha.dledger.stored_storage import StoredDLedgerStorage
@@ -37,7 +37,7 @@ class StoredCluster(Cluster):
         while time.monotonic() < deadline:
             leader = self.wait_leader()
             log = self.stored[leader].log
-            future: Future[AppendResult] = self.servers[leader].host.append(
+            future: AppendFuture[AppendResult] = self.servers[leader].host.append(
                 lambda log=log: _encoded(log, message))
             result = future.result(WAIT_S)
             if result.status is AppendStatus.OK:
