@@ -32,9 +32,10 @@ lint: setup
 types: setup
 	$(BIN)/mypy store ha jobs app
 
-# Two workers, one test file at a time each (tests/conftest.py puts the longest files first).
+# Two workers, one test file at a time each, in collection order (tests/conftest.py puts the
+# longest files first; without --no-loadscope-reorder xdist would start with the biggest files).
 unit: setup
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test: lint types unit
 
