@@ -38,6 +38,7 @@ import functools
 import os
 import pstats
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -47,9 +48,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-from ha.dledger.append_future import AppendFuture
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -80,6 +80,7 @@ from ha.dledger import (  # noqa: E402
     TransportConfig,
 )
 from ha.dledger.actions import Action, Write  # noqa: E402
+from ha.dledger.append_future import AppendFuture  # noqa: E402
 from ha.dledger.commit_log import DLedgerCommitLog  # noqa: E402
 from ha.dledger.host import DLedgerHost  # noqa: E402
 from ha.dledger.peers import format_peers  # noqa: E402
@@ -157,12 +158,25 @@ def group_appends_per_s(duration_s: float, secret: bytes | None) -> tuple[float,
             server.stop()
 
 
+@dataclass(frozen=True)
+class GroupRun:
+    per_s: float
+    p50_ms: float
+    p99_ms: float
+    appends: int
+    leader_cpu_s: float  # this process (the leader), start-up and stop included
+    followers_cpu_s: float  # both follower processes, from start to exit
+
+
 def stored_group_appends_per_s(root: Path, duration_s: float,
-                               page_cache_acks: bool) -> tuple[float, float, float]:
+                               page_cache_acks: bool) -> GroupRun:
     """Puts/s, p50 and p99 ms through three store-backed members: the leader here, as the
     broker runs it (DLedgerCommitLog, 64 asyncio producers awaiting their puts, as the
-    SYNC_MASTER case's producers await theirs), the followers in child processes.
+    SYNC_MASTER case's producers await theirs), the followers in child processes; and the
+    CPU each side used (getrusage of this process and of the exited children).
     `page_cache_acks`: sync_before_ack=False on every member (a broker with ASYNC_FLUSH)."""
+    self_before = resource.getrusage(resource.RUSAGE_SELF)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     listeners = [_listener() for _ in range(3)]
     peers = tuple(Peer(f"n{i}", "127.0.0.1", listener.getsockname()[1])
                   for i, listener in enumerate(listeners))
@@ -185,8 +199,16 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
         for child in children:
             stop_member(child)
     latencies_s.sort()
-    return (len(latencies_s) / elapsed_s, latencies_s[len(latencies_s) // 2] * 1000,
-            latencies_s[int(len(latencies_s) * 0.99)] * 1000)
+    self_after = resource.getrusage(resource.RUSAGE_SELF)
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return GroupRun(len(latencies_s) / elapsed_s, latencies_s[len(latencies_s) // 2] * 1000,
+                    latencies_s[int(len(latencies_s) * 0.99)] * 1000, len(latencies_s),
+                    _cpu_s(self_after) - _cpu_s(self_before),
+                    _cpu_s(children_after) - _cpu_s(children_before))
+
+
+def _cpu_s(usage: resource.struct_rusage) -> float:
+    return usage.ru_utime + usage.ru_stime
 
 
 async def _produce(leader: DLedgerCommitLog, duration_s: float) -> tuple[list[float], float]:
@@ -257,7 +279,8 @@ def main() -> None:
     parser.add_argument("--cases",
                         default="appends,sync-master,http,failover,http-failover,quiet",
                         help="comma-separated: appends, sync-master, http, failover, "
-                             "http-failover, quiet, log-append (not by default)")
+                             "http-failover, quiet; not by default: log-append, "
+                             "dledger-puts (the in-process DLedger puts alone, to profile)")
     parser.add_argument("--failover-runs", type=int, default=10)
     parser.add_argument("--quiet-s", type=float, default=60.0,
                         help="idle period for the election count (the issue asks 300)")
@@ -273,6 +296,8 @@ def main() -> None:
         appends(duration_s)
     if "sync-master" in cases:
         versus_sync_master(duration_s, arguments.profile)
+    if "dledger-puts" in cases:
+        dledger_puts_alone(duration_s)
     root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
     try:
         if "failover" in cases:
@@ -334,20 +359,41 @@ def versus_sync_master(duration_s: float, profile: bool) -> None:
         row("SYNC_MASTER, SYNC_FLUSH", flushed_rate, "msgs/s", sync_rate)
         print(f"    latency p50 {flushed_p50:.2f} ms, p99 {flushed_p99:.2f} ms")
         profiler = _profile_hosts() if profile else None
-        per_s, p50_ms, p99_ms = stored_group_appends_per_s(root / "dledger-async", duration_s,
-                                                           page_cache_acks=True)
-        row("DLedger, ASYNC_FLUSH (page-cache acks)", per_s, "msgs/s", sync_rate,
+        run = stored_group_appends_per_s(root / "dledger-async", duration_s,
+                                         page_cache_acks=True)
+        row("DLedger, ASYNC_FLUSH (page-cache acks)", run.per_s, "msgs/s", sync_rate,
             ">= 0.60 of SYNC_MASTER")
-        print(f"    latency p50 {p50_ms:.2f} ms, p99 {p99_ms:.2f} ms")
-        per_s, p50_ms, p99_ms = stored_group_appends_per_s(root / "dledger-sync", duration_s,
-                                                           page_cache_acks=False)
-        row("DLedger, SYNC_FLUSH (sync before ack)", per_s, "msgs/s", flushed_rate,
+        _print_group_run(run)
+        run = stored_group_appends_per_s(root / "dledger-sync", duration_s,
+                                         page_cache_acks=False)
+        row("DLedger, SYNC_FLUSH (sync before ack)", run.per_s, "msgs/s", flushed_rate,
             "vs SYNC_MASTER, SYNC_FLUSH")
-        print(f"    latency p50 {p50_ms:.2f} ms, p99 {p99_ms:.2f} ms")
+        _print_group_run(run)
         if profiler is not None:
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def dledger_puts_alone(duration_s: float) -> None:
+    """The in-process DLedger case of `sync-master` without its baselines: a run to profile
+    (`py-spy record --gil -- python bench/dledger.py --cases dledger-puts`)."""
+    header(f"DLedger (3 stored members) alone, {IN_FLIGHT} producers, 100 B bodies")
+    root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
+    try:
+        run = stored_group_appends_per_s(root, duration_s, page_cache_acks=True)
+        row("DLedger, ASYNC_FLUSH (page-cache acks)", run.per_s, "msgs/s")
+        _print_group_run(run)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _print_group_run(run: GroupRun) -> None:
+    print(f"    latency p50 {run.p50_ms:.2f} ms, p99 {run.p99_ms:.2f} ms")
+    print(f"    CPU: leader process {run.leader_cpu_s:.2f} s, both followers "
+          f"{run.followers_cpu_s:.2f} s (start-up included) for {run.appends:,} appends: "
+          f"{run.leader_cpu_s / run.appends * 1e6:.0f} us and "
+          f"{run.followers_cpu_s / run.appends / 2 * 1e6:.0f} us per append per follower")
 
 
 def _profile_hosts() -> cProfile.Profile:
