@@ -398,10 +398,11 @@ class PeerTransport:
         return True
 
     def refused(self, connection: InboundConnection, error: ProtocolError) -> None:
-        with self._lock:
-            self.refused_count += 1
+        # Logged before it is counted: whoever sees the count can find the line.
         log.warning("dledger: closed the connection from %s%s: %s", connection.address,
                     f" ({connection.peer_id})" if connection.peer_id else "", error)
+        with self._lock:
+            self.refused_count += 1
 
     def closed(self, connection: InboundConnection) -> None:
         with self._lock:
