@@ -194,7 +194,7 @@ class DLedgerHost(ServiceThread):
         for request_id, future in futures.items():
             status = (AppendStatus.LEADERSHIP_LOST if request_id in self._in_node
                       else AppendStatus.NOT_LEADER)
-            _resolve(future, AppendResult(status, 0, 0))
+            future.set_result(AppendResult(status, 0, 0))  # no-op when already decided
         if self._transfer is not None and not self._transfer.done():
             self._transfer.set_result(TransferStatus.LEADERSHIP_LOST)
         for event in stranded:
@@ -213,10 +213,9 @@ class DLedgerHost(ServiceThread):
     def receive(self, message: Message) -> None:
         """A message from a peer (the transport's callback); dropped when the inbox is full."""
         with self._lock:
-            if len(self._inbox) >= self.config.inbox_max:
+            if not self._offer(message):
                 self.inbox_dropped_count += 1
                 return
-            self._inbox.append(message)
         self.wake()
 
     def append(self, encode: Callable[[], bytes]) -> AppendFuture[AppendResult]:
@@ -228,12 +227,10 @@ class DLedgerHost(ServiceThread):
             if self.state is not HostState.RUNNING:
                 return _resolved(future, AppendStatus.NOT_LEADER)
             if len(self._futures) >= self.config.pending_appends_max \
-                    or len(self._inbox) >= self.config.inbox_max:
+                    or not self._offer(_Append(self._next_request_id, encode, future)):
                 return _resolved(future, AppendStatus.LEADER_PENDING_FULL)
-            request_id = self._next_request_id
+            self._futures[self._next_request_id] = future
             self._next_request_id += 1
-            self._inbox.append(_Append(request_id, encode, future))
-            self._futures[request_id] = future
         self.wake()
         return future
 
@@ -245,12 +242,18 @@ class DLedgerHost(ServiceThread):
             if self.state is not HostState.RUNNING:
                 future.set_result(TransferStatus.NOT_LEADER)
                 return future
-            if len(self._inbox) >= self.config.inbox_max:
+            if not self._offer(_Transfer(target_id, future)):
                 future.set_result(TransferStatus.IN_PROGRESS)
                 return future
-            self._inbox.append(_Transfer(target_id, future))
         self.wake()
         return future
+
+    def _offer(self, event: _Event) -> bool:
+        """Queue `event` unless the inbox holds inbox_max already (the caller holds _lock)."""
+        if len(self._inbox) >= self.config.inbox_max:
+            return False
+        self._inbox.append(event)
+        return True
 
     def leading_term(self) -> int | None:
         """The term this member leads in, or None: what a produce checks, read from the last
@@ -382,7 +385,7 @@ class DLedgerHost(ServiceThread):
         with self._lock:
             future = self._futures.pop(action.request_id, None)
         if future is not None:
-            _resolve(future, AppendResult(action.status, action.index, action.term))
+            future.set_result(AppendResult(action.status, action.index, action.term))
 
     def _fail(self, request_id: int, error: Exception) -> None:
         with self._lock:
@@ -423,7 +426,3 @@ def _resolved(future: AppendFuture[AppendResult],
               status: AppendStatus) -> AppendFuture[AppendResult]:
     future.set_result(AppendResult(status, 0, 0))
     return future
-
-
-def _resolve(future: AppendFuture[AppendResult], result: AppendResult) -> None:
-    future.set_result(result)  # a no-op when already decided
