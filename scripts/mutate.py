@@ -39,6 +39,9 @@ DELETED = "(deleted)"
 # Each promise-bearing module and the test files that pin its answers.
 MODULE_TESTS: dict[str, list[str]] = {
     "store/record.py": ["tests/store/test_record.py"],
+    "store/once.py": [
+        "tests/store/test_completion.py", "tests/ha/dledger/test_append_future.py",
+    ],
     "store/completion.py": ["tests/store/test_completion.py"],
     "store/recovery.py": ["tests/store/test_recovery.py"],
     "store/flush.py": [

@@ -1,8 +1,8 @@
 """What a put hands back besides its append result: an awaitable final status.
 
 No thread waits per put. Flush and replication services complete `Pending` objects by offset;
-blocking code calls `result()`, asyncio code awaits. A `Pending` is a status slot, a lock and
-callbacks: far cheaper than a `concurrent.futures.Future` (which builds a Condition each).
+blocking code calls `result()`, asyncio code awaits. A `Pending` is a `store.once.Once` of a
+status: a slot, a lock and callbacks, far cheaper than a `concurrent.futures.Future`.
 For asyncio, completions made on another thread reach the event loop through one mailbox per
 loop: one ack that completes a hundred puts wakes the loop once, not a hundred times. A put
 whose guarantees already hold gets a shared, already-done completion.
@@ -16,62 +16,17 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
+from store.once import Once
 from store.status import PutMessageStatus
 
 Callback = Callable[[PutMessageStatus], None]
 T = TypeVar("T")
 
 
-class Pending:
-    """A status decided later, once, by another thread."""
+class Pending(Once[PutMessageStatus]):
+    """A put's status (flushed, replicated) decided later, once, by another thread."""
 
-    __slots__ = ("status", "_callbacks", "_lock", "_event")
-
-    def __init__(self) -> None:
-        self.status: PutMessageStatus | None = None
-        self._callbacks: list[Callback] | None = None
-        self._lock = threading.Lock()
-        self._event: threading.Event | None = None
-
-    def done(self) -> bool:
-        return self.status is not None
-
-    def set(self, status: PutMessageStatus) -> bool:
-        """Decide the status; False when it was already decided (the first decision stands)."""
-        with self._lock:
-            if self.status is not None:
-                return False
-            self.status = status
-            callbacks, self._callbacks = self._callbacks, None
-            event = self._event
-        if event is not None:
-            event.set()
-        if callbacks:
-            for callback in callbacks:
-                callback(status)
-        return True
-
-    def add_callback(self, callback: Callback) -> None:
-        """Call `callback(status)` once decided (at once, here, when already decided)."""
-        with self._lock:
-            if self.status is None:
-                if self._callbacks is None:
-                    self._callbacks = []
-                self._callbacks.append(callback)
-                return
-        callback(self.status)
-
-    def wait(self, timeout_s: float | None = None) -> PutMessageStatus:
-        with self._lock:
-            if self.status is not None:
-                return self.status
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        if not event.wait(timeout_s):
-            raise TimeoutError(f"no decision within {timeout_s} s")
-        assert self.status is not None
-        return self.status
+    __slots__ = ()
 
 
 class PutCompletion:
@@ -111,8 +66,8 @@ class PutCompletion:
         if pending is None:
             assert self._status is not None
             return self._status
-        if pending.status is not None:
-            return pending.status
+        if pending.value is not None:
+            return pending.value
         return (yield from await_decision(pending.add_callback))
 
     @staticmethod

@@ -136,6 +136,34 @@ class _Reader:
     def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
         return layout.unpack(self.take(layout.size))
 
+    def entries(self, prev_index: int, prev_term: int, term: int,
+                count: int) -> tuple[Entry, ...]:
+        """`count` entries after `prev_index` (term and payload each), their terms never
+        decreasing from `prev_term` and none newer than the push's `term`. One loop over the
+        body with local names: it runs once per replicated entry on every follower."""
+        body, position, end = self._body, self._position, len(self._body)
+        unpack_from, entry_size = _ENTRY.unpack_from, _ENTRY.size
+        entries: list[Entry] = []
+        previous_term = prev_term
+        for index in range(prev_index + 1, prev_index + 1 + count):
+            if position + entry_size > end:
+                raise WireError(f"truncated message: an entry head at {position}, "
+                                f"{end - position} bytes left")
+            entry_term, payload_size = unpack_from(body, position)
+            position += entry_size
+            # The node appends only non-decreasing terms no newer than the sender's.
+            if not previous_term <= entry_term <= term:
+                raise WireError(f"entry term {entry_term} after {previous_term} in a push of "
+                                f"term {term}")
+            if position + payload_size > end:
+                raise WireError(f"truncated message: {payload_size} payload bytes needed at "
+                                f"{position}, {end - position} left")
+            entries.append(Entry(index, entry_term, bytes(body[position:position + payload_size])))
+            position += payload_size
+            previous_term = entry_term
+        self._position = position
+        return tuple(entries)
+
     def finish(self) -> None:
         if self.remaining_bytes:
             raise WireError(f"{self.remaining_bytes} bytes left over after the message")
@@ -186,18 +214,8 @@ def _decode_push_request(reader: _Reader, source_id: str, flags: int, term: int)
     _check_non_negative(prev_index, prev_term, commit_index)
     if entry_count * _ENTRY.size > reader.remaining_bytes:
         raise WireError(f"{entry_count} entries cannot fit in {reader.remaining_bytes} bytes")
-    entries: list[Entry] = []
-    previous_term = prev_term
-    for position in range(entry_count):
-        entry_term, payload_size = reader.unpack(_ENTRY)
-        # The node appends only non-decreasing terms no newer than the sender's.
-        if not previous_term <= entry_term <= term:
-            raise WireError(f"entry term {entry_term} after {previous_term} in a push of "
-                            f"term {term}")
-        entries.append(Entry(prev_index + 1 + position, entry_term,
-                             bytes(reader.take(payload_size))))
-        previous_term = entry_term
-    return PushRequest(source_id, term, prev_index, prev_term, tuple(entries), commit_index,
+    entries = reader.entries(prev_index, prev_term, term, entry_count)
+    return PushRequest(source_id, term, prev_index, prev_term, entries, commit_index,
                        bool(flags & FLAG_FROM_BASE))
 
 

@@ -18,10 +18,10 @@ NO_SLAVE = PutMessageStatus.SLAVE_NOT_AVAILABLE
 def test_first_decision_stands() -> None:
     """A Pending is decided once: a second set is refused and changes nothing."""
     pending = Pending()
-    assert not pending.done() and pending.status is None
+    assert not pending.done() and pending.value is None
     assert pending.set(DISK) is True
     assert pending.set(OK) is False
-    assert pending.done() and pending.status is DISK and pending.wait(0) is DISK
+    assert pending.done() and pending.value is DISK and pending.wait(0) is DISK
 
 
 def test_callbacks_run_once_with_the_decision() -> None:
