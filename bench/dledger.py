@@ -166,6 +166,8 @@ class GroupRun:
     appends: int
     leader_cpu_s: float  # this process (the leader), start-up and stop included
     followers_cpu_s: float  # both follower processes, from start to exit
+    leader_steady_cpu_s: float  # this process while the producers ran, nothing else
+    followers_steady_cpu_s: float  # both followers over the same window
 
 
 def stored_group_appends_per_s(root: Path, duration_s: float,
@@ -193,7 +195,13 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
     leader.start()
     try:
         _wait_leader([leader.server])
-        latencies_s, elapsed_s = asyncio.run(_produce(leader, duration_s))
+        window: list[float] = []
+
+        def sample() -> None:
+            window.append(time.process_time())
+            window.append(sum(_process_cpu_s(child.pid) for child in children))
+
+        latencies_s, elapsed_s = asyncio.run(_produce(leader, duration_s, sample))
     finally:
         leader.stop()
         for child in children:
@@ -204,16 +212,26 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
     return GroupRun(len(latencies_s) / elapsed_s, latencies_s[len(latencies_s) // 2] * 1000,
                     latencies_s[int(len(latencies_s) * 0.99)] * 1000, len(latencies_s),
                     _cpu_s(self_after) - _cpu_s(self_before),
-                    _cpu_s(children_after) - _cpu_s(children_before))
+                    _cpu_s(children_after) - _cpu_s(children_before),
+                    window[2] - window[0], window[3] - window[1])
 
 
 def _cpu_s(usage: resource.struct_rusage) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _produce(leader: DLedgerCommitLog, duration_s: float) -> tuple[list[float], float]:
-    """IN_FLIGHT producers, each putting and awaiting in a loop until the time is up."""
+def _process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds a running process has used (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _produce(leader: DLedgerCommitLog, duration_s: float,
+                   sample: Callable[[], None]) -> tuple[list[float], float]:
+    """IN_FLIGHT producers, each putting and awaiting in a loop until the time is up;
+    `sample()` runs as they start and once they all ended (the CPU window)."""
     latencies_s: list[float] = []
+    sample()
     started = time.perf_counter()
     deadline = started + duration_s
 
@@ -227,7 +245,9 @@ async def _produce(leader: DLedgerCommitLog, duration_s: float) -> tuple[list[fl
             latencies_s.append(time.perf_counter() - began)
 
     await asyncio.gather(*(producer(i) for i in range(IN_FLIGHT)))
-    return latencies_s, time.perf_counter() - started
+    elapsed_s = time.perf_counter() - started
+    sample()
+    return latencies_s, elapsed_s
 
 
 def _wait_leader(servers: list[DLedgerServer]) -> DLedgerServer:
@@ -394,6 +414,11 @@ def _print_group_run(run: GroupRun) -> None:
           f"{run.followers_cpu_s:.2f} s (start-up included) for {run.appends:,} appends: "
           f"{run.leader_cpu_s / run.appends * 1e6:.0f} us and "
           f"{run.followers_cpu_s / run.appends / 2 * 1e6:.0f} us per append per follower")
+    print(f"    CPU while the producers ran: leader process {run.leader_steady_cpu_s:.2f} s, "
+          f"both followers {run.followers_steady_cpu_s:.2f} s: "
+          f"{run.leader_steady_cpu_s / run.appends * 1e6:.0f} us and "
+          f"{run.followers_steady_cpu_s / run.appends / 2 * 1e6:.0f} us per append per "
+          "follower")
 
 
 def _profile_hosts() -> cProfile.Profile:
