@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
@@ -50,3 +51,10 @@ def ensure_debian_tool(command: str, package: str) -> str:
     if not found:
         raise SystemExit(f"{command} could not be installed")
     return found
+
+
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds a running process has used so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

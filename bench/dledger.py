@@ -54,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header, row  # noqa: E402
+from bench.common import header, process_cpu_s, row  # noqa: E402
 from bench.dledger_failover import failover_runs, quiet_elections  # noqa: E402
 from bench.dledger_log_append import log_append  # noqa: E402
 from bench.dledger_member import FILE_SIZE_BYTES, spawn_member, stop_member  # noqa: E402
@@ -199,7 +199,7 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
 
         def sample() -> None:
             window.append(time.process_time())
-            window.append(sum(_process_cpu_s(child.pid) for child in children))
+            window.append(sum(process_cpu_s(child.pid) for child in children))
 
         latencies_s, elapsed_s = asyncio.run(_produce(leader, duration_s, sample))
     finally:
@@ -218,12 +218,6 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
 
 def _cpu_s(usage: resource.struct_rusage) -> float:
     return usage.ru_utime + usage.ru_stime
-
-
-def _process_cpu_s(pid: int) -> float:
-    """User and system CPU seconds a running process has used (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _produce(leader: DLedgerCommitLog, duration_s: float,
@@ -369,10 +363,15 @@ def versus_sync_master(duration_s: float, profile: bool) -> None:
     # About duration_s of puts at 20,000 msgs/s (a shorter run is mostly noise).
     count_per_producer = max(50, int(duration_s * 300))
     try:
+        cpu_s: list[float] = []
         sync_rate, sync_p50, sync_p99 = put_rate(root / "async", BrokerRole.SYNC_MASTER,
-                                                 count_per_producer)
+                                                 count_per_producer, cpu_s=cpu_s)
         row("SYNC_MASTER, ASYNC_FLUSH (baseline)", sync_rate, "msgs/s")
         print(f"    latency p50 {sync_p50:.2f} ms, p99 {sync_p99:.2f} ms")
+        puts = count_per_producer * IN_FLIGHT
+        print(f"    CPU while the producers ran: master process {cpu_s[0]:.2f} s, slave "
+              f"{cpu_s[1]:.2f} s: {cpu_s[0] / puts * 1e6:.0f} us and "
+              f"{cpu_s[1] / puts * 1e6:.0f} us per put")
         flushed_rate, flushed_p50, flushed_p99 = put_rate(
             root / "sync", BrokerRole.SYNC_MASTER, count_per_producer,
             flush_disk_type=FlushDiskType.SYNC_FLUSH)

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header, row  # noqa: E402
+from bench.common import header, process_cpu_s, row  # noqa: E402
 from ha import HAConfig, Replication  # noqa: E402
 from store import (  # noqa: E402
     BrokerRole,
@@ -205,8 +205,9 @@ async def _produce(store: MessageStore, count_per_producer: int,
 def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
              producers: int = PRODUCERS, secret: str | None = SECRET,
              flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH,
-             ) -> tuple[float, float, float]:
-    """(msgs/s, p50 ms, p99 ms) with `producers` asyncio producers."""
+             cpu_s: list[float] | None = None) -> tuple[float, float, float]:
+    """(msgs/s, p50 ms, p99 ms) with `producers` asyncio producers; `cpu_s` (when given)
+    gets the CPU seconds this process and the slave's used while the producers ran."""
     name = f"{role.value}-{producers}-{'auth' if secret else 'open'}-{flush_disk_type.value}"
     store, replication = _master(root / f"puts-{name}", role, secret, flush_disk_type)
     child = None
@@ -219,9 +220,13 @@ def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
             _go(child)
             while not service.is_slave_ok(0):
                 time.sleep(0.01)
+        cpu_before = (time.process_time(), 0.0 if child is None else process_cpu_s(child.pid))
         started = time.perf_counter()
         latencies = asyncio.run(_produce(store, count_per_producer, producers))
         elapsed_s = time.perf_counter() - started
+        if cpu_s is not None:
+            cpu_s.append(time.process_time() - cpu_before[0])
+            cpu_s.append(0.0 if child is None else process_cpu_s(child.pid) - cpu_before[1])
     finally:
         if child is not None:
             _stop(child)
