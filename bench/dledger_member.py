@@ -6,16 +6,23 @@ side of the SYNC_MASTER comparison (the classic bench runs its slave in a proces
 
 The listener is bound by the parent and inherited (pass_fds). Prints READY once started and
 stops cleanly at the end of stdin.
+
+With TWINLOG_BENCH_PROFILE_DIR set, every service thread of the member (the host, which also
+does the peer I/O, and the store's threads: consume-queue dispatch, flush) runs under its own
+cProfile timed by `time.thread_time` (the CPU of that thread, not the wall clock: a loaded
+machine does not inflate it), written at stop to DIR/SELF_ID-THREAD.pstats.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import random
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +35,7 @@ from ha.dledger.host_config import HostConfig  # noqa: E402
 from ha.dledger.peers import parse_peers  # noqa: E402
 from ha.dledger.stored_storage import StoredDLedgerStorage  # noqa: E402
 from store import Message, StoreConfig  # noqa: E402
+from store.service import ServiceThread  # noqa: E402
 
 FILE_SIZE_BYTES = 256 << 20
 
@@ -91,6 +99,22 @@ def stop_member(child: subprocess.Popen[str]) -> None:
         child.wait()
 
 
+def profile_service_threads(directory: Path, self_id: str) -> None:
+    """Run each ServiceThread's loop under its own CPU-time cProfile, saved as it ends."""
+    loop = ServiceThread._loop
+
+    def profiled_loop(service: ServiceThread) -> None:
+        profiler = cProfile.Profile(time.thread_time)
+        profiler.enable()
+        try:
+            loop(service)
+        finally:
+            profiler.disable()
+            profiler.dump_stats(directory / f"{self_id}-{service.name}.pstats")
+
+    ServiceThread._loop = profiled_loop  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("data_dir", type=Path)
@@ -103,6 +127,9 @@ def main() -> None:
     parser.add_argument("--page-cache-acks", action="store_true",
                         help="sync_before_ack=False (a broker with ASYNC_FLUSH)")
     arguments = parser.parse_args()
+    profile_dir = os.environ.get("TWINLOG_BENCH_PROFILE_DIR")
+    if profile_dir:
+        profile_service_threads(Path(profile_dir), arguments.self_id)
     listener = socket.socket(fileno=arguments.listener_fd)
     secret = arguments.secret.encode() if arguments.secret else None
     host_config = HostConfig(election_timeout_ms=arguments.election_timeout_ms,
