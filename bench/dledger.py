@@ -195,11 +195,11 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
     leader.start()
     try:
         _wait_leader([leader.server])
-        window: list[float] = []
+        window: list[tuple[float, float]] = []  # (leader, followers) CPU s, start and end
 
         def sample() -> None:
-            window.append(time.process_time())
-            window.append(sum(process_cpu_s(child.pid) for child in children))
+            window.append((time.process_time(),
+                           sum(process_cpu_s(child.pid) for child in children)))
 
         latencies_s, elapsed_s = asyncio.run(_produce(leader, duration_s, sample))
     finally:
@@ -207,13 +207,14 @@ def stored_group_appends_per_s(root: Path, duration_s: float,
         for child in children:
             stop_member(child)
     latencies_s.sort()
+    (leader_start_s, followers_start_s), (leader_end_s, followers_end_s) = window
     self_after = resource.getrusage(resource.RUSAGE_SELF)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return GroupRun(len(latencies_s) / elapsed_s, latencies_s[len(latencies_s) // 2] * 1000,
                     latencies_s[int(len(latencies_s) * 0.99)] * 1000, len(latencies_s),
                     _cpu_s(self_after) - _cpu_s(self_before),
                     _cpu_s(children_after) - _cpu_s(children_before),
-                    window[2] - window[0], window[3] - window[1])
+                    leader_end_s - leader_start_s, followers_end_s - followers_start_s)
 
 
 def _cpu_s(usage: resource.struct_rusage) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,12 +78,8 @@ class DLedgerPut:
         as the classic puts (store/completion.py): a commit that completes many puts wakes the
         loop once, where `asyncio.wrap_future` would wake it once a put."""
         if not self.future.done():
-            future = self.future
-
-            def subscribe(deliver: Callable[[None], None]) -> None:
-                future.add_done_callback(lambda _done: deliver(None))
-
-            yield from await_decision(subscribe)
+            # The decided value itself is not needed here: outcome() reads the future.
+            yield from await_decision(self.future.add_callback)
         return self.outcome()
 
     def outcome(self) -> tuple[PutMessageResult, PutMessageStatus]:
