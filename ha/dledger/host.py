@@ -9,8 +9,9 @@ stuck host never blocks it.
 One round: take up to `round_events_max` events from the inbox, run the ticks that are due
 by the injected monotonic clock, run every action in order, then group commit: when writes
 were issued, one `storage.sync()` and `node.persisted(last write id)` (ha/dledger/storage.py).
-The round's client appends are pushed to the peers once, after its events (one push a peer
-rather than one an append). Without `sync_before_ack` (ASYNC_FLUSH) the round's writes count
+Client appends that follow one another in the inbox go to the node as one run (encoded in
+order, each record placed after the one before: one write), and the round's appends are pushed
+to the peers once, after its events (one push a peer rather than one an append). Without `sync_before_ack` (ASYNC_FLUSH) the round's writes count
 as persisted from the page cache and `storage.sync()` runs every `sync_interval_ms`.
 Actions: `Send` -> the transport's bounded per-peer queue (never blocks); `PersistTermVote` ->
 `storage.persist_term_vote`; the log writes are already in the NodeLog and wait for the sync;
@@ -58,7 +59,7 @@ from ha.dledger.member import Role
 from ha.dledger.messages import Message
 from ha.dledger.node import DLedgerNode
 from ha.dledger.storage import DLedgerStorage
-from ha.dledger.stored_log import EntryWriteError, StoredLog
+from ha.dledger.stored_log import StoredLog
 from store.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -274,12 +275,21 @@ class DLedgerHost(ServiceThread):
         node = self._node
         assert node is not None
         inbox = self._inbox
+        appends: list[_Append] = []  # a run of client appends, taken together
         for _ in range(self.config.round_events_max):
             try:
                 event = inbox.popleft()
             except IndexError:
                 break
+            if isinstance(event, _Append):
+                appends.append(event)
+                continue
+            if appends:
+                self._run(self._append_run(node, appends))
+                appends = []
             self._run(self._handle(node, event))
+        if appends:
+            self._run(self._append_run(node, appends))
         if self._appended:
             self._appended = False
             self._run(node.dispatch())
@@ -290,7 +300,7 @@ class DLedgerHost(ServiceThread):
             return 0.0
         return max(0.0, self._next_tick_ms - self._clock_ms()) / 1000
 
-    def _handle(self, node: DLedgerNode, event: _Event) -> list[Action]:
+    def _handle(self, node: DLedgerNode, event: Message | _Transfer) -> list[Action]:
         if isinstance(event, _Transfer):
             if self._transfer is not None:
                 event.future.set_result(TransferStatus.IN_PROGRESS)
@@ -298,26 +308,27 @@ class DLedgerHost(ServiceThread):
             # Set first: a refusal comes back in these very actions and completes it.
             self._transfer = event.future
             return node.transfer_leadership(event.target_id)
-        if not isinstance(event, _Append):
-            self._last_contact_ms[event.source_id] = self._clock_ms()
-            return node.receive(event)
+        self._last_contact_ms[event.source_id] = self._clock_ms()
+        return node.receive(event)
+
+    def _append_run(self, node: DLedgerNode, appends: list[_Append]) -> list[Action]:
+        """Encode a run of client appends in order, each placed after the one before, and
+        hand them to the node together: one write, one push a peer."""
         if node.role is not Role.LEADER:
-            return [CompleteAppend(event.request_id, AppendStatus.NOT_LEADER, 0, 0)]
-        try:
-            payload = event.encode()
-        except Exception as error:  # the caller's bug: its future says so, the host goes on
-            self._fail(event.request_id, error)
-            return []
-        self._in_node.add(event.request_id)
-        try:
-            self._appended = True
-            return node.client_append(event.request_id, payload, push=False)
-        except EntryWriteError as error:
-            # The log wrote nothing of it (stored_log.py) and the node had not yet recorded
-            # the entry: refused, the member goes on (a disk that recovers takes the next).
-            log.error("dledger: %s refused append %d: %s", self.self_id, event.request_id,
-                      error)
-            return [CompleteAppend(event.request_id, AppendStatus.DISK_ERROR, 0, 0)]
+            return [CompleteAppend(event.request_id, AppendStatus.NOT_LEADER, 0, 0)
+                    for event in appends]
+        self._storage.start_appends()
+        requests: list[tuple[int, bytes]] = []
+        for event in appends:
+            try:
+                payload = event.encode()
+            except Exception as error:  # the caller's bug: its future says so, the host goes on
+                self._fail(event.request_id, error)
+                continue
+            requests.append((event.request_id, payload))
+            self._in_node.add(event.request_id)
+        self._appended = True
+        return node.client_append_many(requests, push=False)
 
     def _run_due_ticks(self, node: DLedgerNode) -> None:
         now_ms = self._clock_ms()
@@ -381,6 +392,11 @@ class DLedgerHost(ServiceThread):
                 self._last_write_id = action.write_id
 
     def _complete(self, action: CompleteAppend) -> None:
+        if action.status is AppendStatus.DISK_ERROR:
+            # Nothing of it was written (ha/dledger/storage.py, LogWriteError): the member
+            # goes on, a disk that recovers takes the next append.
+            log.error("dledger: %s: the disk refused append %d", self.self_id,
+                      action.request_id)
         self._in_node.discard(action.request_id)
         with self._lock:
             future = self._futures.pop(action.request_id, None)

@@ -68,6 +68,9 @@ class MemoryStorage:
             self._live.journal.clear()
             self.sync_count += 1
 
+    def start_appends(self) -> None:
+        """Payloads here do not depend on where they lie: nothing to prepare."""
+
     def set_committed(self, index: int) -> None:
         # A restarted node counts its commit up again from its base: keep the highest.
         with self._lock:

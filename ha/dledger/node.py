@@ -1,8 +1,8 @@
 """DLedgerNode: one member of a DLedger (Raft) group as a pure state machine.
 
-Events in: `tick()`, `receive(message)`, `client_append(request_id, payload)` (and
-`dispatch()` after appends taken with `push=False`) and `persisted(write_id)` (the host made a
-write durable). Each returns the actions the host must
+Events in: `tick()`, `receive(message)`, `client_append(request_id, payload)` or
+`client_append_many(requests)` (and `dispatch()` after appends taken with `push=False`) and
+`persisted(write_id)` (the host made a write durable). Each returns the actions the host must
 run, in order (ha/dledger/actions.py). The node never reads a clock, a socket or a file; its
 only randomness is the injected `random.Random`, so a seeded simulation drives this very code.
 
@@ -53,7 +53,7 @@ from ha.dledger.messages import (
 )
 from ha.dledger.progress import DispatcherState, EntryDispatcher
 from ha.dledger.quorum import PendingAppend, QuorumAckChecker, quorum_index
-from ha.dledger.storage import NodeLog
+from ha.dledger.storage import LogWriteError, NodeLog
 from ha.dledger.transfer import LeadershipTransfer
 
 
@@ -124,19 +124,28 @@ class DLedgerNode:
     def client_append(self, request_id: int, payload: bytes, push: bool = True) -> list[Action]:
         """`push=False`: the entry waits for `dispatch()` (or the next push answer or
         heartbeat), so that a host taking many appends at once sends them in one push."""
+        return self.client_append_many(((request_id, payload),), push)
+
+    def client_append_many(self, requests: Sequence[tuple[int, bytes]],
+                           push: bool = True) -> list[Action]:
+        """Client appends (request id, payload) in order, appended with one write. Refused
+        at once, nothing appended: every one when not the leader or while a transfer runs;
+        those past the pending bound; those from one the disk refuses on (DISK_ERROR)."""
         if not self.member.is_leader:
-            self._out.append(CompleteAppend(request_id, AppendStatus.NOT_LEADER, 0, 0))
+            refusal: AppendStatus | None = AppendStatus.NOT_LEADER
         elif self.transfer is not None:
             # Frozen so that the target can catch up; the client retries on the new leader.
-            self._out.append(CompleteAppend(request_id, AppendStatus.LEADER_TRANSFERRING, 0, 0))
-        elif self._checker.is_full():
-            self._out.append(CompleteAppend(request_id, AppendStatus.LEADER_PENDING_FULL, 0, 0))
+            refusal = AppendStatus.LEADER_TRANSFERRING
         else:
-            entry = self._append_local(payload)
-            deadline_tick = self._now_tick + self.config.quorum_deadline_ticks
-            self._checker.add(PendingAppend(request_id, entry.index, entry.term, deadline_tick))
-            if push:
-                self._dispatch_all()
+            refusal = None
+        taken_count = 0 if refusal is not None else min(len(requests), self._checker.room)
+        appended_count = self._append_requests(requests[:taken_count]) if taken_count else 0
+        for position in range(appended_count, len(requests)):
+            status = refusal or (AppendStatus.DISK_ERROR if position < taken_count
+                                 else AppendStatus.LEADER_PENDING_FULL)
+            self._out.append(CompleteAppend(requests[position][0], status, 0, 0))
+        if appended_count and push:
+            self._dispatch_all()
         return self._drain()
 
     def dispatch(self) -> list[Action]:
@@ -346,7 +355,7 @@ class DLedgerNode:
         for dispatcher in self.dispatchers.values():
             dispatcher.push_budget_bytes = self.config.far_behind_push_bytes_per_tick
         # The no-op lets entries of earlier terms commit under a current-term entry.
-        self._append_local(b"")
+        self._append_noop()
         self._dispatch_all()
 
     def _tick_leader(self) -> None:
@@ -377,11 +386,30 @@ class DLedgerNode:
             dispatcher.recent_active = False
         return active_count >= self.quorum_size
 
-    def _append_local(self, payload: bytes) -> Entry:
-        entry = Entry(self.log.last_index + 1, self.member.term, payload)
+    def _append_noop(self) -> None:
+        entry = Entry(self.log.last_index + 1, self.member.term, b"")
         self.log.append(entry)
         self._record_write(AppendEntries(self._next_write_id(), (entry,)))
-        return entry
+
+    def _append_requests(self, requests: Sequence[tuple[int, bytes]]) -> int:
+        """Append the requests' entries with one write, each awaiting its quorum; return how
+        many went in (all but those from one the disk refused on)."""
+        first_index = self.log.last_index + 1
+        term = self.member.term
+        entries = tuple(Entry(first_index + offset, term, payload)
+                        for offset, (_, payload) in enumerate(requests))
+        try:
+            self.log.append_many(entries)
+        except LogWriteError:
+            entries = entries[:self.log.last_index - first_index + 1]
+            if not entries:
+                return 0
+        self._record_write(AppendEntries(self._next_write_id(), entries))
+        deadline_tick = self._now_tick + self.config.quorum_deadline_ticks
+        checker = self._checker
+        for (request_id, _), entry in zip(requests, entries, strict=False):  # entries: a prefix
+            checker.add(PendingAppend(request_id, entry.index, term, deadline_tick))
+        return len(entries)
 
     def _dispatch_all(self) -> None:
         for peer_id in self.peer_ids:

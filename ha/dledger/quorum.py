@@ -35,6 +35,11 @@ class QuorumAckChecker:
     def pending_count(self) -> int:
         return len(self._pending)
 
+    @property
+    def room(self) -> int:
+        """How many more appends may wait."""
+        return max(0, self.pending_max - len(self._pending))
+
     def is_full(self) -> bool:
         return len(self._pending) >= self.pending_max
 
@@ -43,7 +48,11 @@ class QuorumAckChecker:
         self._pending[pending.index] = pending
 
     def complete_committed(self, commit_index: int) -> list[CompleteAppend]:
-        done = [p for p in self._pending.values() if p.index <= commit_index]
+        done: list[PendingAppend] = []
+        for pending in self._pending.values():  # in index order: stop at the first above
+            if pending.index > commit_index:
+                break
+            done.append(pending)
         return [self._complete(p, AppendStatus.OK) for p in done]
 
     def complete_expired(self, now_tick: int) -> list[CompleteAppend]:

@@ -293,17 +293,21 @@ class Simulation:
         leaders = [i for i in live if self.members[i].node.role is Role.LEADER]  # type: ignore[union-attr]
         if live:
             target = self.rng.choice(leaders if leaders and self.rng.random() < 0.9 else live)
-            self._request_id += 1
-            size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
-            payload = (b"r%d:" % self._request_id).ljust(size_bytes, b".")
-            self._requests[self._request_id] = payload
+            # One to four appends taken together, as a host's round takes its inbox's.
+            requests: list[tuple[int, bytes]] = []
+            for _ in range(self.rng.choice((1, 1, 2, 4))):
+                self._request_id += 1
+                size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
+                payload = (b"r%d:" % self._request_id).ljust(size_bytes, b".")
+                self._requests[self._request_id] = payload
+                self._awaiting[self._request_id] = target
+                self._awaiting_count[target] += 1
+                requests.append((self._request_id, payload))
             node = self.members[target].node
             assert node is not None
-            self._awaiting[self._request_id] = target
-            self._awaiting_count[target] += 1
             # Half the appends wait for a later dispatch, as a host's round of appends does.
             push = self.rng.random() < 0.5
-            self._run(target, node.client_append(self._request_id, payload, push))
+            self._run(target, node.client_append_many(requests, push))
             if not push:
                 self._schedule(self.rng.randint(0, 2), "dispatch",
                                (target, self.members[target].incarnation))

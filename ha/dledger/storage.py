@@ -27,6 +27,12 @@ from ha.dledger.member import HardState
 from ha.dledger.messages import Entry
 
 
+class LogWriteError(OSError):
+    """The disk refused an entry (`append`, `append_many`): nothing of that entry is kept, the
+    entries before it in an `append_many` stay. The node answers the refused client appends
+    with DISK_ERROR and goes on (a disk that recovers takes the next)."""
+
+
 class NodeLog(Protocol):
     """Entries after a base (the entry before the first retained one); indexes start at 1."""
 
@@ -52,7 +58,7 @@ class NodeLog(Protocol):
 
     def append_many(self, entries: tuple[Entry, ...]) -> None:
         """`append` of each in order (a refused one raises, those before it stay); a
-        store-backed log writes a push's records together."""
+        store-backed log writes a push's records, and a leader's round of appends, together."""
         ...
 
     def truncate_from(self, index: int) -> None: ...
@@ -80,6 +86,12 @@ class DLedgerStorage(Protocol):
 
     def sync(self) -> None:
         """Every change made through the NodeLog so far is durable when it returns."""
+        ...
+
+    def start_appends(self) -> None:
+        """The host is about to encode a round of client appends, to append them together:
+        a store-backed log places each record after the ones encoded before it since this
+        call (where the whole run will lie), rather than all at the log's present end."""
         ...
 
     def set_committed(self, index: int) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from ha.dledger.messages import Entry
 from ha.dledger.recent_entries import RecentEntries
 from ha.dledger.state_files import LogBase, write_log_base
+from ha.dledger.storage import LogWriteError
 from store.disk import Disk
 from store.entry_index import EntryIndex, IndexEntry, encode_entry, payload_crc
 from store.message_store import MessageStore
@@ -64,7 +65,7 @@ class EntryRecordError(ValueError):
     """An entry's payload is not a record for this log's next position: refused, not written."""
 
 
-class EntryWriteError(OSError):
+class EntryWriteError(LogWriteError):
     """The disk refused an entry (no new file, a failed msync): nothing of it is kept."""
 
     def __init__(self, status: AppendRawStatus, detail: str) -> None:
@@ -90,9 +91,13 @@ class StoredLog:
         self.committed_index = base.index
         self._recent = RecentEntries(RECENT_BYTES_MAX)
         self._queue_offsets = next_queue_offsets(store.commit_log, store.queues, store.dispatch)
-        # The record the last `encode` built and its place: the leader appends that very
-        # object right after, and parsing a record this log built itself would be waste.
-        self._encoded: tuple[bytes, RecordPlace] | None = None
+        # The records `encode` built since `start_encoding`, by id, with their places: the
+        # leader appends those very objects right after, and parsing a record this log built
+        # itself would be waste. Each is placed after the one before (the end and the
+        # queue-offset counters below), so that a round's run goes in with one write.
+        self._staged: dict[int, tuple[bytes, RecordPlace]] = {}
+        self._staged_end = -1
+        self._staged_queue_offsets: dict[tuple[str, int], int] = {}
 
     # -- the NodeLog views -----------------------------------------------------------------
 
@@ -196,9 +201,15 @@ class StoredLog:
 
     # -- the leader's encode ---------------------------------------------------------------
 
+    def start_encoding(self) -> None:
+        """Encodes from here on place their records from the log's present end on."""
+        self._staged.clear()
+        self._staged_queue_offsets.clear()
+
     def encode(self, message: Message) -> bytes | tuple[PutMessageStatus, str]:
-        """The record as it would be written at the log's end, or why it is refused. No side
-        effect: the queue-offset counter moves when the entry is appended (only a topic's
+        """The record as it would be written after the log's end and the records encoded
+        since `start_encoding` (appended or not), or why it is refused. The log does not
+        change: its queue-offset counters move when the entry is appended (only a topic's
         round-robin turn advances, as for any put)."""
         store = self._store
         queue_id = store.commit_log.choose_queue(message)
@@ -210,26 +221,28 @@ class StoredLog:
             return encoded
         if len(encoded) + END_FILE_MIN_BLANK_LENGTH > self._file_size_bytes:
             return PutMessageStatus.MESSAGE_ILLEGAL, f"record of {len(encoded)} bytes is too big"
-        position = self._next_position(len(encoded))
+        end_position = self._staged_end if self._staged else self._end_position
+        position = next_position(end_position, len(encoded), self._file_size_bytes)
         if position < 0:
             # Nothing but no-ops since a reset: a new file past anything readers were shown.
             end = max(store.commit_log.max_offset, store.commit_limit or 0)
             position = end + (-end) % self._file_size_bytes
         key = (message.topic, queue_id)
-        queue_offset = self._queue_offsets.get(key, 0)
+        queue_offset = self._staged_queue_offsets.get(key)
+        if queue_offset is None:
+            queue_offset = self._queue_offsets.get(key, 0)
         payload = with_offsets(encoded, queue_offset, position)
-        self._encoded = (payload, (key, queue_offset, position))
+        self._staged[id(payload)] = (payload, (key, queue_offset, position))
+        self._staged_end = position + len(payload)
+        self._staged_queue_offsets[key] = queue_offset + 1
         return payload
-
-    def _next_position(self, size_bytes: int) -> int:
-        return next_position(self._end_position, size_bytes, self._file_size_bytes)
 
     # -- changes ---------------------------------------------------------------------------
 
     def append(self, entry: Entry) -> None:
         payload = entry.payload
         if payload and self._index.room():
-            self._append_records([(entry, self._place(payload))])
+            self._append_records([(entry, self._place(payload, self._end_position))])
         else:
             self._append_alone(entry)
 
@@ -265,7 +278,7 @@ class StoredLog:
             if not payload:
                 break
             try:
-                place = self._checked_place(payload, end)
+                place = self._place(payload, end)
             except EntryRecordError:
                 break
             position = place[2]
@@ -307,7 +320,7 @@ class StoredLog:
             self._append_index(IndexEntry(entry.index, entry.term, self._end_position, 0, 0))
             self._recent.append(entry)
             return
-        key, queue_offset, position = self._place(payload)
+        key, queue_offset, position = self._place(payload, self._end_position)
         last_file = self._store.commit_log.files.last_file()
         max_before = -1 if last_file is None else last_file.write_offset  # -1: an empty log
         status = self._store.write_entry_record(position, payload)
@@ -327,15 +340,18 @@ class StoredLog:
         self._queue_offsets[key] = queue_offset + 1
         self._recent.append(entry)
 
-    def _place(self, payload: bytes) -> RecordPlace:
-        """Refuse a payload that is not one whole valid record at this log's next position;
-        return its place. The record the last `encode` built (that very object) is known
-        valid, only its position is checked again: the log may have changed since."""
-        encoded, self._encoded = self._encoded, None
-        if encoded is None or encoded[0] is not payload:
-            return self._checked_place(payload, self._end_position)
-        self._check_position(encoded[1][2], len(payload), self._end_position)
-        return encoded[1]
+    def _place(self, payload: bytes, end_position: int) -> RecordPlace:
+        """Refuse a payload that is not one whole valid record for a log ending at
+        `end_position`; return its place. A record `encode` built (that very object) is known
+        valid, only its position is checked again: the log may have changed since. Any other
+        record ends the staged run (it no longer describes where the log ends)."""
+        staged = self._staged.get(id(payload))
+        if staged is None or staged[0] is not payload:
+            if self._staged:
+                self.start_encoding()
+            return self._checked_place(payload, end_position)
+        self._check_position(staged[1][2], len(payload), end_position)
+        return staged[1]
 
     def _checked_place(self, payload: bytes, end_position: int) -> RecordPlace:
         """The place of `payload`, once it is a whole valid record that goes after a log
@@ -442,6 +458,8 @@ class StoredLog:
         self._base = base
 
     def _recount_queue_offsets(self) -> None:
+        """After a truncation or a reset: the counters, and any staged record, are stale."""
+        self.start_encoding()
         store = self._store
         self._queue_offsets = next_queue_offsets(store.commit_log, store.queues, store.dispatch)
 

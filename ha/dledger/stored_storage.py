@@ -90,6 +90,9 @@ class StoredDLedgerStorage:
         assert self._index is not None
         self._index.flush()
 
+    def start_appends(self) -> None:
+        self.log.start_encoding()
+
     def set_committed(self, index: int) -> None:
         self.log.set_committed(index)
 

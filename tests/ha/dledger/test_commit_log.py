@@ -17,7 +17,6 @@ from ha.dledger.commit_log import DLedgerCommitLog
 from ha.dledger.host_config import HostConfig
 from ha.dledger.peers import Peer
 from ha.dledger.put_status import PUT_STATUS_OF_APPEND, put_status_of
-from ha.dledger.stored_log import EntryWriteError
 from ha.dledger.transport import TransportConfig
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.status import AppendRawStatus
@@ -94,21 +93,24 @@ def test_a_refused_record_is_a_put_status_and_appends_nothing(
 
 def test_a_disk_that_refuses_the_entry_answers_disk_error(
         member: DLedgerCommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An entry the disk refuses (EntryWriteError) answers DISK_ERROR, a 503 put status, and
-    the member goes on taking the next put."""
-    log = member.storage.log
-    real_append = log.append
-    refusals = [EntryWriteError(AppendRawStatus.STORE_NOT_WRITABLE, "injected")]
+    """An entry the disk refuses (the store's write fails: EntryWriteError) answers
+    DISK_ERROR, a 503 put status, leaves the log as it was, and the member goes on taking the
+    next put."""
+    store = member.storage.store
+    real_write = store.write_entry_record
+    refusals = [AppendRawStatus.STORE_NOT_WRITABLE]
 
-    def append(entry: object) -> None:
+    def write_entry_record(position: int, records: bytes) -> AppendRawStatus:
         if refusals:
-            raise refusals.pop()
-        real_append(entry)  # type: ignore[arg-type]
+            return refusals.pop()
+        return real_write(position, records)
 
-    monkeypatch.setattr(log, "append", append)
+    monkeypatch.setattr(store, "write_entry_record", write_entry_record)
+    end_before = member.status().end_index
     refused = member.put(Message("T", b"lost", queue_id=0))
     assert refused.future.result(10).status is AppendStatus.DISK_ERROR
     assert refused.outcome()[1] is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert member.status().end_index == end_before
     fine = member.put(Message("T", b"kept", queue_id=0))
     assert fine.future.result(10).status is AppendStatus.OK
     assert member.server.host.last_error is None

@@ -347,3 +347,38 @@ def test_a_round_of_appends_goes_out_in_one_push_a_peer() -> None:
     assert all([e.payload for e in m.entries] == [b"m%d" % i for i in range(10)]
                for _, m in pushes)
     assert not any(f.done() for f in futures)
+
+
+def test_a_rounds_appends_go_to_the_node_together_in_inbox_order() -> None:
+    """Consecutive appends in the inbox reach the node as one run (one start_appends, one
+    append_many), an event between two runs keeps its place, and an append whose encode
+    fails leaves the others of its run in order."""
+    rig = Rig(("n0",), HostConfig(**{**_fields(CONFIG), "pending_appends_max": 64}))
+    rig.elect_alone()
+    assert rig.host._node is not None
+    node_log = rig.host._node.log
+    runs: list[list[bytes]] = []
+    starts: list[int] = []
+    real_append_many = node_log.append_many
+
+    def append_many(entries: tuple[Entry, ...]) -> None:
+        runs.append([e.payload for e in entries])
+        real_append_many(entries)
+
+    node_log.append_many = append_many  # type: ignore[method-assign]
+    rig.storage.start_appends = lambda: starts.append(len(runs))  # type: ignore[method-assign]
+
+    def broken() -> bytes:
+        raise ValueError("bad record")
+
+    futures = [rig.host.append(lambda i=i: b"a%d" % i) for i in range(3)]
+    failed = rig.host.append(broken)
+    futures.append(rig.host.append(lambda: b"a3"))
+    rig.host.receive(VoteRequest("n9", 0, 0, 0, False))  # a stale term: ignored
+    futures += [rig.host.append(lambda i=i: b"b%d" % i) for i in range(2)]
+    rig.host.run_once()
+    assert runs == [[b"a0", b"a1", b"a2", b"a3"], [b"b0", b"b1"]]
+    assert starts == [0, 1]
+    with pytest.raises(ValueError, match="bad record"):
+        failed.result(0)
+    assert [f.result(0).index for f in futures] == list(range(2, 8))

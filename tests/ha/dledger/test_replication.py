@@ -16,8 +16,9 @@ from ha.dledger.actions import (
 )
 from ha.dledger.log import EntryLog
 from ha.dledger.member import HardState, Role
-from ha.dledger.messages import PushRequest, PushResponse
+from ha.dledger.messages import Entry, PushRequest, PushResponse
 from ha.dledger.node import DLedgerNode
+from ha.dledger.storage import LogWriteError
 from tests.ha.dledger.harness import (
     WRITE_TYPES,
     Group,
@@ -423,3 +424,81 @@ def test_appends_without_push_wait_for_one_dispatch_that_sends_them_together() -
     group.deliver()
     assert [(c.request_id, c.status) for c in group.completed] == \
         [(i, AppendStatus.OK) for i in range(1, 6)]
+
+
+def test_appends_taken_together_are_one_write_and_refused_past_the_pending_bound() -> None:
+    """client_append_many appends the requests it has room for with one AppendEntries, in
+    order, and refuses the rest at once (LEADER_PENDING_FULL, nothing appended); every taken
+    one commits OK."""
+    config = unit_config(pending_appends_max=3)
+    group = Group([make_node(i, IDS, config=config, seed=n) for n, i in enumerate(IDS)])
+    group.elect("n0")
+    group.tick_all(3)
+    leader = group.nodes["n0"]
+    last_before = leader.log.last_index
+    actions = leader.client_append_many([(i, b"p%d" % i) for i in range(1, 6)], push=False)
+    writes = [a for a in actions if isinstance(a, AppendEntries)]
+    assert len(writes) == 1
+    assert [(e.index, e.payload) for e in writes[0].entries] == \
+        [(last_before + i, b"p%d" % i) for i in (1, 2, 3)]
+    assert [a for a in actions if isinstance(a, CompleteAppend)] == \
+        [CompleteAppend(i, AppendStatus.LEADER_PENDING_FULL, 0, 0) for i in (4, 5)]
+    assert leader.log.last_index == last_before + 3
+    group.run("n0", actions)
+    group.run("n0", leader.dispatch())
+    group.deliver()
+    assert [(c.request_id, c.status) for c in group.completed] == \
+        [(4, AppendStatus.LEADER_PENDING_FULL), (5, AppendStatus.LEADER_PENDING_FULL)] + \
+        [(i, AppendStatus.OK) for i in (1, 2, 3)]
+
+
+def test_appends_taken_together_by_a_follower_are_all_refused_not_leader() -> None:
+    group = Group([make_node(i, IDS, seed=n) for n, i in enumerate(IDS)])
+    group.elect("n0")
+    follower = group.nodes["n1"]
+    last_before = follower.log.last_index
+    assert follower.client_append_many([(1, b"a"), (2, b"b")]) == \
+        [CompleteAppend(i, AppendStatus.NOT_LEADER, 0, 0) for i in (1, 2)]
+    assert follower.log.last_index == last_before
+
+
+class _RefusingLog(EntryLog):
+    """Takes `room` more entries, then refuses as a full disk would (nothing of the refused
+    entry kept, the ones before it in the same append_many stay)."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def append(self, entry: Entry) -> None:
+        if entry.payload and self.room == 0:
+            raise LogWriteError(28, "No space left on device")
+        self.room -= bool(entry.payload)
+        super().append(entry)
+
+
+@pytest.mark.parametrize("room", [0, 2])
+def test_appends_from_one_the_disk_refuses_on_answer_disk_error(room: int) -> None:
+    """The entries the disk took await their quorum (one write); from the refused one on,
+    DISK_ERROR at once with nothing appended; the leader goes on with the next append."""
+    log = _RefusingLog(room)
+    group = Group([make_node("n0", IDS, log=log, seed=0)] +
+                  [make_node(i, IDS, seed=n) for n, i in enumerate(IDS[1:], 1)])
+    group.elect("n0")
+    group.tick_all(3)
+    leader = group.nodes["n0"]
+    last_before = leader.log.last_index
+    actions = leader.client_append_many([(i, b"p%d" % i) for i in range(1, 5)])
+    writes = [a for a in actions if isinstance(a, AppendEntries)]
+    assert [len(w.entries) for w in writes] == ([room] if room else [])
+    assert [a for a in actions if isinstance(a, CompleteAppend)] == \
+        [CompleteAppend(i, AppendStatus.DISK_ERROR, 0, 0) for i in range(room + 1, 5)]
+    assert leader.log.last_index == last_before + room
+    group.run("n0", actions)
+    log.room = 1
+    group.append("n0", 9, b"after")
+    group.deliver()
+    assert sorted((c.request_id, c.status) for c in group.completed
+                  if c.status is AppendStatus.OK) == \
+        [(i, AppendStatus.OK) for i in [*range(1, room + 1), 9]]
+    assert leader.log.entry(leader.log.last_index).payload == b"after"

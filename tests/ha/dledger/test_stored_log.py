@@ -192,15 +192,20 @@ def test_a_record_not_at_the_next_position_is_refused_and_nothing_is_written(
 
 def test_encode_has_no_side_effect_until_the_append(tmp_path: Path) -> None:
     """encode() numbers the record after every entry appended (uncommitted ones included)
-    and changes nothing: two encodes give the same queue offset and position."""
+    and changes nothing: after start_encoding() an encode gives the same queue offset and
+    position again; the counters move when the entry is appended."""
     storage, log = open_storage(tmp_path, default_queue_count=1)
     _fill(log, 5)
+    log.start_encoding()
     first = log.encode(Message("T", b"x"))
+    log.start_encoding()
     second = log.encode(Message("T", b"x"))
     assert isinstance(first, bytes) and isinstance(second, bytes)
     assert decode_record(first).queue_offset == decode_record(second).queue_offset == 5
     assert decode_record(first).commit_log_offset == log.end_position
-    log.append(Entry(log.last_index + 1, 1, first))
+    assert log.last_index == 6  # a no-op and five records
+    log.append(Entry(log.last_index + 1, 1, second))
+    log.start_encoding()
     third = log.encode(Message("T", b"x"))
     assert isinstance(third, bytes) and decode_record(third).queue_offset == 6
     storage.close()
@@ -544,3 +549,69 @@ def test_retention_keeps_what_a_lagging_peer_needs_and_says_so(tmp_path: Path) -
     log.hold_retention_for(log.last_index)  # every peer caught up: no file is held back
     assert retention.delete_expired() > 0 and retention.blocked_offset is None
     storage.close()
+
+
+def test_a_round_of_encodes_lies_back_to_back_and_goes_in_with_one_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After start_encoding, each encode places its record after the one before (queue
+    offsets counted on per queue, across a file end too) without changing the log; the run
+    then goes in unparsed, a write per file, and reads back as encoded. The next round
+    starts again from the log's end."""
+    checked: list[bytes] = []
+    real_check = stored_log.check_entry_record
+    monkeypatch.setattr(stored_log, "check_entry_record",
+                        lambda payload: checked.append(payload) or real_check(payload))
+    storage, log = open_storage(tmp_path)
+    _fill(log, 3)
+    writes: list[int] = []
+    real_write = storage.store.write_entry_record
+    monkeypatch.setattr(storage.store, "write_entry_record",
+                        lambda position, records: writes.append(position)
+                        or real_write(position, records))
+    last_index, end_position = log.last_index, log.end_position
+    log.start_encoding()
+    payloads = []
+    for number in range(24):  # 24 x 3 KiB: past the end of a 40 KiB file
+        encoded = log.encode(Message("T", body(number, 3000), queue_id=number % 2))
+        assert isinstance(encoded, bytes)
+        payloads.append(encoded)
+    assert (log.last_index, log.end_position) == (last_index, end_position)
+    records = [decode_record(payload) for payload in payloads]
+    expected_end = end_position
+    for payload, record in zip(payloads, records, strict=True):
+        if record.commit_log_offset != expected_end:  # only where the record meets a file end
+            assert record.commit_log_offset % FILE_SIZE_BYTES == 0
+            assert record.commit_log_offset - expected_end < len(payload) + 8
+        expected_end = record.commit_log_offset + len(payload)
+    for queue_id in (0, 1):
+        offsets = [r.queue_offset for r in records if r.queue_id == queue_id]
+        assert offsets == list(range(offsets[0], offsets[0] + 12))
+    log.append_many(tuple(Entry(last_index + 1 + n, 1, p) for n, p in enumerate(payloads)))
+    assert checked == []
+    files_spanned = len({r.commit_log_offset // FILE_SIZE_BYTES for r in records})
+    assert files_spanned > 1 and len(writes) == files_spanned
+    assert [log.entry(last_index + 1 + n).payload for n in range(24)] == payloads
+    log.start_encoding()
+    again = log.encode(Message("T", b"next", queue_id=0))
+    assert isinstance(again, bytes) and decode_record(again).commit_log_offset == expected_end
+    storage.close()
+
+
+def test_a_record_not_of_the_round_ends_it(tmp_path: Path) -> None:
+    """Appending a record the round did not encode (a follower's entry) ends the run: the
+    next encode places its record after that record, not after the stale run."""
+    storage, log = open_storage(tmp_path)
+    other_storage, other = open_storage(tmp_path / "other")
+    entries = _fill(other, 2)
+    foreign = leader_append(other, 1, Message("T", b"from another leader"))
+    log.start_encoding()
+    stale = log.encode(Message("T", b"never appended"))
+    assert isinstance(stale, bytes)
+    log.append_many(tuple(entries) + (foreign,))  # this log now follows `other`
+    placed = log.encode(Message("T", b"after the foreign record"))
+    assert isinstance(placed, bytes)
+    assert decode_record(placed).commit_log_offset == log.end_position
+    log.append(Entry(log.last_index + 1, 1, placed))
+    assert log.entry(log.last_index).payload == placed
+    storage.close()
+    other_storage.close()
