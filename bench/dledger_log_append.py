@@ -9,7 +9,10 @@ Four write paths over N 100-byte messages, each timed on its own fresh store, al
 (c) the DLedger follower: `StoredLog.append` of the entries taken from (b)'s log, one call
     per entry;
 (d) the same follower path as the node takes it: `StoredLog.append_many` of a push's entries
-    (DLedgerConfig's push_entries_max at a time).
+    (DLedgerConfig's push_entries_max at a time);
+(e) the leader as the host takes a round of client appends: `start_encoding`, the round's
+    encodes (each record placed after the one before), one `append_many` (ROUND_APPENDS at a
+    time, about the run a 64-producer bench hands the node).
 
 Every store is commit-limited (nothing committed, so nothing dispatched): the figures are the
 write path only, not consume-queue dispatch running beside it. Each figure is the CPU time of
@@ -37,6 +40,7 @@ from store import Message as StoreMessage
 BODY = b"x" * 100
 FILE_SIZE_BYTES = 64 << 20
 PUSH_ENTRIES = DLedgerConfig().push_entries_max
+ROUND_APPENDS = 32
 
 
 def _config(data_dir: Path, role: BrokerRole = BrokerRole.SLAVE) -> StoreConfig:
@@ -89,6 +93,21 @@ def leader_append_s(data_dir: Path, messages: list[StoreMessage],
     return _timed_log(data_dir, run)
 
 
+def leader_round_s(data_dir: Path, messages: list[StoreMessage], run_size: int) -> float:
+    """(e): seconds to encode and append every message, `run_size` a round."""
+
+    def run(log: StoredLog) -> None:
+        for start in range(0, len(messages), run_size):
+            log.start_encoding()
+            first_index = log.last_index + 1
+            payloads = [log.encode(message) for message in messages[start:start + run_size]]
+            log.append_many([Entry(first_index + offset, 1, payload)
+                             for offset, payload in enumerate(payloads)
+                             if isinstance(payload, bytes)])
+
+    return _timed_log(data_dir, run)
+
+
 def follower_append_s(data_dir: Path, entries: list[Entry]) -> float:
     """(c): seconds to append the leader's entries one by one."""
 
@@ -123,6 +142,7 @@ def log_append(count: int, rounds: int = 5) -> None:
                 "leader": leader_append_s(root / "leader", messages, entries),
                 "follower": follower_append_s(root / "follower", entries),
                 "pushes": follower_append_many_s(root / "pushes", entries, PUSH_ENTRIES),
+                "rounds": leader_round_s(root / "rounds", messages, ROUND_APPENDS),
             }
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -138,3 +158,5 @@ def log_append(count: int, rounds: int = 5) -> None:
         "us/entry", baseline_us)
     row(f"(d) follower: append_many, {PUSH_ENTRIES} per push", best["pushes"] / count * 1e6,
         "us/entry", baseline_us)
+    row(f"(e) leader: a round of {ROUND_APPENDS} encodes, one append_many",
+        best["rounds"] / count * 1e6, "us/entry", baseline_us)
