@@ -502,3 +502,17 @@ def test_appends_from_one_the_disk_refuses_on_answer_disk_error(room: int) -> No
                   if c.status is AppendStatus.OK) == \
         [(i, AppendStatus.OK) for i in [*range(1, room + 1), 9]]
     assert leader.log.entry(leader.log.last_index).payload == b"after"
+
+
+def test_appends_taken_together_are_pushed_at_once_by_default() -> None:
+    """Without push=False the run goes out to every caught-up peer in the same actions."""
+    group = Group([make_node(i, IDS, seed=n) for n, i in enumerate(IDS)])
+    group.elect("n0")
+    group.tick_all(3)
+    group.deliver()
+    leader = group.nodes["n0"]
+    actions = leader.client_append_many([(1, b"a"), (2, b"b")])
+    pushes = {a.target_id: a.message for a in actions
+              if isinstance(a, Send) and isinstance(a.message, PushRequest)}
+    assert sorted(pushes) == ["n1", "n2"]
+    assert all([e.payload for e in push.entries] == [b"a", b"b"] for push in pushes.values())
