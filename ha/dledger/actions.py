@@ -92,8 +92,8 @@ class AdvanceCommit:
     commit_index: int
 
 
-@dataclass(frozen=True, slots=True)
-class CompleteAppend:
+@dataclass(slots=True)
+class CompleteAppend:  # never changed; one per client append, so not frozen (messages.Entry)
     request_id: int
     status: AppendStatus
     index: int

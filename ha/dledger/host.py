@@ -11,8 +11,9 @@ by the injected monotonic clock, run every action in order, then group commit: w
 were issued, one `storage.sync()` and `node.persisted(last write id)` (ha/dledger/storage.py).
 Client appends that follow one another in the inbox go to the node as one run (encoded in
 order, each record placed after the one before: one write), and the round's appends are pushed
-to the peers once, after its events (one push a peer rather than one an append). Without `sync_before_ack` (ASYNC_FLUSH) the round's writes count
-as persisted from the page cache and `storage.sync()` runs every `sync_interval_ms`.
+to the peers once, after its events (one push a peer rather than one an append). Without
+`sync_before_ack` (ASYNC_FLUSH) the round's writes count as persisted from the page cache and
+`storage.sync()` runs every `sync_interval_ms`.
 Actions: `Send` -> the transport's bounded per-peer queue (never blocks); `PersistTermVote` ->
 `storage.persist_term_vote`; the log writes are already in the NodeLog and wait for the sync;
 `AdvanceCommit` -> `storage.set_committed`, then the commit listeners; `CompleteAppend` ->
@@ -67,8 +68,8 @@ log = logging.getLogger(__name__)
 _TICKS_PER_ROUND_MAX = 4
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+@dataclass(slots=True)
+class AppendResult:  # never changed; one per client append, so not frozen (messages.Entry)
     status: AppendStatus
     index: int
     term: int

@@ -18,8 +18,8 @@ def quorum_index(match_indexes: list[int]) -> int:
     return ordered[len(ordered) // 2]
 
 
-@dataclass(frozen=True, slots=True)
-class PendingAppend:
+@dataclass(slots=True)
+class PendingAppend:  # never changed; one per client append, so not frozen (messages.Entry)
     request_id: int
     index: int
     term: int
