@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from bench.common import header, row  # noqa: E402
-from jobs.snapshot_report import build_report, discover, write_report  # noqa: E402
+from jobs.report.layout import discover  # noqa: E402
+from jobs.report.tables import build_report, write_report  # noqa: E402
 from store import Message, MessageStore, StoreConfig  # noqa: E402
 from store.snapshot import ExportRequest, export_snapshot  # noqa: E402
 

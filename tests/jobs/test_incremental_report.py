@@ -10,14 +10,10 @@ from typing import Any
 
 import pytest
 
-from jobs.snapshot_report import (
-    STATE_NAME,
-    build_report,
-    discover,
-    main,
-    run_incremental,
-    write_report,
-)
+from jobs.report.incremental import STATE_NAME, run_incremental
+from jobs.report.layout import discover
+from jobs.report.tables import build_report, write_report
+from jobs.snapshot_report import main
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows

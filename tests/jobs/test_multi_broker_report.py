@@ -15,7 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.snapshot_report import Gap, build_report, discover, gaps, summary
+from jobs.report.layout import Gap, discover, gaps
+from jobs.report.tables import build_report
+from jobs.snapshot_report import summary
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows

@@ -13,7 +13,9 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from jobs.snapshot_report import TimeRange, build_report, discover, main, message_paths
+from jobs.report.layout import TimeRange, discover, message_paths
+from jobs.report.tables import build_report
+from jobs.snapshot_report import main
 from store import Message, MessageStore
 from store.snapshot import ExportRequest, export_snapshot
 from tests.store.conftest import small_config, wait_dispatched

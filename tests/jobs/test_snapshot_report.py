@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from jobs.snapshot_report import build_report, discover, main, write_report
+from jobs.report.layout import discover
+from jobs.report.tables import build_report, write_report
+from jobs.snapshot_report import main
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
@@ -148,8 +150,8 @@ def test_report_counts_bytes_and_lag(spark: SparkSession,
 def test_command_line_writes_the_report(snapshot_root: tuple[Path, dict[str, Any]],
                                         tmp_path: Path, spark: SparkSession,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """`python jobs/snapshot_report.py ROOT --out DIR` writes Parquet and a summary, and
-    leaves a Spark session it did not start running."""
+    """The job's `main` called in-process with ROOT --out DIR writes Parquet and a summary,
+    and leaves a Spark session it did not start running."""
     root, _ = snapshot_root
     started = time.monotonic()
     assert main([str(root), "--out", str(tmp_path / "report")]) == 0
@@ -158,6 +160,21 @@ def test_command_line_writes_the_report(snapshot_root: tuple[Path, dict[str, Any
     assert "Pay%ments" in capsys.readouterr().out
     # Run in a process that had a session, the job leaves that session running.
     assert spark.range(3).count() == 3
+
+
+def test_job_file_runs_with_python(snapshot_root: tuple[Path, dict[str, Any]],
+                                   tmp_path: Path) -> None:
+    """`python jobs/snapshot_report.py ROOT --out DIR --master local[1]`, from another
+    directory: the file imports its package (jobs.report) from the checkout on PYTHONPATH."""
+    root, _ = snapshot_root
+    ran = subprocess.run(
+        [sys.executable, str(ROOT / "jobs" / "snapshot_report.py"), str(root),
+         "--out", str(tmp_path / "report"), "--master", "local[1]"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+        text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    assert "Pay%ments" in ran.stdout
+    assert (tmp_path / "report" / "topics").is_dir()
 
 
 @pytest.fixture(scope="module")
@@ -174,18 +191,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
 def test_standalone_cluster_writes_the_local_report(
         spark: SparkSession, snapshot_root: tuple[Path, dict[str, Any]], cluster: SparkCluster,
         tmp_path: Path) -> None:
-    """`spark-submit --master spark://...` of the job file, and `twinlog report --master
-    spark://...`, run on the two workers' executors and write the very tables local[1] writes;
-    the snapshots are given as file:// URIs (the executors read them, not the driver)."""
+    """`spark-submit --master spark://... --py-files twinlog-jobs.zip` of the job file, and
+    `twinlog report --master spark://...`, run on the two workers' executors and write the
+    very tables local[1] writes; the snapshots are given as file:// URIs (the executors read
+    them, not the driver). Neither driver has the checkout on its PYTHONPATH: the package
+    comes from the zip, built as docs/spark.md says (`twinlog report` builds its own)."""
     root, _ = snapshot_root
     write_report(build_report(spark, discover([root])), tmp_path / "local")
     env = {**environment(), "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env.pop("PYTHONPATH", None)
+    package = tmp_path / "twinlog-jobs.zip"
+    subprocess.run([sys.executable, "-m", "zipfile", "-c", str(package), "jobs"], cwd=ROOT,
+                   check=True, timeout=60)
     submitted = subprocess.run(
         [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url,
          "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m",
          "--conf", "spark.sql.shuffle.partitions=4", "--total-executor-cores", "2",
-         str(ROOT / "jobs" / "snapshot_report.py"), root.as_uri(),
+         "--py-files", str(package), str(ROOT / "jobs" / "snapshot_report.py"), root.as_uri(),
          "--out", (tmp_path / "submitted").as_uri()],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert submitted.returncode == 0, submitted.stderr[-4000:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jobs.snapshot_report import REPORT_TABLES
+from jobs.report.tables import REPORT_TABLES
 
 
 def report_tables(out: Path) -> dict[str, list[dict[str, Any]]]:
