@@ -48,17 +48,13 @@ def _export(arguments: argparse.Namespace) -> int:
 
 
 def _report(arguments: argparse.Namespace) -> int:
-    """spark-submit of jobs/snapshot_report.py with the jobs package zipped for --py-files,
-    the driver on this machine and this Python (client mode)."""
-    from jobs.submit import submit
+    from jobs.snapshot_report import main as report_main
 
-    # The job gets the master too: on a local one it keeps its driver on loopback.
     options = [*arguments.paths, "--out", arguments.out, "--master", arguments.master]
     for flag, value in (("--from", arguments.time_from), ("--to", arguments.time_to)):
         if value is not None:
             options += [flag, value]
-    options += ["--incremental"] if arguments.incremental else []
-    return submit(arguments.master, "snapshot_report.py", options)
+    return report_main([*options, *(["--incremental"] if arguments.incremental else [])])
 
 
 def add_commands(commands: Any) -> None:

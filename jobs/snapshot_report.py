@@ -1,7 +1,7 @@
 """Spark report over twinlog Parquet snapshots.
 
     spark-submit --py-files twinlog-jobs.zip jobs/snapshot_report.py ROOT_OR_DIR [...] --out DIR
-    twinlog report ROOT_OR_DIR [...] --out DIR --master M   (that spark-submit, zip made for it)
+    twinlog report ROOT_OR_DIR [...] --out DIR --master M   (main in-process: the driver)
     python jobs/snapshot_report.py ... --master local[*]   (twinlog installed or on PYTHONPATH)
     ... --from 2026-11-22T14:00 --to 2026-11-22T15:00       (a store-time range)
     ... --incremental                                       (only snapshots not reported)
@@ -16,9 +16,9 @@ directory's `_state.json` does not list, merged into its partial tables (docs/sp
 This file is the entry point (arguments, the Spark session, the summary); the report's code
 is the package jobs.report: layout (finding snapshots), tables (the report), incremental (the
 state between runs). The driver imports that package, so spark-submit is given the `jobs`
-package as a zip with --py-files (`twinlog report` builds one on the fly, jobs/submit.py);
-run with python, the package must be importable (twinlog installed, or the checkout on
-PYTHONPATH). Executors need none of it: the report is Spark SQL alone.
+package as a zip with --py-files (docs/spark.md); run with python or by `twinlog report`,
+the package must be importable (twinlog installed, or the checkout on PYTHONPATH).
+Executors need none of it: the report is Spark SQL alone.
 """
 
 from __future__ import annotations

@@ -8,5 +8,5 @@
   the snapshots it has not reported.
 
 Nothing here imports the rest of twinlog: a Spark driver needs only this package (shipped
-with spark-submit --py-files, see jobs/submit.py), pyspark and pyarrow.
+with spark-submit --py-files, docs/spark.md), pyspark and pyarrow.
 """

@@ -194,8 +194,9 @@ def test_standalone_cluster_writes_the_local_report(
     """`spark-submit --master spark://... --py-files twinlog-jobs.zip` of the job file, and
     `twinlog report --master spark://...`, run on the two workers' executors and write the
     very tables local[1] writes; the snapshots are given as file:// URIs (the executors read
-    them, not the driver). Neither driver has the checkout on its PYTHONPATH: the package
-    comes from the zip, built as docs/spark.md says (`twinlog report` builds its own)."""
+    them, not the driver). spark-submit's driver has no checkout on its PYTHONPATH: the
+    package comes from the zip, built as docs/spark.md says; `twinlog report` is the driver
+    itself (the installed package)."""
     root, _ = snapshot_root
     write_report(build_report(spark, discover([root])), tmp_path / "local")
     env = {**environment(), "PYSPARK_PYTHON": sys.executable,
