@@ -19,6 +19,7 @@ under a new base).
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from store.message_store import MessageStore
 from store.queue_counters import next_queue_offsets
 from store.record import (
     END_FILE_MIN_BLANK_LENGTH,
+    QUEUE_OFFSET_POSITION,
     Message,
     RecordError,
     check_entry_record,
@@ -45,6 +47,10 @@ from store.status import AppendRawStatus, PutMessageStatus
 SLICE_BYTES_MAX = 4 * 1024 * 1024
 # The newest entries kept in memory for pushes: two full pushes' worth.
 RECENT_BYTES_MAX = 2 * SLICE_BYTES_MAX
+
+# A record's PHYSICALOFFSET (its position): the second field of store.record.OFFSETS.
+PHYSICAL_OFFSET_POSITION = QUEUE_OFFSET_POSITION + 8
+_PHYSICAL_OFFSET = struct.Struct(">q")
 
 # What `append` learns from checking a record: its (topic, queue id), queue offset, position.
 RecordPlace = tuple[tuple[str, int], int, int]
@@ -141,9 +147,17 @@ class StoredLog:
         return entry
 
     def end_of(self, index: int) -> int:
-        """The commit-log offset after entry `index`'s record (-1: not known)."""
+        """The commit-log offset after entry `index`'s record (-1: not known). The last
+        entry's and a recent record's come from memory (the leader asks at every commit and
+        for every peer's lag), older ones from the index."""
         if index == self._base.index:
             return self._base.end_position
+        if index == self._last_index:
+            return self._end_position
+        recent = self._recent.get(index)
+        if recent is not None and recent.payload:
+            (position,) = _PHYSICAL_OFFSET.unpack_from(recent.payload, PHYSICAL_OFFSET_POSITION)
+            return position + len(recent.payload)
         return self.index_entry(index).end_position
 
     def entry(self, index: int) -> Entry:

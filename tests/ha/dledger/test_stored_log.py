@@ -615,3 +615,24 @@ def test_a_record_not_of_the_round_ends_it(tmp_path: Path) -> None:
     assert log.entry(log.last_index).payload == placed
     storage.close()
     other_storage.close()
+
+
+def test_end_of_from_memory_agrees_with_the_index(tmp_path: Path) -> None:
+    """end_of answers the last entry and recent records from memory: the same offsets the
+    index holds, for records, no-ops and records that start a file, after a truncation too."""
+    storage, log = open_storage(tmp_path)
+    _fill(log, 40)
+    leader_append(log, 2, None)  # a no-op after records
+    _fill(log, 5, seed=3, term=2)
+
+    def agrees() -> None:
+        for index in range(log.base_index + 1, log.last_index + 1):
+            assert log.end_of(index) == log.index_entry(index).end_position, index
+        assert log.end_of(log.last_index) == log.end_position
+
+    agrees()
+    log.truncate_from(log.last_index - 2)
+    agrees()
+    leader_append(log, 2, Message("T", b"after the cut"))
+    agrees()
+    storage.close()
