@@ -156,7 +156,8 @@ class StoredLog:
             return self._end_position
         recent = self._recent.get(index)
         if recent is not None and recent.payload:
-            (position,) = _PHYSICAL_OFFSET.unpack_from(recent.payload, PHYSICAL_OFFSET_POSITION)
+            position: int = _PHYSICAL_OFFSET.unpack_from(recent.payload,
+                                                         PHYSICAL_OFFSET_POSITION)[0]
             return position + len(recent.payload)
         return self.index_entry(index).end_position
 
