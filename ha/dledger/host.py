@@ -369,15 +369,20 @@ class DLedgerHost(ServiceThread):
         self._synced_at_ms = self._clock_ms()
 
     def _run(self, actions: list[Action]) -> None:
+        completions: list[CompleteAppend] = []  # a run of them, answered together
         for action in actions:
+            if isinstance(action, CompleteAppend):
+                completions.append(action)
+                continue
+            if completions:
+                self._complete(completions)
+                completions = []
             if isinstance(action, Send):
                 self._send(action.target_id, action.message)
             elif isinstance(action, AdvanceCommit):
                 self._storage.set_committed(action.commit_index)
                 for listener in self._commit_listeners:
                     listener(action.commit_index)
-            elif isinstance(action, CompleteAppend):
-                self._complete(action)
             elif isinstance(action, CompleteTransfer):
                 if self._transfer is not None:
                     self._transfer.set_result(action.status)
@@ -391,18 +396,24 @@ class DLedgerHost(ServiceThread):
                         self.elections_started_count += 1
                 assert action.write_id == self._last_write_id + 1, action
                 self._last_write_id = action.write_id
+        if completions:
+            self._complete(completions)
 
-    def _complete(self, action: CompleteAppend) -> None:
-        if action.status is AppendStatus.DISK_ERROR:
-            # Nothing of it was written (ha/dledger/storage.py, LogWriteError): the member
-            # goes on, a disk that recovers takes the next append.
-            log.error("dledger: %s: the disk refused append %d", self.self_id,
-                      action.request_id)
-        self._in_node.discard(action.request_id)
+    def _complete(self, completions: list[CompleteAppend]) -> None:
+        """Answer appends: their futures taken in one hold of the lock, decided after it."""
         with self._lock:
-            future = self._futures.pop(action.request_id, None)
-        if future is not None:
-            future.set_result(AppendResult(action.status, action.index, action.term))
+            pop = self._futures.pop
+            futures = [pop(action.request_id, None) for action in completions]
+        in_node = self._in_node
+        for action, future in zip(completions, futures, strict=True):
+            if action.status is AppendStatus.DISK_ERROR:
+                # Nothing of it was written (ha/dledger/storage.py, LogWriteError): the member
+                # goes on, a disk that recovers takes the next append.
+                log.error("dledger: %s: the disk refused append %d", self.self_id,
+                          action.request_id)
+            in_node.discard(action.request_id)
+            if future is not None:
+                future.set_result(AppendResult(action.status, action.index, action.term))
 
     def _fail(self, request_id: int, error: Exception) -> None:
         with self._lock:

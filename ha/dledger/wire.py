@@ -188,9 +188,21 @@ def decode_message(body: bytes | memoryview) -> Message:
 def _decode_id(reader: _Reader) -> str:
     (size,) = reader.unpack(_ID_SIZE)
     raw = bytes(reader.take(size))
+    known = _KNOWN_IDS.get(raw)
+    if known is not None:
+        return known
     if not raw.isascii() or not is_valid_id(raw.decode("ascii")):
         raise WireError(f"invalid source id {raw!r}")
-    return raw.decode("ascii")
+    node_id = raw.decode("ascii")
+    if len(_KNOWN_IDS) < _KNOWN_IDS_MAX:
+        _KNOWN_IDS[raw] = node_id
+    return node_id
+
+
+# Ids already checked (a group has a few members, each message names one): a lookup instead
+# of the pattern. Bounded: past it, ids are checked every time.
+_KNOWN_IDS: dict[bytes, str] = {}
+_KNOWN_IDS_MAX = 256
 
 
 def _check_non_negative(*numbers: int) -> None:

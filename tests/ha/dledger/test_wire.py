@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ha.auth import FrameTagger
+from ha.dledger import wire
 from ha.dledger.messages import (
     Entry,
     Message,
@@ -218,3 +219,19 @@ def test_altered_tagged_frame_is_refused() -> None:
     with pytest.raises(ProtocolError, match="failed authentication"):
         FrameReader(1024, 16, receiver.check).feed(bytes(frame))
 
+
+
+def test_checked_ids_are_remembered_within_a_bound_and_bad_ones_never() -> None:
+    """Each valid id decodes to itself, the first 256 from a lookup afterwards and any more
+    from the pattern; an invalid id is refused every time, before and after."""
+    bad = bytearray(encode_message(TimeoutNow("n1", 3)))
+    bad[2] = ord("-")
+    with pytest.raises(WireError, match="invalid source id"):
+        decode_message(bytes(bad))
+    ids = [f"node{number}" for number in range(300)]
+    for _ in range(2):
+        assert [decode_message(encode_message(TimeoutNow(node_id, 3))).source_id
+                for node_id in ids] == ids
+    assert len(wire._KNOWN_IDS) <= wire._KNOWN_IDS_MAX
+    with pytest.raises(WireError, match="invalid source id"):
+        decode_message(bytes(bad))
