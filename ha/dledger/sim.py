@@ -291,10 +291,10 @@ class Simulation:
     def _on_client(self) -> None:
         live = [i for i in self.ids if self.members[i].node is not None]
         leaders = [i for i in live if self.members[i].node.role is Role.LEADER]  # type: ignore[union-attr]
+        requests: list[tuple[int, bytes]] = []
         if live:
             target = self.rng.choice(leaders if leaders and self.rng.random() < 0.9 else live)
             # One to four appends taken together, as a host's round takes its inbox's.
-            requests: list[tuple[int, bytes]] = []
             for _ in range(self.rng.choice((1, 1, 2, 4))):
                 self._request_id += 1
                 size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
@@ -312,7 +312,12 @@ class Simulation:
                 self._schedule(self.rng.randint(0, 2), "dispatch",
                                (target, self.members[target].incarnation))
         if self.now < self.end_tick - 150:
-            self._schedule(self.rng.randint(1, self.client_every_ticks_max), "client", ())
+            # The next one after as many intervals as appends went: the same rate of appends
+            # whatever their grouping (a rate past a drawn far-behind throttle would keep a
+            # lagging follower from ever catching up, and fail the check at the end).
+            intervals = max(1, len(requests))
+            self._schedule(self.rng.randint(1, self.client_every_ticks_max) * intervals,
+                           "client", ())
 
     def _on_nemesis(self) -> None:
         if not self._faulty():
