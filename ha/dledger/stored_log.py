@@ -19,7 +19,6 @@ under a new base).
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from store.message_store import MessageStore
 from store.queue_counters import next_queue_offsets
 from store.record import (
     END_FILE_MIN_BLANK_LENGTH,
+    OFFSETS,
     QUEUE_OFFSET_POSITION,
     Message,
     RecordError,
@@ -47,10 +47,6 @@ from store.status import AppendRawStatus, PutMessageStatus
 SLICE_BYTES_MAX = 4 * 1024 * 1024
 # The newest entries kept in memory for pushes: two full pushes' worth.
 RECENT_BYTES_MAX = 2 * SLICE_BYTES_MAX
-
-# A record's PHYSICALOFFSET (its position): the second field of store.record.OFFSETS.
-PHYSICAL_OFFSET_POSITION = QUEUE_OFFSET_POSITION + 8
-_PHYSICAL_OFFSET = struct.Struct(">q")
 
 # What `append` learns from checking a record: its (topic, queue id), queue offset, position.
 RecordPlace = tuple[tuple[str, int], int, int]
@@ -156,8 +152,7 @@ class StoredLog:
             return self._end_position
         recent = self._recent.get(index)
         if recent is not None and recent.payload:
-            position: int = _PHYSICAL_OFFSET.unpack_from(recent.payload,
-                                                         PHYSICAL_OFFSET_POSITION)[0]
+            position: int = OFFSETS.unpack_from(recent.payload, QUEUE_OFFSET_POSITION)[1]
             return position + len(recent.payload)
         return self.index_entry(index).end_position
 
