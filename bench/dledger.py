@@ -319,8 +319,7 @@ def main() -> None:
         if arguments.rounds > 1:
             ratios += page_cache_rounds(duration_s, arguments.rounds - 1)
             header(f"DLedger / SYNC_MASTER (page-cache acks) over {len(ratios)} rounds in turn")
-            print("    ratios: " + ", ".join(f"{ratio:.2f}" for ratio in ratios))
-            print(f"  median ratio {statistics.median(ratios):.2f} (target >= 0.60)")
+            _print_ratios(ratios)
     if "dledger-puts" in cases:
         dledger_puts_alone(duration_s)
     root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
@@ -340,8 +339,7 @@ def main() -> None:
                 show("DLedger leader, 3 serve processes", dledger, sync_master,
                      ">= 0.60 of SYNC_MASTER")
             if len(http_ratios) > 1:
-                print("    ratios: " + ", ".join(f"{ratio:.2f}" for ratio in http_ratios))
-                print(f"  median ratio {statistics.median(http_ratios):.2f} (target >= 0.60)")
+                _print_ratios(http_ratios)
         if "http-failover" in cases:
             runs = 3 if arguments.quick else arguments.failover_runs
             header(f"failover of twinlog serve processes: kill -9 of the leader to the first "
@@ -356,6 +354,16 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
+
+
+def _print_ratios(ratios: list[float]) -> None:
+    print("    ratios: " + ", ".join(f"{ratio:.2f}" for ratio in ratios))
+    print(f"  median ratio {statistics.median(ratios):.2f} (target >= 0.60)")
+
+
+def _count_per_producer(duration_s: float) -> int:
+    """About duration_s of puts at 20,000 msgs/s (a shorter run is mostly noise)."""
+    return max(50, int(duration_s * 300))
 
 
 def _print_timings(timings: list[float]) -> None:
@@ -378,7 +386,7 @@ def appends(duration_s: float) -> None:
 def page_cache_rounds(duration_s: float, rounds: int) -> list[float]:
     """`rounds` more SYNC_MASTER (ASYNC_FLUSH) then DLedger (page-cache acks) pairs, in turn:
     on a machine whose speed moves between runs a minute apart, one pair's ratio says little."""
-    count_per_producer = max(50, int(duration_s * 300))
+    count_per_producer = _count_per_producer(duration_s)
     ratios: list[float] = []
     for round_number in range(2, rounds + 2):
         root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
@@ -398,8 +406,7 @@ def versus_sync_master(duration_s: float, profile: bool) -> float:
     """The four cases, printed; returns the page-cache ratio (DLedger / SYNC_MASTER)."""
     header(f"DLedger (3 stored members) vs SYNC_MASTER, {IN_FLIGHT} producers, 100 B bodies")
     root = Path(tempfile.mkdtemp(prefix="twinlog-bench-dledger-"))
-    # About duration_s of puts at 20,000 msgs/s (a shorter run is mostly noise).
-    count_per_producer = max(50, int(duration_s * 300))
+    count_per_producer = _count_per_producer(duration_s)
     try:
         cpu_s: list[float] = []
         sync_rate, sync_p50, sync_p99 = put_rate(root / "async", BrokerRole.SYNC_MASTER,
