@@ -3,7 +3,9 @@ and slaves counted by identity rather than by connection."""
 
 from __future__ import annotations
 
+import hmac
 import socket
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +82,24 @@ def test_tags_refuse_altered_replayed_and_reordered_frames() -> None:
     tag = sender.tag(frames[0])
     with pytest.raises(ProtocolError):
         receiver.check(tag, encode_header(0, 3) + b"abd")
+
+
+@pytest.mark.parametrize("size_bytes", [0, 1, 2047, 2048, 4094, 4095, 70_000])
+def test_a_tag_is_the_hmac_of_the_sequence_and_the_frame(size_bytes: int) -> None:
+    """A tag is the first 16 bytes of HMAC-SHA256 over the 8-byte sequence number and the
+    frame's parts, however the parts are cut and however large (hashed in slices under
+    hashlib's 2 KiB lock-release threshold); a flipped last byte fails the check."""
+    key = b"k" * 32
+    sender, receiver = FrameTagger(key), FrameTagger(key)
+    frame = bytes(range(256)) * (size_bytes // 256) + bytes(size_bytes % 256)
+    for sequence in range(2):
+        tag = sender.tag(frame[:7], memoryview(frame)[7:])
+        expected = hmac.digest(key, struct.pack(">Q", sequence) + frame, "sha256")[:16]
+        assert tag == expected
+        receiver.check(tag, frame)
+    if size_bytes:
+        with pytest.raises(ProtocolError):
+            receiver.check(sender.tag(frame), frame[:-1] + bytes([frame[-1] ^ 1]))
 
 
 def test_frame_parser_checks_each_tag() -> None:
