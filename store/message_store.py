@@ -404,7 +404,13 @@ class MessageStore:
         self._append_listeners = tuple(x for x in self._append_listeners if x != listener)
 
     def _on_append(self) -> None:
-        self._wake_dispatch()
+        limit = self.dispatch.limit_offset
+        # Commit-limited (DLedger), an append past the commit gives dispatch nothing to read
+        # and the commit that covers it wakes dispatch (set_commit_limit); so the append wakes
+        # it only while committed bytes are left to dispatch, which covers a commit that came
+        # before its bytes.
+        if limit is None or limit > self.dispatch.dispatched_offset:
+            self._wake_dispatch()
         for listener in self._append_listeners:
             listener()
 

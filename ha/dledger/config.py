@@ -26,7 +26,7 @@ class DLedgerConfig:
     # A push (or probe) not acknowledged within this many ticks is sent again from the match.
     push_timeout_ticks: int = 10
     inflight_pushes_max: int = 8  # pipelined pushes per peer
-    push_entries_max: int = 16  # entries per push (the batch)
+    push_entries_max: int = 64  # entries per push (the batch)
     # Payload bytes per push (the frame bound the wire derives its limit from); a push always
     # carries at least one entry, so one entry larger than this still goes, alone.
     push_bytes_max: int = 1 * MIB

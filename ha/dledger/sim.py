@@ -83,12 +83,14 @@ class Faults:
 
 
 def draw_config(rng: random.Random) -> DLedgerConfig:
-    """The production defaults, or short timings (more elections per run), each with either
-    the default push bounds or tiny ones (byte-bounded pushes and the throttle at work)."""
+    """The production defaults, or short timings (more elections per run), each with the
+    default push bounds, short pushes (more of them in flight), or tiny byte bounds
+    (byte-bounded pushes and the throttle at work)."""
     timing = rng.choice([{}, {"election_timeout_ticks": 10, "heartbeat_ticks": 2,
                               "push_timeout_ticks": 6, "quorum_deadline_ticks": 40}])
-    bounds = rng.choice([{}, {"push_bytes_max": 600, "far_behind_entries": 8,
-                              "far_behind_push_bytes_per_tick": 900}])
+    bounds = rng.choice([{}, {"push_entries_max": 4},
+                         {"push_bytes_max": 600, "far_behind_entries": 8,
+                          "far_behind_push_bytes_per_tick": 900}])
     return DLedgerConfig(**timing, **bounds)
 
 

@@ -365,6 +365,27 @@ def test_readers_stop_at_the_committed_position(tmp_path: Path) -> None:
     storage.close()
 
 
+def test_dispatch_is_woken_by_the_commit_not_by_an_append_past_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commit-limited, an append past the commit wakes no dispatch (it could read nothing);
+    the commit that covers it does. A commit learnt before its bytes arrived (a follower)
+    leaves committed bytes to dispatch, so the append that brings them wakes it."""
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    store = storage.store
+    wakes: list[int] = []
+    monkeypatch.setattr(store, "_wake_dispatch", lambda: wakes.append(store.commit_log.max_offset))
+    entries = _fill(log, 3)
+    assert wakes == []
+    storage.set_committed(4)
+    assert wakes == [log.end_of(4)]
+    _wait_dispatched(storage)  # the real dispatch thread, woken by its 50 ms poll here
+    store.set_commit_limit(log.end_of(4) + len(entries[1].payload))  # ahead of the bytes
+    woken = len(wakes)
+    leader_append(log, 1, Message("T", body(9, 10)))
+    assert len(wakes) == woken + 1
+    storage.close()
+
+
 def test_a_message_id_past_the_commit_is_not_found(tmp_path: Path) -> None:
     """A look-up by message id stops at the committed position too: an uncommitted record
     (which a leader already named in its 202 answer) is NOT_FOUND until it commits."""
