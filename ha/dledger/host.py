@@ -4,7 +4,7 @@ Threads: the host thread (a ServiceThread) is the only one that touches the node
 storage. Other threads only put events in its bounded inbox: the transport's reading threads
 (`receive`, peer messages), clients (`append`) and the admin (`transfer_leadership`); the
 admin view reads the snapshot the host publishes after every round (`status`), so a busy or
-stuck host never blocks it.
+stuck host never blocks it (its per-peer figures are refreshed once a tick: `_publish`).
 
 One round: take up to `round_events_max` events from the inbox, run the ticks that are due
 by the injected monotonic clock, run every action in order, then group commit: when writes
@@ -294,9 +294,9 @@ class DLedgerHost(ServiceThread):
         if self._appended:
             self._appended = False
             self._run(node.dispatch())
-        self._run_due_ticks(node)
+        ticked = self._run_due_ticks(node)
         self._group_commit(node)
-        self._publish()
+        self._publish(with_peers=ticked)
         if inbox:
             return 0.0
         return max(0.0, self._next_tick_ms - self._clock_ms()) / 1000
@@ -331,16 +331,20 @@ class DLedgerHost(ServiceThread):
         self._appended = True
         return node.client_append_many(requests, push=False)
 
-    def _run_due_ticks(self, node: DLedgerNode) -> None:
+    def _run_due_ticks(self, node: DLedgerNode) -> bool:
+        """Run the ticks that are due; whether any was."""
         now_ms = self._clock_ms()
+        if now_ms < self._next_tick_ms:
+            return False
         for _ in range(_TICKS_PER_ROUND_MAX):
             if now_ms < self._next_tick_ms:
-                return
+                return True
             self._next_tick_ms += self.config.tick_ms
             self._run(node.tick())
         if now_ms >= self._next_tick_ms:
             # A stall: skip the missed ticks rather than replay them in a burst.
             self._next_tick_ms = now_ms + self.config.tick_ms
+        return True
 
     def _group_commit(self, node: DLedgerNode) -> None:
         if self._last_write_id == self._persisted_write_id:
@@ -421,13 +425,21 @@ class DLedgerHost(ServiceThread):
         if future is not None:
             future.set_exception(error)
 
-    def _publish(self) -> None:
+    def _publish(self, with_peers: bool = True) -> None:
+        """Publish the member's state; the peers' samples (match, lag, pushes in flight, last
+        contact) only in a round that ran a tick, or when role or term changed: a busy leader
+        runs hundreds of rounds a tick, and a dashboard needs them no fresher than a tick."""
         node = self._node
         assert node is not None
-        peers = tuple(
-            PeerSample.of(peer_id, node.dispatchers.get(peer_id), node.log.last_index,
-                          self._last_contact_ms.get(peer_id), _lag_bytes(node, peer_id))
-            for peer_id in node.peer_ids)
+        previous = self._snapshot
+        if with_peers or previous is None or previous.role is not node.role \
+                or previous.term != node.term:
+            peers = tuple(
+                PeerSample.of(peer_id, node.dispatchers.get(peer_id), node.log.last_index,
+                              self._last_contact_ms.get(peer_id), _lag_bytes(node, peer_id))
+                for peer_id in node.peer_ids)
+        else:
+            peers = previous.peers
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
                                   node.commit_index, node.log.last_index, node.log.base_index,
                                   len(self._futures),

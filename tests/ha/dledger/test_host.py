@@ -200,6 +200,36 @@ def test_status_reports_peers_for_the_admin_view() -> None:
     assert (by_id["n2"].dispatcher_state, by_id["n2"].inflight_pushes) == ("COMPARE", 0)
 
 
+def test_peer_figures_are_refreshed_once_a_tick_and_on_a_role_change() -> None:
+    """Rounds between ticks publish the scalars (commit, end) but keep the peers' samples of
+    the last tick; the next tick refreshes them, and so does winning an election."""
+    rig = Rig(("n0", "n1", "n2"))
+    while not any(isinstance(m, VoteRequest) for _, m in rig.sent):
+        rig.advance(CONFIG.tick_ms)
+    assert all(peer.match_index is None for peer in rig.host.status().peers)
+    rig.host.receive(VoteResponse("n1", 1, True, True))
+    rig.host.run_once()
+    rig.host.receive(VoteResponse("n1", 1, True, False))
+    rig.host.run_once()  # no tick is due: the role changed, so the peers are sampled
+    status = rig.host.status()
+    assert status.role == Role.LEADER.value
+    by_id = {peer.peer_id: peer for peer in status.peers}
+    assert (by_id["n1"].match_index, by_id["n1"].lag_entries) == (0, 1)
+    for _ in range(3):  # answer n1's probe, then its push of the no-op (no tick due)
+        pushes = [m for t, m in rig.sent if t == "n1" and isinstance(m, PushRequest)]
+        rig.sent.clear()
+        for push in pushes:
+            match = push.prev_index + len(push.entries)
+            rig.host.receive(PushResponse("n1", push.term, True, push.prev_index, match,
+                                          0, 0, match))
+        rig.host.run_once()
+    status = rig.host.status()  # the commit moved at once, n1's sample waits for the tick
+    assert status.committed_index == 1
+    assert {p.peer_id: p.match_index for p in status.peers}["n1"] == 0
+    rig.advance(CONFIG.tick_ms)
+    assert {p.peer_id: p.match_index for p in rig.host.status().peers}["n1"] == 1
+
+
 def test_times_must_fit_the_tick() -> None:
     """A heartbeat not shorter than the election timeout is refused by name."""
     with pytest.raises(ConfigError, match="heartbeat_interval_ms"):
