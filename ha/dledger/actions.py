@@ -11,9 +11,10 @@ import enum
 from dataclasses import dataclass
 
 from ha.dledger.messages import Entry, Message
+from store.identity_enum import IdentityEnum
 
 
-class AppendStatus(enum.Enum):
+class AppendStatus(IdentityEnum):
     """How a client append ended. Only OK promises durability on a quorum; the two
     indeterminate ones (the entry may still commit, or be lost) are kept apart from refusals."""
 
