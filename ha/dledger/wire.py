@@ -15,6 +15,7 @@ trusted before it is checked against the bytes actually present (no large alloca
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 
 from ha.dledger.messages import (
@@ -101,14 +102,52 @@ def _head(message_type: int, source_id: str, flags: int, term: int) -> bytes:
 
 
 def _encode_push_request(message: PushRequest) -> bytes:
-    parts = [_head(TYPE_PUSH_REQUEST, message.source_id, message.from_base, message.term),
-             _PUSH_REQUEST.pack(message.prev_index, message.prev_term, message.commit_index,
-                                len(message.entries))]
-    for position, entry in enumerate(message.entries):
-        assert entry.index == message.prev_index + 1 + position, "entries must be consecutive"
-        parts.append(_ENTRY.pack(entry.term, len(entry.payload)))
-        parts.append(entry.payload)
-    return b"".join(parts)
+    entries = message.entries
+    return b"".join((
+        _head(TYPE_PUSH_REQUEST, message.source_id, message.from_base, message.term),
+        _PUSH_REQUEST.pack(message.prev_index, message.prev_term, message.commit_index,
+                           len(entries)),
+        _entries_bytes(entries, message.prev_index) if entries else b""))
+
+
+class _EntriesMemo:
+    """The last push's entries as encoded: a leader pushes the same run to every peer, and
+    the entries are most of a push's bytes. Keyed by the identity of the first and the last
+    entry and the count: entries are never changed once built (messages.Entry), and a log's
+    slice of `count` consecutive entries that starts and ends with the same two objects holds
+    the same entries. One slot per thread (a process may host several members)."""
+
+    __slots__ = ("first", "last", "count", "encoded")
+
+    def __init__(self) -> None:
+        self.first: Entry | None = None
+        self.last: Entry | None = None
+        self.count = 0
+        self.encoded = b""
+
+
+_memos = threading.local()
+
+
+def _entries_bytes(entries: tuple[Entry, ...], prev_index: int) -> bytes:
+    """Each entry's term, payload size and payload, in order (checked consecutive)."""
+    memo: _EntriesMemo | None = getattr(_memos, "memo", None)
+    if memo is None:
+        memo = _memos.memo = _EntriesMemo()
+    first, last = entries[0], entries[-1]
+    if memo.first is first and memo.last is last and memo.count == len(entries):
+        assert first.index == prev_index + 1, "entries must follow prev_index"
+        return memo.encoded
+    parts: list[bytes] = []
+    pack = _ENTRY.pack
+    for position, entry in enumerate(entries):
+        assert entry.index == prev_index + 1 + position, "entries must be consecutive"
+        payload = entry.payload
+        parts.append(pack(entry.term, len(payload)))
+        parts.append(payload)
+    encoded = b"".join(parts)
+    memo.first, memo.last, memo.count, memo.encoded = first, last, len(entries), encoded
+    return encoded
 
 
 # ----- decoding -----

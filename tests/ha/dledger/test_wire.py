@@ -235,3 +235,35 @@ def test_checked_ids_are_remembered_within_a_bound_and_bad_ones_never() -> None:
     assert len(wire._KNOWN_IDS) <= wire._KNOWN_IDS_MAX
     with pytest.raises(WireError, match="invalid source id"):
         decode_message(bytes(bad))
+
+
+def test_a_run_pushed_to_every_peer_is_encoded_once_and_never_confused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same entries pushed to two peers (other commits) share one encoding of the
+    entries; a slice with the same first entry and count but another last entry, or the same
+    entries rebuilt as new objects, is encoded afresh; every push decodes to itself."""
+    entries = tuple(Entry(index, 1, b"e%d" % index) for index in range(5, 9))
+    other_last = entries[:3] + (Entry(8, 2, b"other"),)
+    rebuilt = tuple(Entry(e.index, e.term, e.payload) for e in entries)
+    messages = [PushRequest("n0", 2, 4, 1, entries, 3, False),
+                PushRequest("n0", 2, 4, 1, entries, 4, False),
+                PushRequest("n0", 2, 4, 1, other_last, 3, False),
+                PushRequest("n0", 2, 4, 1, rebuilt, 3, False)]
+    packs: list[int] = []
+    real = wire._ENTRY
+
+    class CountingEntry:
+        size = real.size
+        unpack_from = real.unpack_from
+
+        @staticmethod
+        def pack(*values: int) -> bytes:
+            packs.append(values[0])
+            return real.pack(*values)
+
+    monkeypatch.setattr(wire, "_ENTRY", CountingEntry)
+    bodies = [encode_message(messages[0]), encode_message(messages[1])]
+    assert len(packs) == len(entries)  # once for both peers
+    bodies += [encode_message(messages[2]), encode_message(messages[3])]
+    assert len(packs) == 3 * len(entries)
+    assert [decode_message(body) for body in bodies] == messages
