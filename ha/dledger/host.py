@@ -59,6 +59,7 @@ from ha.dledger.host_status import HostStatus, PeerSample, Snapshot
 from ha.dledger.member import Role
 from ha.dledger.messages import Message
 from ha.dledger.node import DLedgerNode
+from ha.dledger.progress import EntryDispatcher
 from ha.dledger.storage import DLedgerStorage
 from ha.dledger.stored_log import StoredLog
 from store.service import ServiceThread
@@ -426,40 +427,37 @@ class DLedgerHost(ServiceThread):
             future.set_exception(error)
 
     def _publish(self, with_peers: bool = True) -> None:
-        """Publish the member's state; the peers' samples (match, lag, pushes in flight, last
+        """Publish the member's state; the peers' samples (match, pushes in flight, last
         contact) only in a round that ran a tick, or when role or term changed: a busy leader
-        runs hundreds of rounds a tick, and a dashboard needs them no fresher than a tick."""
+        runs hundreds of rounds a tick, and a dashboard needs them no fresher than a tick.
+        Their lags are worked out against this round's end when viewed (PeerSample.view)."""
         node = self._node
         assert node is not None
+        stored = node.log if isinstance(node.log, StoredLog) else None
         previous = self._snapshot
         if with_peers or previous is None or previous.role is not node.role \
                 or previous.term != node.term:
             peers = tuple(
-                PeerSample.of(peer_id, node.dispatchers.get(peer_id), node.log.last_index,
-                              self._last_contact_ms.get(peer_id), _lag_bytes(node, peer_id))
+                PeerSample.of(peer_id, node.dispatchers.get(peer_id),
+                              self._last_contact_ms.get(peer_id),
+                              _match_end_position(stored, node.dispatchers.get(peer_id)))
                 for peer_id in node.peer_ids)
         else:
             peers = previous.peers
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
                                   node.commit_index, node.log.last_index, node.log.base_index,
-                                  len(self._futures),
-                                  peers, self.last_error)
+                                  None if stored is None else stored.end_position,
+                                  len(self._futures), peers, self.last_error)
 
 
-def _lag_bytes(node: DLedgerNode, peer_id: str) -> int | None:
-    """Commit-log bytes the leader holds past the peer's match (a store-backed log only; None
-    when unknown: not the leader, or the match is below the log's base)."""
-    dispatcher = node.dispatchers.get(peer_id)
-    stored = node.log
-    if dispatcher is None or not isinstance(stored, StoredLog):
+def _match_end_position(stored: StoredLog | None,
+                        dispatcher: EntryDispatcher | None) -> int | None:
+    """Where the record of the peer's match ends in the leader's commit log (-1: unknown, as
+    after a reset); None when there is no such record to measure from (not the leader, not
+    a store-backed log, or a match below the log's base)."""
+    if dispatcher is None or stored is None or dispatcher.match_index < stored.base_index:
         return None
-    if dispatcher.match_index < stored.base_index:
-        return None
-    end = stored.end_position
-    match_end = stored.end_of(dispatcher.match_index)
-    if end < 0 or match_end < 0:
-        return 0 if end == match_end else None
-    return end - match_end
+    return stored.end_of(dispatcher.match_index)
 
 
 def _resolved(future: AppendFuture[AppendResult],

@@ -22,27 +22,41 @@ class PeerStatus:
 
 @dataclass(frozen=True, slots=True)
 class PeerSample:
+    """A peer as the leader last sampled it (once a tick: DLedgerHost._publish). Its lags
+    are worked out when viewed, against the snapshot's own end, so a view never shows a peer
+    caught up with an end it has not reached."""
+
     peer_id: str
     match_index: int | None
-    lag_entries: int | None
-    lag_bytes: int | None
+    match_end_position: int | None  # where the match's record ends (a store-backed log)
     inflight_pushes: int | None
     dispatcher_state: str | None
     last_contact_ms: float | None  # on the host's clock
 
     @staticmethod
-    def of(peer_id: str, dispatcher: EntryDispatcher | None, last_index: int,
-           last_contact_ms: float | None, lag_bytes: int | None = None) -> PeerSample:
+    def of(peer_id: str, dispatcher: EntryDispatcher | None, last_contact_ms: float | None,
+           match_end_position: int | None = None) -> PeerSample:
         if dispatcher is None:
-            return PeerSample(peer_id, None, None, None, None, None, last_contact_ms)
-        return PeerSample(peer_id, dispatcher.match_index, last_index - dispatcher.match_index,
-                          lag_bytes, dispatcher.inflight_count, dispatcher.state.value,
-                          last_contact_ms)
+            return PeerSample(peer_id, None, None, None, None, last_contact_ms)
+        return PeerSample(peer_id, dispatcher.match_index, match_end_position,
+                          dispatcher.inflight_count, dispatcher.state.value, last_contact_ms)
 
-    def view(self, now_ms: float) -> PeerStatus:
+    def view(self, now_ms: float, end_index: int, end_position: int | None) -> PeerStatus:
         ago_ms = None if self.last_contact_ms is None else int(now_ms - self.last_contact_ms)
-        return PeerStatus(self.peer_id, self.match_index, self.lag_entries, self.lag_bytes,
+        lag_entries = None if self.match_index is None else end_index - self.match_index
+        return PeerStatus(self.peer_id, self.match_index, lag_entries,
+                          _lag_bytes(end_position, self.match_end_position),
                           self.inflight_pushes, self.dispatcher_state, ago_ms)
+
+
+def _lag_bytes(end_position: int | None, match_end_position: int | None) -> int | None:
+    """Commit-log bytes past the peer's match; None when unknown (not a store-backed log, not
+    the leader, a match below the log's base, or either end unknown after a reset)."""
+    if end_position is None or match_end_position is None:
+        return None
+    if end_position < 0 or match_end_position < 0:
+        return 0 if end_position == match_end_position else None
+    return end_position - match_end_position
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +84,7 @@ class Snapshot:
     committed_index: int
     end_index: int
     base_index: int
+    end_position: int | None  # the commit log's end (a store-backed log; -1 unknown)
     pending_appends: int
     peers: tuple[PeerSample, ...]
     last_error: str | None
@@ -79,5 +94,6 @@ class Snapshot:
         return HostStatus(self.self_id, self.role.value, self.term, self.leader_id,
                           self.committed_index, self.end_index, self.base_index,
                           self.pending_appends,
-                          tuple(peer.view(now_ms) for peer in self.peers),
+                          tuple(peer.view(now_ms, self.end_index, self.end_position)
+                                for peer in self.peers),
                           inbox_dropped_count, elections_started_count, self.last_error)
