@@ -122,7 +122,25 @@ class DispatchService(ServiceThread):
                 progressed = True
         return progressed
 
-    def _dispatch_batch(self) -> int:
+    def dispatch_here(self, records_max: int) -> bool:
+        """Dispatch up to `records_max` records on the calling thread, unless another is
+        dispatching (then nothing); True when everything dispatchable is dispatched. A
+        DLedger member's host calls it for what each commit opened (MessageStore's
+        `set_commit_limit`) and wakes this thread only when it returns False. Errors
+        propagate as in `dispatch_available`."""
+        if not self._dispatch_lock.acquire(blocking=False):
+            return False
+        try:
+            while records_max > 0:
+                count = self._dispatch_batch(records_max)
+                if count == 0:
+                    return True
+                records_max -= count
+            return False
+        finally:
+            self._dispatch_lock.release()
+
+    def _dispatch_batch(self, records_max: int = _BATCH_RECORDS_MAX) -> int:
         """Parse up to a batch of complete records of one file, then write their entries,
         grouped by queue, one write per queue: parsing is per record, writing is not."""
         offset = self.dispatched_offset
@@ -139,11 +157,12 @@ class DispatchService(ServiceThread):
                 return 1
             return 0
         try:  # held: retention cannot unmap the file while its records are parsed
-            return self._dispatch_file(mapped, offset, max_offset)
+            return self._dispatch_file(mapped, offset, max_offset, records_max)
         finally:
             mapped.release()
 
-    def _dispatch_file(self, mapped: MappedFile, offset: int, max_offset: int) -> int:
+    def _dispatch_file(self, mapped: MappedFile, offset: int, max_offset: int,
+                       records_max: int) -> int:
         batch_start = offset, self.last_record_offset
         base = mapped.start_offset
         limit = min(mapped.write_position, max_offset - base)
@@ -153,7 +172,7 @@ class DispatchService(ServiceThread):
         keyed: list[_Keyed] = []
         count = 0
         last_record = -1
-        while count < _BATCH_RECORDS_MAX and position + 8 <= limit:
+        while count < min(records_max, _BATCH_RECORDS_MAX) and position + 8 <= limit:
             if position + _DISPATCH_FIELDS.size <= limit:
                 total_size, magic, queue_id, queue_offset, stored_ms, body_size = (
                     _DISPATCH_FIELDS.unpack_from(buffer, position))

@@ -14,7 +14,7 @@ from ha.dledger.messages import Entry
 from ha.dledger.state_files import read_hard_state
 from ha.dledger.stored_log import EntryRecordError, EntryWriteError, StoredLog
 from ha.dledger.stored_storage import StoredDLedgerStorage
-from store import AppendRawStatus, Message, MessageStore, StoreCorruptError
+from store import AppendRawStatus, Message, MessageStore, StoreCorruptError, message_store
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 from store.message_id import LookupStatus
@@ -365,11 +365,13 @@ def test_readers_stop_at_the_committed_position(tmp_path: Path) -> None:
     storage.close()
 
 
-def test_dispatch_is_woken_by_the_commit_not_by_an_append_past_it(
+def test_the_commit_dispatches_on_its_own_thread_and_appends_past_it_wake_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Commit-limited, an append past the commit wakes no dispatch (it could read nothing);
-    the commit that covers it does. A commit learnt before its bytes arrived (a follower)
-    leaves committed bytes to dispatch, so the append that brings them wakes it."""
+    the commit dispatches what it opened on the committing thread, so its records are in
+    their queue when set_committed returns, with no wake either. A commit learnt before its
+    bytes arrived (a follower) leaves committed bytes to dispatch, so the append that brings
+    them wakes the dispatch thread."""
     storage, log = open_storage(tmp_path, default_queue_count=1)
     store = storage.store
     wakes: list[int] = []
@@ -377,12 +379,45 @@ def test_dispatch_is_woken_by_the_commit_not_by_an_append_past_it(
     entries = _fill(log, 3)
     assert wakes == []
     storage.set_committed(4)
-    assert wakes == [log.end_of(4)]
-    _wait_dispatched(storage)  # the real dispatch thread, woken by its 50 ms poll here
+    assert store.dispatch.dispatched_offset == log.end_of(4)
+    assert _bodies(storage, 0) == [decode_record(e.payload).body for e in entries[1:4]]
+    assert wakes == []
     store.set_commit_limit(log.end_of(4) + len(entries[1].payload))  # ahead of the bytes
-    woken = len(wakes)
     leader_append(log, 1, Message("T", body(9, 10)))
-    assert len(wakes) == woken + 1
+    assert wakes == [store.commit_log.max_offset]
+    storage.close()
+
+
+def test_the_commit_leaves_to_the_dispatch_thread_what_is_past_its_bound_or_busy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committing thread dispatches at most COMMIT_DISPATCH_RECORDS_MAX records and
+    wakes the dispatch thread for the rest; it dispatches nothing and wakes the thread when
+    the thread holds dispatch; and a dispatch that fails here wakes the thread (which retries
+    and reports it) instead of failing the commit."""
+    monkeypatch.setattr(message_store, "COMMIT_DISPATCH_RECORDS_MAX", 2)
+    storage, log = open_storage(tmp_path, default_queue_count=1)
+    store = storage.store
+    wakes: list[int] = []
+    monkeypatch.setattr(store, "_wake_dispatch", lambda: wakes.append(1))
+    _fill(log, 6)
+    storage.set_committed(4)  # the no-op and 3 records: 2 here, the third to the thread
+    assert len(_bodies(storage, 0)) == 2 and wakes == [1]
+    _wait_dispatched(storage)  # the thread, on its idle poll (its wake went to the spy)
+
+    def commit_while_the_thread_dispatches() -> int:
+        storage.set_committed(5)
+        return 0
+
+    store.dispatch.hold_still(commit_while_the_thread_dispatches)  # holds dispatch meanwhile
+    assert len(wakes) == 2 and len(_bodies(storage, 0)) == 3  # busy: left to the thread
+    _wait_dispatched(storage)
+
+    def failing(records_max: int) -> bool:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(store.dispatch, "dispatch_here", failing)
+    storage.set_committed(6)
+    assert len(wakes) == 3 and store.commit_limit == log.end_of(6)
     storage.close()
 
 
