@@ -81,7 +81,7 @@ class Lifecycle(enum.Enum):
 
 
 _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
-# Records a commit's thread dispatches itself (set_commit_limit): a round's commit opens tens
+# Records a commit's thread dispatches itself (dispatch_committed): a round's commit opens tens
 # to a few hundred; a follower's commit after a long catch-up may open far more, which the
 # dispatch thread takes (at about 4 us a record, 512 hold the committing thread ~2 ms).
 COMMIT_DISPATCH_RECORDS_MAX = 512
@@ -379,18 +379,25 @@ class MessageStore:
     def set_commit_limit(self, offset: int) -> None:
         """Records below `offset` are committed: dispatch (and so reads) may go up to it.
 
-        The caller's thread (a DLedger member's host) dispatches what the commit opened,
-        at most COMMIT_DISPATCH_RECORDS_MAX records, rather than hand it to the dispatch
-        thread: waking that thread at every commit made the two take turns at the
-        interpreter lock, and the member's process spent that turn-taking instead of
-        serving (docs/dledger.md, "Dispatch on the committing thread"). The thread is woken
-        for what is left past the bound, when it is dispatching already, and when dispatch
-        fails here: it retries and reports the failure (`last_error`) as it always did."""
+        The committing thread (a DLedger member's host) dispatches them itself once its
+        round's answers are out (`dispatch_committed`) rather than wake the dispatch thread
+        here: waking that thread at every commit made the two take turns at the interpreter
+        lock, and the member's process spent that turn-taking instead of serving
+        (docs/dledger.md, "Dispatch on the committing thread"). If nobody calls it, the
+        dispatch thread's idle poll takes the records."""
         limit = self.dispatch.limit_offset
         assert limit is not None, "the store was not opened commit_limited"
-        if offset <= limit:
+        if offset > limit:
+            self.dispatch.limit_offset = offset
+
+    def dispatch_committed(self) -> None:
+        """Dispatch, on this thread, what commits opened: at most COMMIT_DISPATCH_RECORDS_MAX
+        records. The dispatch thread is woken for what is left past the bound, when it is
+        dispatching already, and when dispatch fails here: it retries and reports the
+        failure (`last_error`) as it always did."""
+        limit = self.dispatch.limit_offset
+        if limit is None or limit <= self.dispatch.dispatched_offset:
             return
-        self.dispatch.limit_offset = offset
         try:
             caught_up = self.dispatch.dispatch_here(COMMIT_DISPATCH_RECORDS_MAX)
         except Exception:  # noqa: BLE001 - the dispatch thread meets it again and reports it

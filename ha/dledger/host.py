@@ -17,7 +17,8 @@ to the peers once, after its events (one push a peer rather than one an append).
 Actions: `Send` -> the transport's bounded per-peer queue (never blocks); `PersistTermVote` ->
 `storage.persist_term_vote`; the log writes are already in the NodeLog and wait for the sync;
 `AdvanceCommit` -> `storage.set_committed`, then the commit listeners; `CompleteAppend` ->
-the caller's future.
+the caller's future. A round that moved the commit ends by writing what is queued for the
+peers, then `storage.after_round()` (a store's consume-queue dispatch of what it committed).
 
 Bounds: the inbox holds `inbox_max` events (a peer message past it is dropped and counted: Raft
 re-sends); at most `pending_appends_max` client appends are unanswered at once (past it,
@@ -98,6 +99,9 @@ class HostIO(Protocol):
 
     def poll(self, timeout_s: float) -> None: ...
 
+    def flush(self) -> None:
+        """Write what is queued for the peers now, as far as the sockets take it."""
+
     def wake(self) -> None: ...
 
 
@@ -145,6 +149,7 @@ class DLedgerHost(ServiceThread):
         self.elections_started_count = 0
         self._candidate_term = 0
         self._appended = False  # this round appended: push once after its events
+        self._committed = False  # this round moved the commit: storage.after_round() at its end
         self._io: HostIO | None = None
 
     def use_io(self, io: HostIO) -> None:
@@ -298,6 +303,13 @@ class DLedgerHost(ServiceThread):
         ticked = self._run_due_ticks(node)
         self._group_commit(node)
         self._publish(with_peers=ticked)
+        if self._committed:
+            # The round's acks and answers first: they are what the peers and clients wait
+            # for. Then what its commits made due (a store's consume-queue dispatch).
+            self._committed = False
+            if self._io is not None:
+                self._io.flush()
+            self._storage.after_round()
         if inbox:
             return 0.0
         return max(0.0, self._next_tick_ms - self._clock_ms()) / 1000
@@ -386,6 +398,7 @@ class DLedgerHost(ServiceThread):
                 self._send(action.target_id, action.message)
             elif isinstance(action, AdvanceCommit):
                 self._storage.set_committed(action.commit_index)
+                self._committed = True
                 for listener in self._commit_listeners:
                     listener(action.commit_index)
             elif isinstance(action, CompleteTransfer):

@@ -76,6 +76,9 @@ class MemoryStorage:
         with self._lock:
             self.committed_index = max(self.committed_index, index)
 
+    def after_round(self) -> None:
+        """Nothing waits for the end of a round here."""
+
     def close(self) -> None:
         self._live = None
 

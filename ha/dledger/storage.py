@@ -99,4 +99,10 @@ class DLedgerStorage(Protocol):
         HTTP answers) may see them, and never anything past them."""
         ...
 
+    def after_round(self) -> None:
+        """The host's round is over and its answers are out: work that a commit made due
+        and that no answer waits for (a store-backed log dispatches the records the round
+        committed to their consume queues) runs here, on the host thread."""
+        ...
+
     def close(self) -> None: ...

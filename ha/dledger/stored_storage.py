@@ -96,6 +96,11 @@ class StoredDLedgerStorage:
     def set_committed(self, index: int) -> None:
         self.log.set_committed(index)
 
+    def after_round(self) -> None:
+        """Dispatch what the round committed, on the host thread (MessageStore's
+        `dispatch_committed`)."""
+        self.store.dispatch_committed()
+
     def close(self) -> None:
         """Sync, then stop the store cleanly (checkpoint written, abort marker removed)."""
         if self._store is None:

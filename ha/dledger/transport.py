@@ -270,6 +270,10 @@ class PeerTransport:
             if link.sock is not None and link.stalled(now_s):
                 self._lose(link, f"no bytes taken for {self.config.send_timeout_ms} ms")
 
+    def flush(self) -> None:
+        """Write what is queued on every link now (the I/O thread only, between polls)."""
+        self._flush_links()
+
     def _poll_loop(self) -> None:
         while not self._stopping.is_set():
             self.poll(_OWN_POLL_S)

@@ -233,6 +233,48 @@ def test_peer_figures_are_refreshed_once_a_tick_and_on_a_role_change() -> None:
     assert (n1.match_index, n1.lag_entries) == (1, 0)
 
 
+def test_a_round_that_commits_flushes_its_messages_then_ends_with_after_round() -> None:
+    """A round that moves the commit writes the peers' queued messages (io.flush), then runs
+    storage.after_round() once, after its answers; a round that commits nothing runs
+    neither."""
+    calls: list[str] = []
+
+    class Storage(MemoryStorage):
+        def set_committed(self, index: int) -> None:
+            calls.append(f"commit {index}")
+            super().set_committed(index)
+
+        def after_round(self) -> None:
+            calls.append("after_round")
+
+    class IO:
+        def poll(self, timeout_s: float) -> None:
+            calls.append("poll")
+
+        def flush(self) -> None:
+            calls.append("flush")
+
+        def wake(self) -> None:
+            pass
+
+    clock = FakeClock()
+    host = DLedgerHost("n0", ("n0",), CONFIG, Storage(), lambda target, message: None, clock,
+                       random.Random(1))
+    host.use_io(IO())
+    host.open()
+    while host.status().role != Role.LEADER.value:
+        clock.now_ms += CONFIG.tick_ms
+        host.run_once()
+    calls.clear()
+    future = host.append(lambda: b"x")
+    future.add_done_callback(lambda _: calls.append("answered"))
+    host.run_once()
+    assert calls == ["commit 2", "answered", "flush", "after_round"]
+    calls.clear()
+    host.run_once()  # nothing to commit
+    assert calls == []
+
+
 def test_times_must_fit_the_tick() -> None:
     """A heartbeat not shorter than the election timeout is refused by name."""
     with pytest.raises(ConfigError, match="heartbeat_interval_ms"):

@@ -365,13 +365,13 @@ def test_readers_stop_at_the_committed_position(tmp_path: Path) -> None:
     storage.close()
 
 
-def test_the_commit_dispatches_on_its_own_thread_and_appends_past_it_wake_nothing(
+def test_the_host_dispatches_a_commit_on_its_thread_and_appends_past_it_wake_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Commit-limited, an append past the commit wakes no dispatch (it could read nothing);
-    the commit dispatches what it opened on the committing thread, so its records are in
-    their queue when set_committed returns, with no wake either. A commit learnt before its
-    bytes arrived (a follower) leaves committed bytes to dispatch, so the append that brings
-    them wakes the dispatch thread."""
+    the commit moves the limit and wakes nothing either, and `after_round` (the host's, at
+    the end of a round) dispatches what it opened on the host's thread, so its records are in
+    their queue when it returns. A commit learnt before its bytes arrived (a follower) leaves
+    committed bytes to dispatch, so the append that brings them wakes the dispatch thread."""
     storage, log = open_storage(tmp_path, default_queue_count=1)
     store = storage.store
     wakes: list[int] = []
@@ -379,6 +379,8 @@ def test_the_commit_dispatches_on_its_own_thread_and_appends_past_it_wake_nothin
     entries = _fill(log, 3)
     assert wakes == []
     storage.set_committed(4)
+    assert store.commit_limit == log.end_of(4) and wakes == []
+    storage.after_round()  # the host, once its round's answers are out
     assert store.dispatch.dispatched_offset == log.end_of(4)
     assert _bodies(storage, 0) == [decode_record(e.payload).body for e in entries[1:4]]
     assert wakes == []
@@ -390,10 +392,10 @@ def test_the_commit_dispatches_on_its_own_thread_and_appends_past_it_wake_nothin
 
 def test_the_commit_leaves_to_the_dispatch_thread_what_is_past_its_bound_or_busy(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The committing thread dispatches at most COMMIT_DISPATCH_RECORDS_MAX records and
-    wakes the dispatch thread for the rest; it dispatches nothing and wakes the thread when
-    the thread holds dispatch; and a dispatch that fails here wakes the thread (which retries
-    and reports it) instead of failing the commit."""
+    """`after_round` dispatches at most COMMIT_DISPATCH_RECORDS_MAX records and wakes the
+    dispatch thread for the rest; it dispatches nothing and wakes the thread when the thread
+    holds dispatch; and a dispatch that fails there wakes the thread (which retries and
+    reports it) instead of failing the host's round."""
     monkeypatch.setattr(message_store, "COMMIT_DISPATCH_RECORDS_MAX", 2)
     storage, log = open_storage(tmp_path, default_queue_count=1)
     store = storage.store
@@ -401,11 +403,13 @@ def test_the_commit_leaves_to_the_dispatch_thread_what_is_past_its_bound_or_busy
     monkeypatch.setattr(store, "_wake_dispatch", lambda: wakes.append(1))
     _fill(log, 6)
     storage.set_committed(4)  # the no-op and 3 records: 2 here, the third to the thread
+    storage.after_round()
     assert len(_bodies(storage, 0)) == 2 and wakes == [1]
     _wait_dispatched(storage)  # the thread, on its idle poll (its wake went to the spy)
 
     def commit_while_the_thread_dispatches() -> int:
         storage.set_committed(5)
+        storage.after_round()
         return 0
 
     store.dispatch.hold_still(commit_while_the_thread_dispatches)  # holds dispatch meanwhile
@@ -417,6 +421,7 @@ def test_the_commit_leaves_to_the_dispatch_thread_what_is_past_its_bound_or_busy
 
     monkeypatch.setattr(store.dispatch, "dispatch_here", failing)
     storage.set_committed(6)
+    storage.after_round()
     assert len(wakes) == 3 and store.commit_limit == log.end_of(6)
     storage.close()
 
