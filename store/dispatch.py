@@ -172,7 +172,8 @@ class DispatchService(ServiceThread):
         keyed: list[_Keyed] = []
         count = 0
         last_record = -1
-        while count < min(records_max, _BATCH_RECORDS_MAX) and position + 8 <= limit:
+        records_max = min(records_max, _BATCH_RECORDS_MAX)
+        while count < records_max and position + 8 <= limit:
             if position + _DISPATCH_FIELDS.size <= limit:
                 total_size, magic, queue_id, queue_offset, stored_ms, body_size = (
                     _DISPATCH_FIELDS.unpack_from(buffer, position))
