@@ -125,8 +125,9 @@ class DispatchService(ServiceThread):
     def dispatch_here(self, records_max: int) -> bool:
         """Dispatch up to `records_max` records on the calling thread, unless another is
         dispatching (then nothing); True when everything dispatchable is dispatched. A
-        DLedger member's host calls it for what each commit opened (MessageStore's
-        `set_commit_limit`) and wakes this thread only when it returns False. Errors
+        DLedger member's host calls it at the end of a round for what its commits opened
+        (MessageStore's `dispatch_committed`) and wakes this thread only when it returns
+        False. Errors
         propagate as in `dispatch_available`."""
         if not self._dispatch_lock.acquire(blocking=False):
             return False

@@ -431,9 +431,9 @@ class MessageStore:
     def _on_append(self) -> None:
         limit = self.dispatch.limit_offset
         # Commit-limited (DLedger), an append past the commit gives dispatch nothing to read
-        # and the commit that covers it wakes dispatch (set_commit_limit); so the append wakes
-        # it only while committed bytes are left to dispatch, which covers a commit that came
-        # before its bytes.
+        # and the committing thread dispatches what a commit opens (dispatch_committed); so
+        # the append wakes the thread only while committed bytes are left to dispatch, which
+        # covers a commit that came before its bytes.
         if limit is None or limit > self.dispatch.dispatched_offset:
             self._wake_dispatch()
         for listener in self._append_listeners:

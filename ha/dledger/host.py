@@ -450,11 +450,13 @@ class DLedgerHost(ServiceThread):
         previous = self._snapshot
         if with_peers or previous is None or previous.role is not node.role \
                 or previous.term != node.term:
-            peers = tuple(
-                PeerSample.of(peer_id, node.dispatchers.get(peer_id),
-                              self._last_contact_ms.get(peer_id),
-                              _match_end_position(stored, node.dispatchers.get(peer_id)))
-                for peer_id in node.peer_ids)
+            samples: list[PeerSample] = []
+            for peer_id in node.peer_ids:
+                dispatcher = node.dispatchers.get(peer_id)
+                samples.append(PeerSample.of(peer_id, dispatcher,
+                                             self._last_contact_ms.get(peer_id),
+                                             _match_end_position(stored, dispatcher)))
+            peers = tuple(samples)
         else:
             peers = previous.peers
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
