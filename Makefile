@@ -65,10 +65,10 @@ clean:
 
 # The DLedger simulation over many seeds (not part of `make test`, which runs seeds 0-299):
 # `make sim` runs 10,000 over 2 processes and prints how many and how long (`SEEDS=N`,
-# `WORKERS=N`); a failure prints its seed, `python -m ha.dledger.sim --seed N` replays it.
+# `WORKERS=N`); a failure prints its seed, `python -m ha.dledger.simulation.sim --seed N` replays it.
 # The timing model (failover p50/max, quiet healthy group): `make sim-timing`.
 sim: setup
-	$(BIN)/python -m ha.dledger.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
+	$(BIN)/python -m ha.dledger.simulation.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
 
 sim-timing: setup
-	$(BIN)/python -m ha.dledger.scenarios --seeds $(or $(SEEDS),200)
+	$(BIN)/python -m ha.dledger.simulation.scenarios --seeds $(or $(SEEDS),200)

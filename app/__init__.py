@@ -1,2 +1,2 @@
 """twinlog's HTTP face: the FastAPI app, routes, schemas, error mapping, settings, the Broker
-wiring and the `twinlog` CLI. `app.main.create_app` builds the app."""
+wiring and the `twinlog` CLI. `app.api.main.create_app` builds the app."""

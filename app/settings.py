@@ -29,9 +29,9 @@ from pydantic_settings import (
 )
 
 from ha import HAConfig
-from ha.dledger.host_config import HostConfig
-from ha.dledger.peers import Peer, parse_peers
-from ha.dledger.transport import TransportConfig
+from ha.dledger.core.peers import Peer, parse_peers
+from ha.dledger.host.host_config import HostConfig
+from ha.dledger.host.transport import TransportConfig
 from store import BrokerRole, ConfigError, FlushDiskType, StoreConfig
 from store.metadata import sqlite_database_url
 from store.paths import StorePaths
@@ -151,12 +151,13 @@ class Settings(BaseSettings):
     http_connections_max: int = Field(
         1024, ge=1, le=1_000_000,
         description="open HTTP connections; lowered at start to what the descriptor budget "
-                    "leaves (app/fd_budget.py); past it a new connection gets 503 and a close")
+                    "leaves (app/server/fd_budget.py); past it a new connection gets 503 and a "
+                    "close")
     http_event_loop: Literal["uvloop", "asyncio"] = Field(
         "uvloop", description="the HTTP server's event loop (uvloop is the faster; "
                               "bench/fair_batches.py --broker compares them)")
     http_eager_accept: bool = Field(
-        True, description="accept every waiting connection at once (app/eager_accept.py); "
+        True, description="accept every waiting connection at once (app/server/eager_accept.py); "
                           "off, uvloop accepts one per loop turn and a busy loop leaves new "
                           "connections queued for seconds")
     tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS")
@@ -337,7 +338,7 @@ class Settings(BaseSettings):
     timeout_graceful_shutdown_s: float = Field(10.0, gt=0, le=300, description="on SIGTERM or "
                                                "Ctrl-C, how long open requests may finish")
     gc_tuning: bool = Field(True, description="freeze the startup heap and collect young "
-                                              "objects less often (app/gc_tuning.py)")
+                                              "objects less often (app/server/gc_tuning.py)")
 
     @classmethod
     def settings_customise_sources(

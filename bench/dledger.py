@@ -80,11 +80,11 @@ from ha.dledger import (  # noqa: E402
     Send,
     TransportConfig,
 )
-from ha.dledger.actions import Action, Write  # noqa: E402
-from ha.dledger.append_future import AppendFuture  # noqa: E402
 from ha.dledger.commit_log import DLedgerCommitLog  # noqa: E402
-from ha.dledger.host import DLedgerHost  # noqa: E402
-from ha.dledger.peers import format_peers  # noqa: E402
+from ha.dledger.core.actions import Action, Write  # noqa: E402
+from ha.dledger.core.peers import format_peers  # noqa: E402
+from ha.dledger.host.append_future import AppendFuture  # noqa: E402
+from ha.dledger.host.host import DLedgerHost  # noqa: E402
 from store import BrokerRole, FlushDiskType, MessageStore, PutMessageStatus, StoreConfig  # noqa: E402
 from store import Message as StoreMessage  # noqa: E402
 

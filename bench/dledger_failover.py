@@ -21,8 +21,8 @@ from pathlib import Path
 
 from bench.dledger_member import StoredMember, spawn_member, stop_member, stored_member
 from ha.dledger import HostConfig, Peer, Role
-from ha.dledger.actions import AppendStatus, TransferStatus
-from ha.dledger.peers import format_peers
+from ha.dledger.core.actions import AppendStatus, TransferStatus
+from ha.dledger.core.peers import format_peers
 from store import Message
 
 SECRET = b"bench-dledger-failover"

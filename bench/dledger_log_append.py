@@ -30,10 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.common import header, row
-from ha.dledger.config import DLedgerConfig
-from ha.dledger.messages import Entry
-from ha.dledger.stored_log import StoredLog
-from ha.dledger.stored_storage import StoredDLedgerStorage
+from ha.dledger.core.config import DLedgerConfig
+from ha.dledger.core.messages import Entry
+from ha.dledger.stored.stored_log import StoredLog
+from ha.dledger.stored.stored_storage import StoredDLedgerStorage
 from store import BrokerRole, MessageStore, PutMessageStatus, StoreConfig
 from store import Message as StoreMessage
 

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.port_file import read_port_file  # noqa: E402
+from app.server.port_file import read_port_file  # noqa: E402
 from bench.common import header, row  # noqa: E402
 
 SETTINGS = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=67108864",
@@ -48,7 +48,7 @@ class Broker:
         self.port_file.unlink(missing_ok=True)
         environment = {k: v for k, v in os.environ.items() if not k.startswith("TWINLOG_")}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", *arguments, "--data-dir",
+            [sys.executable, "-m", "app.cli.main", "serve", *arguments, "--data-dir",
              str(root / name), "--http-port", "0", "--ha-port", "0", "--port-file",
              str(self.port_file), *SETTINGS],
             cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

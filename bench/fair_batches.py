@@ -19,7 +19,7 @@ connections wait up to 64 turns, wrk times out, reconnects and queues again. asy
 up to the backlog at once. `--yield-first` (the app yields before its work) and `--http h11`
 change nothing: the loop's accept, not the protocol, is the cause.
 
---broker: case (e) on `twinlog serve` with eager accept (app/eager_accept.py, the default),
+--broker: case (e) on `twinlog serve` with eager accept (app/server/eager_accept.py, the default),
 with `http_eager_accept=false` (one accept per turn, as before) and on the asyncio loop, each
 with single produce too, and the same batches put in-process, in one run.
 Compare only ratios within one run: the machine is shared.
@@ -196,7 +196,7 @@ def show(name: str, figures: Figures) -> None:
 
 
 # (name, twinlog settings): eager accept on uvloop (the default), uvloop accepting one
-# connection per loop turn (before app/eager_accept.py), and the asyncio loop.
+# connection per loop turn (before app/server/eager_accept.py), and the asyncio loop.
 BROKER_VARIANTS = (("uvloop", ()), ("uvloop-1acc", ("http_eager_accept=false",)),
                    ("asyncio", ("http_event_loop=asyncio",)))
 

@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.port_file import read_port_file  # noqa: E402
+from app.server.port_file import read_port_file  # noqa: E402
 from bench.common import stop_process  # noqa: E402
 
 TOKEN = "hostile-bench-token"
@@ -137,7 +137,7 @@ def broker(plan: Plan, root: Path) -> Iterator[tuple[int, int]]:
                 "http_header_timeout_s": plan.header_timeout_s,
                 "http_body_timeout_s": plan.body_timeout_s,
                 "mapped_file_size_bytes": 64 << 20, "disk_max_used_ratio": 0.99}
-    arguments = [sys.executable, "-m", "app.cli", "serve", "--data-dir", str(root / "data"),
+    arguments = [sys.executable, "-m", "app.cli.main", "serve", "--data-dir", str(root / "data"),
                  "--http-port", "0", "--ha-port", "0", "--port-file", str(port_file)]
     for name, value in settings.items():
         arguments += ["--set", f"{name}={value}"]

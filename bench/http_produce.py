@@ -165,7 +165,7 @@ def broker(root: Path, role: str, with_slave: bool = False, name: str = "",
     common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824",
               "--set", "ha_secret=bench-ha-secret"]
     data_dir = root / f"{role}{name}"
-    master = _spawn(["-m", "app.cli", "serve", "--role", role, "--http-port", str(http_port),
+    master = _spawn(["-m", "app.cli.main", "serve", "--role", role, "--http-port", str(http_port),
                      "--ha-port", str(ha_port), "--data-dir", str(data_dir / "master"),
                      *common, *(part for setting in settings for part in ("--set", setting))])
     processes = [master]
@@ -174,7 +174,7 @@ def broker(root: Path, role: str, with_slave: bool = False, name: str = "",
         _wait_for(f"{url}/readyz", master)
         if with_slave:
             slave_port = free_port()
-            slave = _spawn(["-m", "app.cli", "serve", "--role", "SLAVE", "--http-port",
+            slave = _spawn(["-m", "app.cli.main", "serve", "--role", "SLAVE", "--http-port",
                             str(slave_port), "--ha-master-address", f"127.0.0.1:{ha_port}",
                             "--master-http-address", url,
                             "--data-dir", str(data_dir / "slave"), *common,

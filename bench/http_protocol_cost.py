@@ -1,5 +1,5 @@
-"""CPU cost per request of the guarded protocol (app/http_protocol.py) next to uvicorn's plain
-httptools protocol, in process: no sockets, no wrk, so a busy host blurs it far less than
+"""CPU cost per request of the guarded protocol (app/server/http_protocol.py) next to uvicorn's
+plain httptools protocol, in process: no sockets, no wrk, so a busy host blurs it far less than
 bench/http_produce.py.
 
     python bench/http_protocol_cost.py [--requests 20000] [--rounds 5]
@@ -26,8 +26,8 @@ import uvicorn  # noqa: E402
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E402
 from uvicorn.server import ServerState  # noqa: E402
 
-from app.http_protocol import ConnectionLimits, protocol_class  # noqa: E402
-from app.metrics import RefusalCounts  # noqa: E402
+from app.api.metrics import RefusalCounts  # noqa: E402
+from app.server.http_protocol import ConnectionLimits, protocol_class  # noqa: E402
 
 BODY = b'{"body": "' + b"x" * 100 + b'"}'
 REQUEST = (b"POST /v1/topics/Bench/messages HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"

@@ -1,4 +1,4 @@
-"""How long an msync stops the other threads of the process: mmap.flush against store/disk.py.
+"""How long an msync stops the other threads of the process: mmap.flush against store/files/disk.py.
 
     python bench/msync_gil.py            # 3 rounds of 64 MiB of dirty pages
     python bench/msync_gil.py --quick    # 1 round of 16 MiB
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import header, row  # noqa: E402
-from store.disk import REAL_DISK  # noqa: E402
+from store.files.disk import REAL_DISK  # noqa: E402
 
 MIB = 1 << 20
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from app.port_file import read_port_file
+from app.server.port_file import read_port_file
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 60.0
@@ -30,7 +30,7 @@ class Served:
 def serve(data_dir: Path, **settings: object) -> Iterator[Served]:
     """An ASYNC_MASTER on `data_dir`, stopped (SIGTERM, then SIGKILL) when the block ends."""
     port_file = data_dir.with_suffix(".ports")
-    arguments = [sys.executable, "-m", "app.cli", "serve", "--role", "ASYNC_MASTER",
+    arguments = [sys.executable, "-m", "app.cli.main", "serve", "--role", "ASYNC_MASTER",
                  "--data-dir", str(data_dir), "--http-port", "0", "--ha-port", "0",
                  "--port-file", str(port_file)]
     for name, value in {"ha_secret": "bench-ha-secret", "log_level": "warning", **settings}.items():

@@ -33,13 +33,13 @@ from ha.epochs import (
     save_history,
 )
 from ha.identity import load_or_create_node_id
-from store.completion import Pending
-from store.deadlines import now_ms as _now_ms
 from store.message_store import MessageStore
 from store.paths import StorePaths
 from store.service import ServiceThread
 from store.status import PutMessageStatus
-from store.waits import OffsetWaits
+from store.waits.completion import Pending
+from store.waits.deadlines import now_ms as _now_ms
+from store.waits.offset_waits import OffsetWaits
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Each module is mutated with mutmut 2 against the tests that cover it, not the whole suite, so a
 run fits a 2-core machine: one mutant at a time, pytest with `-x` and no cache. mutmut 2 is used
 rather than 3 because 3 mutates only inside functions, and some promises here are module-level
-tables (app/errors.py maps each put status to its HTTP status). mutmut 2 edits the file in place
+tables (app/api/errors.py maps each put status to its HTTP status). mutmut 2 edits the file in place
 (keeping a `.bak`) and restores it; it never copies the tree. Its results stay in
 `.mutmut-cache` (ignored by git) for `mutmut show ID`; `--incremental` starts from them.
 
@@ -39,29 +39,29 @@ DELETED = "(deleted)"
 # Each promise-bearing module and the test files that pin its answers.
 MODULE_TESTS: dict[str, list[str]] = {
     "store/record.py": ["tests/store/test_record.py"],
-    "store/once.py": [
-        "tests/store/test_completion.py", "tests/ha/dledger/test_append_future.py",
+    "store/waits/once.py": [
+        "tests/store/waits/test_completion.py", "tests/ha/dledger/host/test_append_future.py",
     ],
-    "store/completion.py": ["tests/store/test_completion.py"],
+    "store/waits/completion.py": ["tests/store/waits/test_completion.py"],
     "store/recovery.py": ["tests/store/test_recovery.py"],
     "store/flush.py": [
-        "tests/store/test_flush.py", "tests/store/test_put_api.py",
+        "tests/store/test_flush.py", "tests/store/waits/test_put_api.py",
         "tests/store/test_disk_faults.py",
     ],
     "ha/connection.py": ["tests/ha/test_connection.py"],
     "ha/service.py": ["tests/ha/test_service.py"],
     # The DLedger node is a pure state machine: its own tests drive it without sockets.
-    "ha/dledger/node.py": [
-        "tests/ha/dledger/test_election.py", "tests/ha/dledger/test_replication.py",
-        "tests/ha/dledger/test_transfer.py", "tests/ha/dledger/test_throttle.py",
+    "ha/dledger/core/node.py": [
+        "tests/ha/dledger/core/test_election.py", "tests/ha/dledger/core/test_replication.py",
+        "tests/ha/dledger/core/test_transfer.py", "tests/ha/dledger/core/test_throttle.py",
     ],
-    "app/errors.py": [
-        "tests/app/test_errors.py", "tests/app/test_openapi.py::test_file_matches_the_app",
+    "app/api/errors.py": [
+        "tests/app/api/test_errors.py", "tests/app/api/test_openapi.py::test_file_matches_the_app",
     ],
     # The window and rebuild themselves; the tests through a served broker add minutes per
     # surviving mutant and pin nothing these do not.
-    "app/idempotency.py": [
-        f"tests/app/test_idempotency.py::{name}" for name in (
+    "app/broker/idempotency.py": [
+        f"tests/app/broker/test_idempotency.py::{name}" for name in (
             "test_window_forgets_after_its_time", "test_window_edge_is_inclusive",
             "test_window_keeps_at_most_keys_max", "test_pending_key_is_awaited_not_stored_twice",
             "test_wall_clock_is_integer_milliseconds",
@@ -85,7 +85,7 @@ MODULE_TESTS: dict[str, list[str]] = {
 
 # Modules whose mapped tests use no clock, thread, socket or process: a failure there is the
 # mutant's doing, so a failing mutant is not run a second time (that doubles a kill's cost).
-DETERMINISTIC_TESTS = {"app/errors.py"}
+DETERMINISTIC_TESTS = {"app/api/errors.py"}
 
 # mutmut 2 statuses: a mutant is killed when its tests fail (slowly: "suspicious") or hang.
 KILLED_STATUSES = ("ok_killed", "ok_suspicious", "bad_timeout")

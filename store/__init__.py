@@ -3,10 +3,9 @@
 Knows nothing of HTTP or replication sockets; replication plugs in via `ReplicationGuard`.
 """
 
-from store.completion import PutCompletion
 from store.config import ConfigError, StoreConfig
-from store.disk import Disk
 from store.errors import OffsetNotAvailableError, StoreCorruptError, StoreError, StoreStateError
+from store.files.disk import Disk
 from store.health import StoreHealth, WriteFault
 from store.message_store import Lifecycle, MessageStore, ReplicationGuard
 from store.reads import GetMessagesResult, GetMessageStatus
@@ -19,6 +18,7 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
+from store.waits.completion import PutCompletion
 
 __all__ = [
     "AppendRawStatus",

@@ -17,8 +17,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import durability
-from store.disk import REAL_DISK, Disk
+from store.files import durability
+from store.files.disk import REAL_DISK, Disk
 from store.paths import TEMP_SUFFIX
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from store.config import StoreConfig
-from store.disk import REAL_DISK, Disk
 from store.errors import OffsetNotAvailableError
-from store.mapped_file import MappedFile
-from store.mapped_file_queue import MappedFileQueue
+from store.files.disk import REAL_DISK, Disk
+from store.files.mapped_file import MappedFile
+from store.files.mapped_file_queue import MappedFileQueue
 from store.record import (
     END_FILE_MIN_BLANK_LENGTH,
     Message,

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 from store.arrivals import Arrivals
 from store.commit_log import CommitLog
-from store.consume_queue import ConsumeQueue, ConsumeQueues, Entry
 from store.dispatch_failures import WRITE_ATTEMPTS_MAX, DispatchFailures
-from store.key_index import KeyIndex
-from store.mapped_file import MappedFile
+from store.files.mapped_file import MappedFile
+from store.index.consume_queue import ConsumeQueue, ConsumeQueues, Entry
+from store.index.key_index import KeyIndex
 from store.record import (
     BLANK_MAGIC,
     HEADER_SIZE,

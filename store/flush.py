@@ -12,17 +12,17 @@ from pathlib import Path
 
 from store.checkpoint import Checkpoint, write_checkpoint
 from store.commit_log import CommitLog
-from store.completion import Pending
 from store.config import StoreConfig
-from store.consume_queue import ConsumeQueues
-from store.deadlines import now_ms
-from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
+from store.files.disk import REAL_DISK, Disk
 from store.health import StoreHealth
-from store.key_index import KeyIndex
+from store.index.consume_queue import ConsumeQueues
+from store.index.key_index import KeyIndex
 from store.service import ServiceThread
 from store.status import FlushDiskType, PutMessageStatus
-from store.waits import OffsetWaits
+from store.waits.completion import Pending
+from store.waits.deadlines import now_ms
+from store.waits.offset_waits import OffsetWaits
 
 log = logging.getLogger(__name__)
 

@@ -16,19 +16,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from store.allocate import AllocateService
 from store.arrivals import Arrivals, Waiter
 from store.commit_log import CommitLog
-from store.completion import Pending, PutCompletion
 from store.config import StoreConfig
-from store.consume_queue import ConsumeQueues
-from store.deadlines import DeadlineService
-from store.disk import REAL_DISK, Disk
 from store.dispatch import DispatchService
 from store.errors import OffsetNotAvailableError, StoreStateError
+from store.files.allocate import AllocateService
+from store.files.disk import REAL_DISK, Disk
 from store.flush import FlushService
 from store.health import StoreHealth
-from store.key_index import LOOKUP_RESULTS_MAX, KeyIndex
+from store.index.consume_queue import ConsumeQueues
+from store.index.key_index import LOOKUP_RESULTS_MAX, KeyIndex
+from store.index.time_search import queue_offset_at_time
 from store.message_id import LookupResult, LookupStatus, find_by_msg_id
 from store.paths import StorePaths
 from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages, read_heads
@@ -43,8 +42,9 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
-from store.time_search import queue_offset_at_time
 from store.tombstones import Tombstones
+from store.waits.completion import Pending, PutCompletion
+from store.waits.deadlines import DeadlineService
 
 log = logging.getLogger(__name__)
 

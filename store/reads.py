@@ -6,8 +6,8 @@ import enum
 from dataclasses import dataclass, field
 
 from store.commit_log import CommitLog
-from store.consume_queue import ConsumeQueues
 from store.errors import OffsetNotAvailableError
+from store.index.consume_queue import ConsumeQueues
 from store.record import RecordError, RecordHead, StoredMessage
 
 READ_MESSAGES_MAX = 1024

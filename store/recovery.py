@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 from store.checkpoint import Checkpoint, read_checkpoint
 from store.commit_log import CommitLog
-from store.consume_queue import ConsumeQueues, EntryCheck
 from store.dispatch import DispatchService
 from store.errors import OffsetNotAvailableError
-from store.key_index import KeyIndex
-from store.mapped_file import MappedFile
+from store.files.mapped_file import MappedFile
+from store.index.consume_queue import ConsumeQueues, EntryCheck
+from store.index.key_index import KeyIndex
 from store.paths import StorePaths
 from store.record import (
     BLANK_MAGIC,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.consume_queue import ConsumeQueues
 from store.dispatch import DispatchService
+from store.index.consume_queue import ConsumeQueues
 from store.service import ServiceThread
 
 log = logging.getLogger(__name__)

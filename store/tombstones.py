@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 from store.checkpoint import write_file_atomically
-from store.disk import REAL_DISK, Disk
+from store.files.disk import REAL_DISK, Disk
 from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
+from app.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 HTTP_API = ROOT / "docs" / "http-api.md"

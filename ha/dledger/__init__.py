@@ -1,11 +1,12 @@
 """DLedger mode: a Raft-replicated log (openmessaging/dledger's design, without its known bugs).
 
-`DLedgerNode` is the whole protocol as a pure state machine (ha/dledger/node.py); the host
+`DLedgerNode` is the whole protocol as a pure state machine (ha/dledger/core/node.py); the host
 (`DLedgerHost`) runs its actions and `PeerTransport` carries its messages; `DLedgerServer` is
-one member with both. `ha.dledger.sim` drives the same node in a seeded deterministic simulation.
+one member with both. `ha.dledger.simulation.sim` drives the same node in a seeded
+deterministic simulation.
 """
 
-from ha.dledger.actions import (
+from ha.dledger.core.actions import (
     Action,
     AdvanceCommit,
     AppendEntries,
@@ -18,14 +19,10 @@ from ha.dledger.actions import (
     TransferStatus,
     TruncateFrom,
 )
-from ha.dledger.config import DLedgerConfig
-from ha.dledger.host import AppendResult, DLedgerHost
-from ha.dledger.host_config import HostConfig
-from ha.dledger.host_status import HostStatus, PeerStatus
-from ha.dledger.log import EntryLog
-from ha.dledger.member import HardState, MemberState, Role
-from ha.dledger.memory_storage import MemoryStorage
-from ha.dledger.messages import (
+from ha.dledger.core.config import DLedgerConfig
+from ha.dledger.core.entry_log import EntryLog
+from ha.dledger.core.member import HardState, MemberState, Role
+from ha.dledger.core.messages import (
     Entry,
     Message,
     PushRequest,
@@ -34,11 +31,15 @@ from ha.dledger.messages import (
     VoteRequest,
     VoteResponse,
 )
-from ha.dledger.node import DLedgerNode
-from ha.dledger.peers import Peer, parse_peers
-from ha.dledger.progress import DispatcherState, EntryDispatcher
-from ha.dledger.server import DLedgerServer
-from ha.dledger.transport import PeerTransport, TransportConfig
+from ha.dledger.core.node import DLedgerNode
+from ha.dledger.core.peers import Peer, parse_peers
+from ha.dledger.core.progress import DispatcherState, EntryDispatcher
+from ha.dledger.host.host import AppendResult, DLedgerHost
+from ha.dledger.host.host_config import HostConfig
+from ha.dledger.host.host_status import HostStatus, PeerStatus
+from ha.dledger.host.memory_storage import MemoryStorage
+from ha.dledger.host.server import DLedgerServer
+from ha.dledger.host.transport import PeerTransport, TransportConfig
 
 __all__ = [
     "Action",

@@ -1,10 +1,10 @@
 """DLedgerCommitLog: a broker's write path in DLedger mode (RocketMQ's DLedgerCommitLog).
 
-It owns one group member (ha/dledger/server.py: the peer transport and the host loop) over the
+It owns one group member (ha/dledger/host/server.py: the peer transport and the host loop) over the
 broker's own store (StoredDLedgerStorage, commit-limited: reads, dispatch and snapshots stop
 at the committed position). A put is one host append: the record is encoded on the host
 thread at the log's end (StoredLog.encode), replicated, and answered once the node decides
-(committed, refused or indeterminate: ha/dledger/put_status.py). Nothing here blocks: a put
+(committed, refused or indeterminate: ha/dledger/core/put_status.py). Nothing here blocks: a put
 returns a `DLedgerPut` whose future completes on the host thread.
 """
 
@@ -18,19 +18,19 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ha.dledger.actions import TransferStatus
-from ha.dledger.append_future import AppendFuture
-from ha.dledger.host import AppendResult, HostState
-from ha.dledger.host_config import HostConfig
-from ha.dledger.host_status import HostStatus
-from ha.dledger.put_status import put_status_of
-from ha.dledger.server import DLedgerServer
-from ha.dledger.stored_storage import StoredDLedgerStorage
-from ha.dledger.transport import TransportConfig
-from store.completion import await_decision
+from ha.dledger.core.actions import TransferStatus
+from ha.dledger.core.put_status import put_status_of
+from ha.dledger.host.append_future import AppendFuture
+from ha.dledger.host.host import AppendResult, HostState
+from ha.dledger.host.host_config import HostConfig
+from ha.dledger.host.host_status import HostStatus
+from ha.dledger.host.server import DLedgerServer
+from ha.dledger.host.transport import TransportConfig
+from ha.dledger.stored.stored_storage import StoredDLedgerStorage
 from store.message_store import MessageStore
 from store.record import Message
 from store.status import PutMessageResult, PutMessageStatus
+from store.waits.completion import await_decision
 
 # A record holds its body plus the topic and at most 32 KiB of properties and a fixed header.
 _RECORD_OVERHEAD_BYTES_MAX = 64 * 1024
@@ -75,7 +75,7 @@ class DLedgerPut:
 
     def __await__(self) -> Generator[Any, None, tuple[PutMessageResult, PutMessageStatus]]:
         """`await put` in asyncio code: the outcome once decided. Through the loop's mailbox,
-        as the classic puts (store/completion.py): a commit that completes many puts wakes the
+        as the classic puts (store/waits/completion.py): a commit that completes many puts wakes the
         loop once, where `asyncio.wrap_future` would wake it once a put."""
         if not self.future.done():
             # The decided value itself is not needed here: outcome() reads the future.

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from store.mapped_file_queue import MappedFileQueue
+from store.files.mapped_file_queue import MappedFileQueue
 from store.snapshot.log_reader import LogFile, list_log_files, open_by_path
 
 

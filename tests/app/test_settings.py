@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.cli import _serve_overrides, build_parser
+from app.cli.main import _serve_overrides, build_parser
 from app.settings import Scope, SettingsError, load_settings
 from store import BrokerRole
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, BrokerProcess, Launcher, wait_for
+from tests.support.brokers import ROOT, BrokerProcess, Launcher, wait_for
 
 TOKEN = "cli-token"
 
@@ -25,7 +25,7 @@ def twinlog(broker_url: str, *arguments: str, token: str | None = TOKEN,
     env["TWINLOG_URL"] = broker_url
     if token is not None:
         env["TWINLOG_TOKEN"] = token
-    done = subprocess.run([sys.executable, "-m", "app.cli", *arguments], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "app.cli.main", *arguments], cwd=ROOT, env=env,
                           input=stdin.decode(), capture_output=True, text=True, timeout=60)
     return done
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import BrokerProcess, Launcher
 from tests.e2e.test_admin_cli import TOKEN, ok, one_error_line, twinlog
+from tests.support.brokers import BrokerProcess, Launcher
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.adapter import parameters as generated_parameter
 from schemathesis.specs.openapi.coverage import _operation as coverage_operation
 from schemathesis.transport.serialization import quote_all as schemathesis_quote_all
 
-from tests.e2e.conftest import ROOT, Launcher
+from tests.support.brokers import ROOT, Launcher
 from tests.support.dledger_group import DLedgerGroup
 
 SPEC_FILE = ROOT / "openapi" / "openapi.json"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import ROOT, wait_for
+from tests.support.brokers import ROOT, wait_for
 
 
 def _banner_ports(banner: str) -> tuple[int, int, int]:
@@ -36,7 +36,7 @@ def _start_dev(tmp_path: Path, *options: str) -> tuple[subprocess.Popen[bytes], 
     environment["TWINLOG_MAPPED_FILE_SIZE_BYTES"] = str(8 << 20)
     with log_path.open("wb") as log:
         dev = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "dev", "--data-root", str(tmp_path / "data"),
+            [sys.executable, "-m", "app.cli.main", "dev", "--data-root", str(tmp_path / "data"),
              *options], cwd=ROOT, env={**environment, "PYTHONPATH": str(ROOT)}, stdout=log,
             stderr=subprocess.STDOUT)
     return dev, log_path

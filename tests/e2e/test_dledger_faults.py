@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import log_bytes
+from tests.support.brokers import log_bytes
 from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 from tests.support.tcp_proxy import TcpProxy
 

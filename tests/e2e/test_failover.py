@@ -8,8 +8,8 @@ import threading
 import httpx
 import pytest
 
-from app.cli import main
-from tests.e2e.conftest import (
+from app.cli.main import main
+from tests.support.brokers import (
     BrokerProcess,
     Launcher,
     caught_up,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import ROOT, BrokerProcess, Launcher, wait_for
+from tests.support.brokers import ROOT, BrokerProcess, Launcher, wait_for
 from tests.support.raw_http import RawClient, request_head, rss_bytes
 
 ADMIN_TOKEN = "limits-admin-token"
@@ -278,7 +278,7 @@ def test_serve_refuses_a_descriptor_limit_that_starves_the_store(tmp_path: Path)
         resource.setrlimit(resource.RLIMIT_NOFILE, (600, 600))
 
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "app.cli.main", "serve", "--data-dir", str(tmp_path / "data"),
          "--http-port", "0", "--ha-port", "0", "--set", "ha_secret=test-ha-secret"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=limit_descriptors,
         env={key: value for key, value in os.environ.items() if not key.startswith("TWINLOG_")})

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Launcher
+from tests.support.brokers import ROOT, Launcher
 
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
 PACKAGE = "twinlog_generated_client"

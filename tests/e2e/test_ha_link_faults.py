@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import (
+from tests.support.brokers import (
     BrokerProcess,
     Launcher,
     caught_up,

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import BrokerProcess, Launcher, wait_for
+from tests.support.brokers import BrokerProcess, Launcher, wait_for
 
 LATENCY_MS_MAX = 50
 # Rounds, the best of which must meet the bound: the suite shares two cores with other

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BrokerProcess, Launcher, caught_up, master_diff, wait_for
+from tests.support.brokers import BrokerProcess, Launcher, caught_up, master_diff, wait_for
 from tests.support.processes import pause
 
 Pair = tuple[BrokerProcess, BrokerProcess]

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import FAST_SETTINGS, BrokerProcess, wait_for
+from tests.support.brokers import FAST_SETTINGS, BrokerProcess, wait_for
 from tests.support.power import DurableImage, replay
 from tests.support.processes import pause
 
@@ -189,7 +189,7 @@ def test_sync_flush_broker_keeps_every_201_through_a_power_cut(
               f"{report.dirty_page_count} pages unsynced at the kill ({log_dirty} of the "
               f"commit log), {report.dropped_page_count} dropped ({log_dropped} of the log)")
         assert log_dirty > 0, "no commit-log page was unsynced at the kill"
-        restarted = _broker(tmp_path, "restarted", data_dir, ["-m", "app.cli"]).start()
+        restarted = _broker(tmp_path, "restarted", data_dir, ["-m", "app.cli.main"]).start()
         assert restarted.get_json("/admin/broker")["recovery"]["crashed"]
         store = restarted.get_json("/admin/store")
         messages = [m for q in range(QUEUES) for m in _read_queue(restarted, q)]

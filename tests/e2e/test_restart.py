@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Launcher
+from tests.support.brokers import Launcher
 
 
 def test_idempotency_key_across_a_master_restart(launch: Launcher) -> None:

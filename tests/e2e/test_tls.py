@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import BrokerProcess, Launcher, wait_for
+from tests.support.brokers import BrokerProcess, Launcher, wait_for
 from tests.support.certificates import ServerCertificate, make_ca, make_server_certificate
 
 

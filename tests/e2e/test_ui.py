@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import ROOT, wait_for
+from tests.support.brokers import ROOT, wait_for
 from tests.support.dledger_group import DLedgerGroup, Member
 from tests.support.processes import pause, resume
 
@@ -66,7 +66,7 @@ def dev_pair(tmp_path: Path) -> Iterator[DevPair]:
                         "TWINLOG_SLAVE_TIMEOUT_MS": "1000"})
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "dev", "--data-root", str(tmp_path / "data"),
+            [sys.executable, "-m", "app.cli.main", "dev", "--data-root", str(tmp_path / "data"),
              "--master-http-port", "0", "--slave-http-port", "0", "--ha-port", "0"],
             cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
     slave_pid = None

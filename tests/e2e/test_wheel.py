@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import FAST_SETTINGS, ROOT, BrokerProcess, wait_for
+from tests.support.brokers import FAST_SETTINGS, ROOT, BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,8 +69,9 @@ def test_wheel_ships_the_migrations_and_the_license(tmp_path: Path) -> None:
     """The wheel holds every package, the Alembic migrations, the license and the assets of
     /docs and /redoc."""
     names = set(zipfile.ZipFile(_build_wheel(tmp_path)).namelist())
-    assert {"app/static/swagger-ui/swagger-ui-bundle.js", "app/static/swagger-ui/swagger-ui.css",
-            "app/static/redoc/redoc.standalone.js"} <= names
+    assert {"app/api/static/swagger-ui/swagger-ui-bundle.js",
+            "app/api/static/swagger-ui/swagger-ui.css",
+            "app/api/static/redoc/redoc.standalone.js"} <= names
     assert "store/metadata/migrations/env.py" in names
     assert "store/metadata/migrations/script.py.mako" in names
     assert any(name.startswith("store/metadata/migrations/versions/") for name in names)

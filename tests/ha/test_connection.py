@@ -24,8 +24,8 @@ from ha.protocol import ProtocolError
 from store import BrokerRole, Message, MessageStore
 from store.commit_log import TransferSource
 from store.retention import RetentionService
-from tests.store.conftest import small_config, wait_dispatched, wait_until
 from tests.support.ha_peer import ScriptedSlave
+from tests.support.store import small_config, wait_dispatched, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "connection-test-secret"

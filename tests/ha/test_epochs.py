@@ -20,9 +20,9 @@ from ha.epochs import (
 from ha.identity import load_or_create_node_id
 from store import BrokerRole, Message, MessageStore
 from store.paths import StorePaths
-from tests.ha.conftest import Node, same_bytes, wait_caught_up
-from tests.store.conftest import wait_dispatched, wait_until
+from tests.support.ha import Node, same_bytes, wait_caught_up
 from tests.support.power_cut import lose_tail
+from tests.support.store import wait_dispatched, wait_until
 
 StartNode = Callable[..., Node]
 A, B, C = b"a" * 16, b"b" * 16, b"c" * 16

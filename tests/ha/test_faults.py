@@ -18,15 +18,15 @@ from ha.client import HAClient
 from ha.protocol import ProtocolError
 from store import BrokerRole, Message, MessageStore, PutMessageStatus, StoreConfig
 from store.retention import RetentionService
-from tests.ha.conftest import FAST_HA, Node, same_bytes, wait_caught_up
-from tests.store.conftest import (
+from tests.support.child_lines import ChildLines
+from tests.support.ha import FAST_HA, Node, same_bytes, wait_caught_up
+from tests.support.ha_peer import ScriptedSlave, scripted_master_handshake
+from tests.support.store import (
     TEST_DISK_MAX_USED_RATIO,
     small_config,
     wait_dispatched,
     wait_until,
 )
-from tests.support.child_lines import ChildLines
-from tests.support.ha_peer import ScriptedSlave, scripted_master_handshake
 from tests.support.tcp_proxy import TcpProxy
 
 StartNode = Callable[..., Node]

@@ -12,11 +12,11 @@ import pytest
 
 from ha.service import HAService
 from store import BrokerRole, FlushDiskType, Message, PutMessageStatus
-from store.completion import PutCompletion
-from tests.ha.conftest import FAST_HA, Node
-from tests.store.conftest import wait_until
+from store.waits.completion import PutCompletion
+from tests.support.ha import FAST_HA, Node
 from tests.support.lagging_slave import LaggingSlave
 from tests.support.stalled_flush import stalled_flush
+from tests.support.store import wait_until
 
 StartNode = Callable[..., Node]
 # Long enough that no wait in these tests ends by its deadline unless the test wants it to.

@@ -4,8 +4,8 @@ from collections.abc import Callable
 
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.retention import RetentionService
-from tests.ha.conftest import Node, same_bytes, wait_caught_up
-from tests.store.conftest import wait_dispatched
+from tests.support.ha import Node, same_bytes, wait_caught_up
+from tests.support.store import wait_dispatched
 
 StartNode = Callable[..., Node]
 
@@ -95,7 +95,7 @@ def test_diff_views_go_to_zero(start_node: StartNode) -> None:
         view = master.replication.diff()
         return isinstance(view, MasterDiff) and view.max_diff_bytes == 0 and bool(view.slaves)
 
-    from tests.store.conftest import wait_until
+    from tests.support.store import wait_until
 
     wait_until(settled)
     view = master.replication.diff()

@@ -12,10 +12,10 @@ from ha.protocol import HEADER
 from store import BrokerRole, Message
 from store.commit_log import TransferSource
 from store.retention import RetentionService
-from tests.ha.conftest import Node
-from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched, wait_until
 from tests.support.fds import open_fds_of
+from tests.support.ha import Node
 from tests.support.ha_peer import ScriptedSlave
+from tests.support.store import SMALL_FILE_BYTES, wait_dispatched, wait_until
 
 StartNode = Callable[..., Node]
 FDS_TO_TAKE_MAX = 256

@@ -18,10 +18,10 @@ from ha.connection import HAConnection
 from ha.epochs import Epoch, load_history
 from ha.service import HAService
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
-from store.completion import PutCompletion
 from store.paths import StorePaths
-from tests.store.conftest import small_config, wait_until
+from store.waits.completion import PutCompletion
 from tests.support.ha_peer import ScriptedSlave
+from tests.support.store import small_config, wait_until
 
 SECRET = "service-test-secret"
 CONFIG: dict[str, Any] = {

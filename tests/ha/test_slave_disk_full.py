@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ha import SlaveLinkView
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
-from tests.ha.conftest import Node, same_bytes, wait_caught_up
-from tests.store.conftest import wait_dispatched, wait_until
+from tests.support.ha import Node, same_bytes, wait_caught_up
 from tests.support.small_fs import fill, small_fs
+from tests.support.store import wait_dispatched, wait_until
 
 StartNode = Callable[..., Node]
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from store import BrokerRole, Message, PutMessageStatus
-from tests.ha.conftest import Node, wait_caught_up
-from tests.store.conftest import wait_until
+from tests.support.ha import Node, wait_caught_up
+from tests.support.store import wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 StartNode = Callable[..., Node]

@@ -17,8 +17,8 @@ from jobs.snapshot_report import main
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
-from tests.store.conftest import small_config, wait_dispatched
 from tests.support.report_tables import report_tables
+from tests.support.store import small_config, wait_dispatched
 
 pytest.importorskip("pyspark")
 

@@ -21,7 +21,7 @@ from jobs.snapshot_report import summary
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
-from tests.store.conftest import small_config, wait_dispatched
+from tests.support.store import small_config, wait_dispatched
 
 pytest.importorskip("pyspark")
 

@@ -18,7 +18,7 @@ from jobs.report.tables import build_report
 from jobs.snapshot_report import main
 from store import Message, MessageStore
 from store.snapshot import ExportRequest, export_snapshot
-from tests.store.conftest import small_config, wait_dispatched
+from tests.support.store import small_config, wait_dispatched
 from tests.support.store_clock import store_clock
 
 pytest.importorskip("pyspark")

@@ -20,10 +20,10 @@ from jobs.snapshot_report import main
 from store import Message, MessageStore
 from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
-from tests.store.conftest import small_config, wait_dispatched
 from tests.support.child_lines import ChildLines
 from tests.support.report_tables import report_tables as _tables
 from tests.support.spark_cluster import SPARK_HOME, SparkCluster, environment
+from tests.support.store import small_config, wait_dispatched
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import Row, SparkSession  # noqa: E402
@@ -218,7 +218,7 @@ def test_standalone_cluster_writes_the_local_report(
                 if "Asked to launch executor" in path.read_text(errors="replace")]
     assert len(launched) == 2, cluster.logs()
     by_cli = subprocess.run(
-        [sys.executable, "-m", "app.cli", "report", str(root), "--out",
+        [sys.executable, "-m", "app.cli.main", "report", str(root), "--out",
          str(tmp_path / "cli"), "--master", cluster.master_url],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert by_cli.returncode == 0, by_cli.stderr[-4000:]

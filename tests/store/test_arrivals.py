@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from store import Message, MessageStore
 from store.arrivals import Arrivals
-from tests.store.conftest import wait_dispatched, wait_until
+from tests.support.store import wait_dispatched, wait_until
 
 
 def _event_waker() -> tuple[threading.Event, Callable[[], None]]:

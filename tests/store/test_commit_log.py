@@ -17,8 +17,8 @@ from store import (
 )
 from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
-from store.mapped_file import MappedFile
-from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched
+from store.files.mapped_file import MappedFile
+from tests.support.store import SMALL_FILE_BYTES, small_config, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
 

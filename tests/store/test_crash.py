@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from store import MessageStore
-from tests.store.conftest import small_config
 from tests.support.child_lines import ChildLines
 from tests.support.crash_writer import body_for
+from tests.support.store import small_config
 
 ACKS_BEFORE_KILL = 1500
 

@@ -13,8 +13,8 @@ import pytest
 from store import AppendRawStatus, FlushDiskType, Message, MessageStore, PutMessageStatus
 from store.checkpoint import read_checkpoint
 from store.paths import TEMP_SUFFIX
-from tests.store.conftest import small_config, wait_dispatched
 from tests.support.disk import RecordingDisk
+from tests.support.store import small_config, wait_dispatched
 
 
 def _eio(operation: str) -> OSError:

@@ -12,8 +12,8 @@ import pytest
 
 from store import Message, MessageStore, PutMessageStatus
 from store.paths import name_to_offset
-from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched
 from tests.support.small_fs import fill, small_fs
+from tests.support.store import SMALL_FILE_BYTES, small_config, wait_dispatched
 
 BODY_BYTES = 2000
 PUTS_MAX = 400  # about 12 files of 64 KiB: far more than a full 4 MiB tmpfs takes

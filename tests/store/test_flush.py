@@ -11,11 +11,11 @@ import pytest
 
 from store import FlushDiskType, Message, MessageStore, PutMessageStatus
 from store.checkpoint import Checkpoint, read_checkpoint
-from store.completion import PutCompletion
-from store.deadlines import now_ms
-from store.mapped_file import MappedFile
-from tests.store.conftest import SMALL_FILE_BYTES, small_config, wait_dispatched, wait_until
+from store.files.mapped_file import MappedFile
+from store.waits.completion import PutCompletion
+from store.waits.deadlines import now_ms
 from tests.support.disk import RecordingDisk
+from tests.support.store import SMALL_FILE_BYTES, small_config, wait_dispatched, wait_until
 
 BODY = bytes(3000)
 

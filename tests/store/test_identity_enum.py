@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from ha.dledger.actions import AppendStatus
+from ha.dledger.core.actions import AppendStatus
 from store.identity_enum import IdentityEnum
 from store.status import PutMessageStatus
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from store import FlushDiskType, Message, MessageStore, PutMessageStatus, durability
-from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched
+from store import FlushDiskType, Message, MessageStore, PutMessageStatus
+from store.files import durability
 from tests.support.power import DurableImage
+from tests.support.store import SMALL_FILE_BYTES, wait_dispatched
 
 BODY_BYTES = 3000
 NO_TIMED_FLUSH = {"flush_interval_ms": 3_600_000, "flush_consume_queue_interval_ms": 3_600_000,

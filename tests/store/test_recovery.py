@@ -12,7 +12,7 @@ from store.errors import OffsetNotAvailableError
 from store.record import DEFAULT_HOST, HEADER_SIZE, encode_message, stamp_offsets
 from store.recovery import _entry_matcher
 from store.retention import RetentionService
-from tests.store.conftest import SMALL_FILE_BYTES, wait_dispatched
+from tests.support.store import SMALL_FILE_BYTES, wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from store import GetMessageStatus, Message, MessageStore
 from store.retention import RetentionService
-from tests.store.conftest import wait_dispatched
+from tests.support.store import wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
 

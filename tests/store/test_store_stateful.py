@@ -30,9 +30,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from store import Lifecycle, Message, MessageStore, PutMessageStatus, durability
-from tests.store.conftest import small_config, wait_dispatched
+from store import Lifecycle, Message, MessageStore, PutMessageStatus
+from store.files import durability
 from tests.support.power import CutReport, DurableImage
+from tests.support.store import small_config, wait_dispatched
 
 QUEUES = 2
 # The smallest commit-log file that holds the largest record of 4 KiB bodies (37,089 bytes):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from store import Message, MessageStore
-from tests.store.conftest import wait_dispatched
+from tests.support.store import wait_dispatched
 
 
 def _put(store: MessageStore, topic: str, count: int, queue_id: int = 0) -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from store import FlushDiskType, Message, MessageStore, PutMessageStatus, StoreConfig
-from tests.store.conftest import TEST_DISK_MAX_USED_RATIO
+from tests.support.store import TEST_DISK_MAX_USED_RATIO
 
 
 def body_for(index: int) -> bytes:

@@ -6,7 +6,7 @@ import mmap
 import threading
 from pathlib import Path
 
-from store.disk import Disk
+from store.files.disk import Disk
 
 
 class RecordingDisk(Disk):

@@ -115,7 +115,7 @@ class DLedgerGroup:
         return ";".join(f"{m.node_id}-127.0.0.1:{m.http_port}" for m in self.members.values())
 
     def arguments(self, member: Member) -> list[str]:
-        arguments = [sys.executable, "-m", "app.cli", "serve",
+        arguments = [sys.executable, "-m", "app.cli.main", "serve",
                      "--http-listen-fd", str(member.http_socket.fileno()),
                      "--dledger-listen-fd", str(member.dledger_socket.fileno()),
                      "--data-dir", str(member.data_dir),

@@ -1,6 +1,6 @@
 """A power cut, simulated from what the store made durable.
 
-`DurableImage` listens at the store's durability seam (store/durability.py): it keeps, per
+`DurableImage` listens at the store's durability seam (store/files/durability.py): it keeps, per
 file, the bytes each msync covered, and the last content of each atomically replaced file
 (the checkpoint). After the store stopped without flushing (`halt()`, or kill -9 of a broker
 process, which keeps the page cache), `cut` plays the power loss on the files: every page of a

@@ -1,5 +1,5 @@
 """`python -m tests.support.power_broker JOURNAL SYNC_DELAY_MS serve ...`: the real broker
-(`app.cli`) with a durability journal (tests/support/power.py) recording what each msync and
+(`app.cli.main`) with a durability journal (tests/support/power.py) recording what each msync and
 checkpoint made durable (each msync SYNC_DELAY_MS late, a slow disk), so that a test can play
 a power cut on its files after killing it."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app import cli
-from store import durability
+from app.cli import main as cli
+from store.files import durability
 from tests.support.power import DurabilityJournal
 
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from ha.dledger.actions import AppendStatus
 from ha.dledger.commit_log import DLedgerCommitLog
-from ha.dledger.host_config import HostConfig
-from ha.dledger.peers import Peer
-from ha.dledger.put_status import PUT_STATUS_OF_APPEND, put_status_of
-from ha.dledger.transport import TransportConfig
+from ha.dledger.core.actions import AppendStatus
+from ha.dledger.core.peers import Peer
+from ha.dledger.core.put_status import PUT_STATUS_OF_APPEND, put_status_of
+from ha.dledger.host.host_config import HostConfig
+from ha.dledger.host.transport import TransportConfig
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.status import AppendRawStatus
-from tests.ha.dledger.stored import dledger_config
-from tests.store.conftest import wait_until
+from tests.support.dledger.stored import dledger_config
+from tests.support.store import wait_until
 
 HOST = HostConfig(tick_ms=10, election_timeout_ms=50, heartbeat_interval_ms=20)
 

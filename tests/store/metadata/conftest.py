@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
 from store.metadata import (
-    MetadataTable,
     create_metadata_engine,
-    export_table,
     sqlite_database_url,
     upgrade_to_head,
 )
+from tests.support.metadata import FakeClock, fresh_database_url
 from tests.support.postgres import postgres_database_url, postgres_server  # noqa: F401
-
-START_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    """A clock that moves only when told to, so times in assertions are exact."""
-
-    def __init__(self, now_ms: int = START_MS) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, milliseconds: int = 1) -> int:
-        self.now_ms += milliseconds
-        return self.now_ms
 
 
 @pytest.fixture(scope="session")
@@ -44,12 +25,6 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # upgrade_to_head closed its engine, so the WAL is checkpointed into the file: copy is whole.
     assert not path.with_name(path.name + "-wal").exists()
     return path
-
-
-def fresh_database_url(template: Path, directory: Path) -> str:
-    path = directory / "metadata.sqlite3"
-    shutil.copyfile(template, path)
-    return sqlite_database_url(path)
 
 
 @pytest.fixture
@@ -68,8 +43,3 @@ def engine(database_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def database_snapshot(engine: Engine) -> dict[MetadataTable, Any]:
-    """Every row and data version of every table, to show that a refused call wrote nothing."""
-    return {table: export_table(engine=engine, table=table) for table in MetadataTable}

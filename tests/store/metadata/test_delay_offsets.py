@@ -18,7 +18,7 @@ from store.metadata import (
     set_delay_offset,
     set_delay_offsets,
 )
-from tests.store.metadata.conftest import FakeClock, database_snapshot
+from tests.support.metadata import FakeClock, database_snapshot
 
 
 def test_delay_levels_are_rocketmqs() -> None:

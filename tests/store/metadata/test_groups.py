@@ -23,7 +23,7 @@ from store.metadata import (
     list_groups,
     update_group,
 )
-from tests.store.metadata.conftest import FakeClock, database_snapshot
+from tests.support.metadata import FakeClock, database_snapshot
 
 
 def test_create_and_get_group(engine: Engine, clock: FakeClock) -> None:

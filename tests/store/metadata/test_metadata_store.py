@@ -26,7 +26,7 @@ from store.metadata import (
     get_data_version,
 )
 from store.metadata.periodic import PeriodicThread
-from tests.store.metadata.conftest import FakeClock, fresh_database_url
+from tests.support.metadata import FakeClock, fresh_database_url
 
 OpenStore = Callable[..., MetadataStore]
 DEADLINE_S = 5.0

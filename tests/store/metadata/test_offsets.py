@@ -23,7 +23,7 @@ from store.metadata import (
     persist_consumer_offsets,
     reset_consumer_offset,
 )
-from tests.store.metadata.conftest import FakeClock, database_snapshot
+from tests.support.metadata import FakeClock, database_snapshot
 
 
 @pytest.fixture

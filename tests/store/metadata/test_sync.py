@@ -33,7 +33,7 @@ from store.metadata import (
     set_delay_offsets,
     update_topic,
 )
-from tests.store.metadata.conftest import FakeClock, database_snapshot, fresh_database_url
+from tests.support.metadata import FakeClock, database_snapshot, fresh_database_url
 
 
 @pytest.fixture

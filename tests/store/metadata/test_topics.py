@@ -29,7 +29,7 @@ from store.metadata import (
     list_topics,
     update_topic,
 )
-from tests.store.metadata.conftest import FakeClock, database_snapshot
+from tests.support.metadata import FakeClock, database_snapshot
 
 
 def test_create_and_get_topic(engine: Engine, clock: FakeClock) -> None:

@@ -13,7 +13,7 @@ from store.metadata import (
     get_data_versions,
     set_delay_offset,
 )
-from tests.store.metadata.conftest import FakeClock
+from tests.support.metadata import FakeClock
 
 
 def test_versioned_tables_are_model_tables() -> None:

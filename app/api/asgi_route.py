@@ -1,0 +1,71 @@
+"""Path operations served by plain ASGI callables, documented like any other.
+
+FastAPI builds an ASGIOperation's OpenAPI entry from `endpoint`'s signature, `responses` and
+`openapi_extra`, exactly as for a normal route; requests, though, go straight to `asgi_app`,
+skipping FastAPI's per-request machinery (middleware stack, router walk, dependency solving,
+body parsing, response serialization). For produce that machinery costs more CPU than the
+store's append (bench/http_produce.py: a bare FastAPI endpoint with a body model is 5x slower
+than a bare ASGI callable on the same server), so the produce operations use this, and their
+ASGI callables validate exactly what the documented signature declares (the same pydantic
+models). The endpoint itself is never called.
+
+`TwinlogAPI` matches its ASGIOperations (POST only) before anything else, with each route's own
+path regex, so their requests skip the middleware stack and the router too; the callables
+answer every error themselves (problem+json, 500 included), so no middleware is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+BodyGuardCall = Callable[[Scope, Receive, Send, ASGIApp], Awaitable[None]]
+
+
+class ASGIOperation(APIRoute):
+    def __init__(self, path: str, endpoint: Callable[..., Any], *, asgi_app: ASGIApp,
+                 **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        self.app = asgi_app
+
+
+def documentation_only() -> NoReturn:
+    """The body of an ASGIOperation's endpoint: reaching it is a bug."""
+    raise AssertionError("an ASGIOperation's endpoint only documents it; asgi_app serves it")
+
+
+class TwinlogAPI(FastAPI):
+    """FastAPI with a fast lane for POST ASGIOperations (added with `add_fast_operation`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._fast_operations: tuple[ASGIOperation, ...] = ()
+        # Set by create_app (app/api/body_guard.py): the other routes' auth-before-body check.
+        self.body_guard: BodyGuardCall | None = None
+
+    def add_fast_operation(self, operation: ASGIOperation) -> None:
+        assert operation.methods == {"POST"}, operation.methods
+        self.router.routes.insert(len(self._fast_operations), operation)
+        self._fast_operations = (*self._fast_operations, operation)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # With a root_path the route path differs from scope["path"]: take the normal lane.
+        if scope["type"] == "http":
+            if scope["method"] == "POST" and not self.root_path and not scope.get("root_path"):
+                path = scope["path"]
+                for operation in self._fast_operations:
+                    match = operation.path_regex.match(path)
+                    if match is not None:
+                        scope["app"] = self
+                        scope["route"] = operation
+                        scope["path_params"] = match.groupdict()
+                        await operation.app(scope, receive, send)
+                        return
+            if self.body_guard is not None:
+                await self.body_guard(scope, receive, send, super().__call__)
+                return
+        await super().__call__(scope, receive, send)

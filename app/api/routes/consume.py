@@ -1,0 +1,123 @@
+"""Consume: `GET /v1/topics/{topic}/queues/{queue_id}/messages`, on a master or a slave."""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
+
+from app.api.deps import BrokerDep, GatewayDep, QueueIdPath, TopicPath, requires
+from app.api.errors import ApiError
+from app.api.long_poll import wait_for_arrival
+from app.api.openapi import problem_responses
+from app.api.schemas.messages import ConsumedMessage, ConsumeResult
+from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
+from app.broker.broker import Broker
+from app.settings import Scope
+from store import GetMessagesResult, GetMessageStatus, StoredMessage
+from store.record import PROPERTY_KEYS, PROPERTY_TAGS
+
+router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
+
+_SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
+READ_MESSAGES_MAX = 1024
+WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
+# Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
+_WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                       GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                       GetMessageStatus.OFFSET_OVERFLOW_ONE})
+
+
+@router.get("/v1/topics/{topic}/queues/{queue_id}/messages", operation_id="consume-messages",
+            responses=problem_responses(401, 403, 404, 429, 503))
+async def consume_messages(
+    topic: TopicPath,
+    queue_id: QueueIdPath,
+    broker: BrokerDep,
+    gateway: GatewayDep,
+    offset: Annotated[int, Query(ge=0, le=2**53 - 1,
+                                 description="The queue offset to read from.")] = 0,
+    max_messages: Annotated[int, Query(ge=1, le=READ_MESSAGES_MAX)] = 32,
+    body_encoding: Annotated[Literal["base64", "utf8"], Query(
+        description="utf8: bodies that are not UTF-8 still come as base64 (see each "
+                    "message's body_encoding).")] = "base64",
+    wait_ms: Annotated[int, Query(ge=0, le=WAIT_MS_LIMIT, description=(
+        "Long poll: when nothing is there at `offset` yet, wait up to this long for a message "
+        "to arrive (cut to the broker's long_poll_wait_ms_max). 0: answer at once."))] = 0,
+) -> ConsumeResult:
+    """Messages of one queue from `offset` on, with `next_offset` for the next read. An offset
+    below the queue's minimum answers OFFSET_TOO_SMALL with next_offset = the minimum. With
+    `wait_ms`, a read that finds nothing waits until dispatch writes the queue's next entry
+    (or the time is up, answering the empty result); 429 LONG_POLL_BUSY when
+    long_poll_waiters_max reads wait already."""
+    started_s = time.perf_counter()
+    result = await run_in_threadpool(_checked_read, broker, topic, queue_id, offset,
+                                     max_messages)
+    wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
+    if wait_ms > 0 and result.status in _WAITABLE:
+        arrived = await wait_for_arrival(broker.store, topic, queue_id, result.max_offset,
+                                         wait_ms)
+        if arrived and broker.is_running:  # not when woken by a stopping broker
+            started_s = time.perf_counter()  # the latency of the read, not of the wait
+            result = await run_in_threadpool(broker.store.get_messages, topic, queue_id,
+                                             offset, max_messages)
+    gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
+                                    [message.store_timestamp_ms for message in result.messages])
+    return ConsumeResult(
+        topic=topic, queue_id=queue_id, status=result.status, next_offset=result.next_offset,
+        min_offset=result.min_offset, max_offset=result.max_offset,
+        messages=[consumed(message, body_encoding) for message in result.messages])
+
+
+def _checked_read(broker: Broker, topic: str, queue_id: int, offset: int,
+                  max_messages: int) -> GetMessagesResult:
+    check_readable_queue(broker, topic, queue_id)
+    return broker.store.get_messages(topic, queue_id, offset, max_messages)
+
+
+def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
+    """404 unless the topic is known (metadata, or the store on a slave not yet synced) and
+    the queue is one of its read queues."""
+    config = broker.metadata_store.find_topic(name=topic)
+    if config is not None:
+        if not config.readable:
+            raise ApiError("TOPIC_NOT_READABLE", f"topic {topic!r} does not allow reads")
+        if queue_id >= config.read_queue_count:
+            raise ApiError("QUEUE_NOT_FOUND", f"queue {queue_id} is not a read queue of topic "
+                           f"{topic!r} (read_queue_count {config.read_queue_count})")
+        return
+    queue_ids = broker.store.queues.topics().get(topic)
+    if queue_ids is None:
+        raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+    if queue_id not in queue_ids:
+        raise ApiError("QUEUE_NOT_FOUND", f"topic {topic!r} has no queue {queue_id}")
+
+
+def consumed(message: StoredMessage, body_encoding: str) -> ConsumedMessage:
+    properties = message.properties
+    body: str | None = None
+    encoding: Literal["base64", "utf8"] = "base64"
+    if body_encoding == "utf8":
+        try:
+            body = message.body.decode("utf-8")
+            encoding = "utf8"
+        except UnicodeDecodeError:
+            body = None
+    if body is None:
+        body = base64.b64encode(message.body).decode("ascii")
+    keys = properties.get(PROPERTY_KEYS)
+    user_properties: dict[str, Any] = {name: value for name, value in properties.items()
+                                       if name not in _SYSTEM_PROPERTIES}
+    return ConsumedMessage(
+        msg_id=message.msg_id, topic=message.topic, queue_id=message.queue_id,
+        queue_offset=message.queue_offset, commit_log_offset=message.commit_log_offset,
+        size_bytes=message.total_size, body=body, body_encoding=encoding,
+        keys=keys.split(" ") if keys else [], tags=properties.get(PROPERTY_TAGS),
+        properties=user_properties,
+        idempotency_key=properties.get(PROPERTY_IDEMPOTENCY_KEY),
+        born_timestamp_ms=message.born_timestamp_ms,
+        store_timestamp_ms=message.store_timestamp_ms,
+        reconsume_times=message.reconsume_times)

@@ -1,0 +1,192 @@
+"""Subscription groups: list, create, describe, delete; consumer offsets (commit, list, reset
+to a time) and lag."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
+from app.api.errors import ApiError
+from app.api.gateway import Gateway
+from app.api.lag import queue_lag
+from app.api.openapi import problem_responses
+from app.api.schemas.fields import TOPIC_PATTERN
+from app.api.schemas.groups import (
+    ConsumerOffsetList,
+    ConsumerOffsetView,
+    Group,
+    GroupCreate,
+    GroupList,
+    LagReport,
+    OffsetCommit,
+    OffsetResetByTime,
+    QueueLag,
+    TopicLag,
+)
+from app.broker.broker import Broker
+from app.settings import Scope
+from store.metadata import ConsumerOffset, GroupNotFound, SubscriptionGroup
+
+router = APIRouter(tags=["groups"])
+
+TopicFilter = Annotated[str | None, Query(pattern=TOPIC_PATTERN, description="Only this topic.")]
+
+
+def group_view(group: SubscriptionGroup) -> Group:
+    return Group(**group.model_dump())
+
+
+def offset_view(offset: ConsumerOffset) -> ConsumerOffsetView:
+    return ConsumerOffsetView(group=offset.group_name, topic=offset.topic,
+                              queue_id=offset.queue_id, offset=offset.queue_offset,
+                              updated_at_ms=offset.updated_at_ms)
+
+
+@router.get("/v1/groups", operation_id="list-groups", dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(401, 403, 503))
+def list_groups(broker: BrokerDep) -> GroupList:
+    return GroupList(groups=[group_view(group)
+                             for group in broker.metadata_store.list_groups()])
+
+
+@router.post("/v1/groups", operation_id="create-group", status_code=status.HTTP_201_CREATED,
+             dependencies=[requires(Scope.ADMIN)],
+             responses=problem_responses(400, 401, 403, 409, 503))
+def create_group(group: GroupCreate, gateway: GatewayDep) -> Group:
+    broker = gateway.master_broker()
+    return group_view(broker.metadata_store.create_group(
+        name=group.name, consume_enabled=group.consume_enabled,
+        broadcast_enabled=group.broadcast_enabled, retry_queue_count=group.retry_queue_count,
+        retry_times_max=group.retry_times_max))
+
+
+@router.get("/v1/groups/{group}", operation_id="describe-group",
+            dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(400, 401, 403, 404, 503))
+def describe_group(group: GroupPath, broker: BrokerDep) -> Group:
+    return group_view(broker.metadata_store.get_group(name=group))
+
+
+@router.delete("/v1/groups/{group}", operation_id="delete-group",
+               status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(Scope.ADMIN)],
+               responses=problem_responses(400, 401, 403, 404, 503))
+def delete_group(group: GroupPath, gateway: GatewayDep) -> Response:
+    """Delete a group and its committed offsets (404 GROUP_NOT_FOUND when unknown)."""
+    gateway.master_broker().metadata_store.delete_group(name=group)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/v1/groups/{group}/offsets", operation_id="list-consumer-offsets",
+            dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(400, 401, 403, 503))
+def list_consumer_offsets(group: GroupPath, broker: BrokerDep,
+                          topic: TopicFilter = None) -> ConsumerOffsetList:
+    """The group's committed offsets (the next offset to consume, per queue)."""
+    offsets = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    return ConsumerOffsetList(offsets=[offset_view(offset) for offset in offsets])
+
+
+@router.put("/v1/groups/{group}/offsets/{topic}/queues/{queue_id}",
+            operation_id="commit-consumer-offset", dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(400, 401, 403, 404, 409, 503))
+def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueIdPath,
+                           commit: OffsetCommit, gateway: GatewayDep) -> ConsumerOffsetView:
+    """Commit the next offset to consume. It only moves forward unless allow_backwards (a
+    reset); it may not pass the queue's max offset. The group is created on first commit when
+    auto_create_groups is on."""
+    broker = gateway.master_broker()
+    bounds = broker.store.queue_offset_range(topic, queue_id)
+    max_offset = bounds[1] if bounds is not None else 0
+    if commit.offset > max_offset:
+        raise ApiError("INVALID_OFFSET", f"offset {commit.offset} is past the queue's max "
+                       f"offset {max_offset}")
+    _commit_creating_group(gateway, broker, group, topic, queue_id, commit)
+    stored = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    for offset in stored:
+        if offset.queue_id == queue_id:
+            return offset_view(offset)
+    raise AssertionError(f"offset of {group}/{topic}/{queue_id} missing after commit")
+
+
+@router.post("/v1/groups/{group}/offsets/{topic}:reset", operation_id="reset-consumer-offsets",
+             dependencies=[requires(Scope.ADMIN)],
+             responses=problem_responses(400, 401, 403, 404, 409, 503))
+def reset_consumer_offsets(group: GroupPath, topic: TopicPath, reset: OffsetResetByTime,
+                           gateway: GatewayDep) -> ConsumerOffsetList:
+    """Reset the group's offsets on a topic to a time: per queue, the first message stored at
+    or after `timestamp_ms` (a binary search over the queue by store time); backwards or
+    forwards. The group is created when auto_create_groups is on."""
+    broker = gateway.master_broker()
+    if broker.metadata_store.find_topic(name=topic) is None:
+        raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+    queue_ids = _queue_ids(broker, topic) if reset.queue_id is None else [reset.queue_id]
+    for queue_id in queue_ids:
+        offset = broker.store.queue_offset_at_time(topic, queue_id, reset.timestamp_ms)
+        commit = OffsetCommit(offset=offset or 0, allow_backwards=True)
+        _commit_creating_group(gateway, broker, group, topic, queue_id, commit)
+    offsets = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    return ConsumerOffsetList(offsets=[offset_view(offset) for offset in offsets
+                                       if offset.queue_id in queue_ids])
+
+
+def _commit_creating_group(gateway: Gateway, broker: Broker, group: str, topic: str,
+                           queue_id: int, commit: OffsetCommit) -> None:
+    try:
+        _commit(broker, group, topic, queue_id, commit)
+    except GroupNotFound:
+        if not gateway.settings.auto_create_groups:
+            raise
+        if broker.metadata_store.find_group(name=group) is None:
+            broker.metadata_store.create_group(name=group)
+        _commit(broker, group, topic, queue_id, commit)
+
+
+def _commit(broker: Broker, group: str, topic: str, queue_id: int, commit: OffsetCommit) -> None:
+    metadata = broker.metadata_store
+    if commit.allow_backwards:
+        metadata.reset_consumer_offset(group_name=group, topic=topic, queue_id=queue_id,
+                                       queue_offset=commit.offset)
+    else:
+        metadata.commit_consumer_offset(group_name=group, topic=topic, queue_id=queue_id,
+                                        queue_offset=commit.offset)
+
+
+@router.get("/v1/groups/{group}/lag", operation_id="get-consumer-lag",
+            dependencies=[requires(Scope.CONSUME)],
+            responses=problem_responses(400, 401, 403, 404, 503))
+def get_consumer_lag(group: GroupPath, broker: BrokerDep, topic: TopicFilter = None) -> LagReport:
+    """Lag = the queue's max offset - the group's committed offset, per queue of every topic
+    the group has committed to (or of `topic`); consumer_offset -1 means no commit yet (lag
+    counts from the queue's min offset). Summaries: max and total, per topic and overall."""
+    metadata = broker.metadata_store
+    committed = {(offset.topic, offset.queue_id): offset.queue_offset
+                 for offset in metadata.list_consumer_offsets(group_name=group, topic=topic)}
+    if not committed and metadata.find_group(name=group) is None:
+        raise ApiError("GROUP_NOT_FOUND", f"group {group!r} does not exist")
+    topics = {topic} if topic is not None else {name for name, _ in committed}
+    queues = [_queue_lag(broker, name, queue_id, committed.get((name, queue_id)))
+              for name in sorted(topics) for queue_id in _queue_ids(broker, name)]
+    per_topic = [TopicLag(topic=name, max_lag=max((q.lag for q in queues if q.topic == name),
+                                                  default=0),
+                          total_lag=sum(q.lag for q in queues if q.topic == name))
+                 for name in sorted(topics)]
+    return LagReport(group=group, max_lag=max((q.lag for q in queues), default=0),
+                     total_lag=sum(q.lag for q in queues), topics=per_topic, queues=queues)
+
+
+def _queue_ids(broker: Broker, topic: str) -> list[int]:
+    config = broker.metadata_store.find_topic(name=topic)
+    from_store = broker.store.queues.topics().get(topic, [])
+    count = max(config.read_queue_count if config is not None else 0,
+                max(from_store, default=-1) + 1)
+    return list(range(count))
+
+
+def _queue_lag(broker: Broker, topic: str, queue_id: int, committed: int | None) -> QueueLag:
+    bounds = broker.store.queue_offset_range(topic, queue_id)
+    low, high = bounds if bounds is not None else (0, 0)
+    return QueueLag(topic=topic, queue_id=queue_id, broker_offset=high,
+                    consumer_offset=-1 if committed is None else committed,
+                    lag=queue_lag(low, high, committed))

@@ -1,0 +1,89 @@
+"""The broker and its store seen from the admin API: `/admin/broker`, `/admin/store`,
+snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class DataVersionView(BaseModel):
+    counter: int
+    timestamp_ms: int
+
+
+class BrokerView(BaseModel):
+    role: str
+    flush_disk_type: str
+    versions: dict[str, str]
+    metadata_schema_revision: str
+    data_versions: dict[str, DataVersionView]
+    settings: dict[str, Any]
+    recovery: dict[str, Any] | None
+    started_at_ms: int
+    uptime_ms: int
+
+
+class CommitLogFile(BaseModel):
+    name: str
+    start_offset: int
+    write_offset: int
+    size_bytes: int
+
+
+class DispatchFailureView(BaseModel):
+    """A consume queue dispatch could not write; the next start rebuilds it."""
+
+    topic: str
+    queue_id: int
+    error: str
+    failed_at_ms: int
+
+
+class StoreView(BaseModel):
+    min_offset: int
+    max_offset: int
+    flushed_offset: int
+    dispatch_behind_bytes: int
+    dispatch_failed_queues: list[DispatchFailureView] = Field(
+        description="Queues set aside after an I/O error; the others are dispatched as usual")
+    consume_queue_open_files: int = Field(
+        description="Consume-queue files mapped now (bounded by consume_queue_open_files_max)")
+    commit_log_files: list[CommitLogFile]
+    consume_queue_count: int
+    topic_count: int
+    disk_used_bytes: int
+    disk_used_ratio: float
+    put_counts: dict[str, int]
+    put_bytes_total: int
+    put_messages_per_s: float
+    put_bytes_per_s: float
+
+
+class TableExportView(BaseModel):
+    """One metadata table as a master serves it to slaves (RocketMQ's SlaveSynchronize)."""
+
+    table: str
+    data_version: DataVersionView
+    rows: list[dict[str, Any]]
+
+
+class SnapshotManifestView(BaseModel):
+    """The manifest of a snapshot just written (commit-log range [range_from, range_to))."""
+
+    snapshot_id: str
+    path: str
+    broker_name: str
+    broker_role: str
+    range_from: int
+    range_to: int
+    message_count: int
+    body_bytes: int
+    include_bodies: bool
+    topics: dict[str, int]
+    metadata_rows: dict[str, int]
+    replication_samples: int
+    created_ms: int
+    schema_version: int
+    skipped_before_bytes: int

@@ -1,0 +1,376 @@
+"""One broker: the message store, its metadata, replication by role, slave metadata sync and
+the idempotency window, started and stopped together (DESIGN, "One broker = one process").
+
+Start order: store (recovery), metadata (migrations), replication, then by role the slave sync
+or the idempotency rebuild. Stop runs the reverse, and always reaches `store.shutdown()`, which
+removes the abort marker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from app.broker.dledger_member import build_dledger, leader_http_address
+from app.broker.idempotency import IdempotencyWindow, rebuild
+from app.broker.leader_sync import LeaderSync
+from app.broker.slave_sync import SlaveSync
+from app.settings import ReplicationMode, Settings
+from ha import Replication
+from ha.dledger.commit_log import DLedgerCommitLog
+from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
+from store.metadata import MetadataStore, TopicConfig
+
+log = logging.getLogger(__name__)
+
+_RATE_WINDOW_S = 10.0
+# A new leader waits at most this for its committed records to reach the consume queues
+# before it refills its idempotency window from them.
+_DISPATCH_WAIT_S = 2.0
+
+
+class BrokerState(enum.Enum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+
+
+class BrokerStateError(RuntimeError):
+    """start/stop used out of order: a bug in the caller."""
+
+
+class RoleChangeRefused(Exception):
+    """A promotion or demotion that would be unsafe or makes no sense now; the message says
+    why (an expected answer, not a bug)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PutRates:
+    messages_per_s: float
+    bytes_per_s: float
+
+
+class Broker:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.role = settings.broker_role
+        self._is_slave = settings.broker_role is BrokerRole.SLAVE
+        # Where writes go while this broker is a slave; a demotion points them elsewhere.
+        self.master_http_address = settings.master_http_address
+        self.master_ha_address = settings.ha_master_address
+        self._role_lock = threading.Lock()
+        # DLedger mode: the group member owns the write path and starts the store itself.
+        self.dledger: DLedgerCommitLog | None = None
+        self._writable_term: int | None = None  # the term this member takes writes in
+        if settings.replication_mode is ReplicationMode.DLEDGER:
+            self.dledger = build_dledger(settings)
+            self.store = self.dledger.store
+        else:
+            self.store = MessageStore(settings.to_store_config())
+        self.metadata: MetadataStore | None = None
+        self.replication: Replication | None = None
+        self.slave_sync: SlaveSync | None = None
+        self.leader_sync: LeaderSync | None = None  # DLedger mode: metadata follows the leader
+        self.idempotency = IdempotencyWindow(settings.idempotency_window_s,
+                                             settings.idempotency_keys_max)
+        self.state = BrokerState.CREATED
+        self.started_at_ms = 0
+        # topic -> write queue count, for topics checked writable (the produce hot path).
+        self._writable_queue_counts: dict[str, int] = {}
+        self._rate_samples: deque[tuple[float, int, int]] = deque(maxlen=64)
+        self._rate_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.state is not BrokerState.CREATED:
+            raise BrokerStateError(f"start() on a broker that is {self.state.value}")
+        self.state = BrokerState.STARTING
+        settings = self.settings
+        try:
+            self._start_store()
+            self.metadata = MetadataStore(
+                settings.metadata_database_url,
+                auto_create_topics=settings.auto_create_topics,
+                default_queue_count=settings.default_queue_count,
+                consumer_offset_persist_interval_ms=settings.consumer_offset_persist_interval_ms,
+                topics_max=settings.topics_max,
+                queues_per_topic_max=settings.queues_per_topic_max,
+            )
+            for topic in self.metadata.list_topics():
+                self.store.set_queue_count(topic.name, topic.write_queue_count)
+            self.metadata.start()
+            if self.dledger is None:
+                self.replication = Replication(settings.to_ha_config(), self.store)
+                self.replication.start()
+            if self.dledger is not None:
+                rebuild(self.idempotency, self.store)
+                self._start_leader_sync(self.dledger)
+            elif self.is_slave:
+                assert settings.master_http_address is not None
+                self._start_slave_sync(settings.master_http_address)
+            else:
+                rebuild(self.idempotency, self.store)
+        except BaseException:
+            self._stop_parts()
+            self.state = BrokerState.STOPPED
+            raise
+        self.started_at_ms = time.time_ns() // 1_000_000
+        self.state = BrokerState.RUNNING
+        log.info("broker running: %s, HTTP %s:%d, data %s", self.describe_role(),
+                 settings.http_host, settings.http_port, settings.data_dir)
+
+    def _start_store(self) -> None:
+        if self.dledger is None:
+            report = self.store.start()
+            log.info("store recovered %s: %s", self.settings.data_dir, report)
+            return
+        self.dledger.start()
+        log.info("store recovered %s: %s; DLedger member %s on port %d", self.settings.data_dir,
+                 self.dledger.storage.recovery, self.dledger.self_id, self.dledger.listen_port)
+
+    @property
+    def role_name(self) -> str:
+        """What views call the role: the classic role, or the DLedger member's (LEADER,
+        FOLLOWER, PRE_CANDIDATE, CANDIDATE)."""
+        if self.dledger is None:
+            return self.role.value
+        return self.dledger.status().role
+
+    def describe_role(self) -> str:
+        if self.dledger is None:
+            return self.role.value
+        return f"DLedger {self.dledger.status().role} {self.dledger.self_id}"
+
+    def stop(self) -> None:
+        """Stop everything; a clean store shutdown removes the abort marker."""
+        if self.state is BrokerState.STOPPED:
+            return
+        if self.state is BrokerState.CREATED:
+            raise BrokerStateError("stop() on a broker that never started")
+        self.state = BrokerState.STOPPING
+        try:
+            self._stop_parts()
+        finally:
+            self.state = BrokerState.STOPPED
+        log.info("broker stopped cleanly")
+
+    def _stop_parts(self) -> None:
+        """Stop what was started, newest first; every step runs even if one fails."""
+        steps = []
+        if self.leader_sync is not None:
+            steps.append(self.leader_sync.stop)  # and the metadata sync it runs
+        if self.slave_sync is not None:
+            steps.append(self.slave_sync.stop)
+        if self.replication is not None:
+            steps.append(self.replication.stop)
+        if self.metadata is not None:
+            steps.append(self.metadata.stop)
+        if self.dledger is not None and self.dledger.is_started:
+            steps.append(self.dledger.stop)  # the store's clean shutdown is part of it
+        elif self.store.state is Lifecycle.RUNNING:
+            steps.append(self.store.shutdown)
+        errors: list[BaseException] = []
+        for step in steps:
+            try:
+                step()
+            except Exception as error:  # keep stopping the rest, then report
+                log.exception("stopping %s failed", step)
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def _start_slave_sync(self, master_http_address: str) -> None:
+        self.slave_sync = self._started_sync(master_http_address)
+
+    def _started_sync(self, master_http_address: str) -> SlaveSync:
+        settings = self.settings
+        sync = SlaveSync(
+            master_http_address, self.metadata_store,
+            interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
+            auth_token=settings.master_auth_token, ca_file=settings.master_ca_file)
+        sync.start()
+        return sync
+
+    def _start_leader_sync(self, member: DLedgerCommitLog) -> None:
+        self.leader_sync = LeaderSync(
+            member, lambda leader_id: leader_http_address(self.settings, leader_id),
+            self._started_sync, self._writable_queue_counts.clear, self._refill_idempotency)
+        self.leader_sync.start()
+
+    def _refill_idempotency(self, term: int) -> None:
+        """A new leader learns the keys the previous one stored (a follower's window never
+        saw them), once what it committed is dispatched; only then does it take writes in
+        `term`: a client's retry with the same key is replayed here, not stored twice. As a
+        promotion does (classic)."""
+        store = self.store
+        deadline_s = time.monotonic() + _DISPATCH_WAIT_S
+        while store.dispatch.dispatched_offset < (store.commit_limit or 0) \
+                and time.monotonic() < deadline_s:
+            time.sleep(0.01)
+        restored = rebuild(self.idempotency, store)
+        self._writable_term = term
+        log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
+                 restored)
+
+    # -- failover by hand --------------------------------------------------------------------
+
+    def promote(self, role: BrokerRole, *, force: bool) -> int:
+        """Turn this slave into a master of `role`, in a new epoch; return that epoch.
+
+        Refused while the master is still heard from (two masters would each take writes)
+        unless `force`: the operator then takes the risk that the old master goes on
+        acknowledging writes this broker will never have.
+        """
+        if role is BrokerRole.SLAVE:
+            raise RoleChangeRefused("promote to SYNC_MASTER or ASYNC_MASTER, not SLAVE")
+        with self._role_lock:
+            if not self.is_running or not self.is_slave or self.dledger is not None:
+                raise RoleChangeRefused(f"this broker is {self.describe_role()}, not a running "
+                                        "slave (a DLedger group elects its leader)")
+            assert self.replication is not None and self.replication.client is not None
+            link = self.replication.client.view()
+            heard_ms = link.last_read_age_ms
+            if not force and link.connected:
+                raise RoleChangeRefused(
+                    f"the master at {link.master_address} is still connected (heard "
+                    f"{heard_ms} ms ago); stop it first, or promote with force")
+            if self.slave_sync is not None:
+                self.slave_sync.stop()
+                self.slave_sync = None
+            self.replication.stop()
+            self.store.change_role(role)
+            config = dataclasses.replace(self.settings.to_ha_config(), broker_role=role,
+                                         ha_master_address=None)
+            self.replication = Replication(config, self.store)
+            self.replication.start()
+            self.role, self._is_slave = role, False
+            rebuild(self.idempotency, self.store)
+            assert self.replication.service is not None
+            epoch = self.replication.service.epochs[-1]
+            log.warning("PROMOTED to %s: epoch %d from offset %d (forced: %s)", role.value,
+                        epoch.number, epoch.start_offset, force)
+            return epoch.number
+
+    def demote(self, master_ha_address: str, master_http_address: str) -> None:
+        """Turn this master into a slave of another broker: pending replication waits fail,
+        and the new master's epochs decide what of this log is kept."""
+        with self._role_lock:
+            if not self.is_running or self.is_slave or self.dledger is not None:
+                raise RoleChangeRefused(f"this broker is {self.describe_role()}, not a running "
+                                        "master (a DLedger group elects its leader)")
+            config = dataclasses.replace(self.settings.to_ha_config(),
+                                         broker_role=BrokerRole.SLAVE,
+                                         ha_master_address=master_ha_address)
+            assert self.replication is not None
+            self.replication.stop()
+            self.store.change_role(BrokerRole.SLAVE)
+            self.role, self._is_slave = BrokerRole.SLAVE, True
+            self.master_ha_address = master_ha_address
+            self.master_http_address = master_http_address
+            self.replication = Replication(config, self.store)
+            self.replication.start()
+            self._start_slave_sync(master_http_address)
+            log.warning("DEMOTED to SLAVE of %s (%s)", master_ha_address, master_http_address)
+
+    @property
+    def is_running(self) -> bool:
+        return self.state is BrokerState.RUNNING
+
+    @property
+    def is_slave(self) -> bool:
+        """Whether writes go elsewhere: a classic SLAVE, or a DLedger member that does not
+        lead now (its leader, if known, is `write_address()`)."""
+        if self.dledger is not None:
+            return not self.takes_dledger_writes
+        return self._is_slave
+
+    @property
+    def takes_dledger_writes(self) -> bool:
+        """DLedger mode: this member leads and has caught up as leader of this term (its
+        idempotency window refilled: `_refill_idempotency`)."""
+        assert self.dledger is not None
+        term = self.dledger.leading_term()
+        return term is not None and term == self._writable_term
+
+    def write_address(self) -> str | None:
+        """The HTTP address writes go to: the master's, or the current DLedger leader's."""
+        if self.dledger is not None:
+            return leader_http_address(self.settings, self.dledger.status().leader_id)
+        return self.master_http_address
+
+    @property
+    def metadata_store(self) -> MetadataStore:
+        assert self.metadata is not None, "the broker is not started"
+        return self.metadata
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def cached_write_queue_count(self, topic: str) -> int | None:
+        return self._writable_queue_counts.get(topic)
+
+    def ensure_writable_topic(self, topic: str) -> int:
+        """The topic's write queue count, creating the topic if allowed (MetadataError if not)."""
+        config = self.metadata_store.ensure_writable_topic(name=topic)
+        self.store.set_queue_count(topic, config.write_queue_count)
+        self._writable_queue_counts[topic] = config.write_queue_count
+        return config.write_queue_count
+
+    def topic_created(self, config: TopicConfig) -> None:
+        """A topic just created: the store routes to its queues, and a writable one needs no
+        metadata look-up on its first produce."""
+        self.topic_changed(config.name, config.write_queue_count)
+        if config.writable:
+            self._writable_queue_counts[config.name] = config.write_queue_count
+
+    def topic_changed(self, topic: str, write_queue_count: int | None = None) -> None:
+        """After a topic is created or changed: the store routes to its new queue count."""
+        self._writable_queue_counts.pop(topic, None)
+        if write_queue_count is not None:
+            self.store.set_queue_count(topic, write_queue_count)
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete the topic's metadata (404 when unknown), then its queues in the store."""
+        self.metadata_store.delete_topic(name=topic)
+        self._writable_queue_counts.pop(topic, None)
+        removed = self.store.delete_topic(topic)
+        log.info("topic %s deleted: %d consume queues removed", topic, removed)
+
+    # -- rates -------------------------------------------------------------------------------
+
+    def put_counts(self) -> dict[PutMessageStatus, int]:
+        """Puts by status: the store's (classic), or the DLedger member's answers."""
+        if self.dledger is not None:
+            return dict(self.dledger.put_counts.by_status)
+        return {PutMessageStatus.PUT_OK: self.store.put_ok_count, **self.store.put_counts}
+
+    def put_bytes_total(self) -> int:
+        if self.dledger is not None:
+            return self.dledger.put_counts.stored_bytes_total
+        return self.store.put_bytes_total
+
+
+    def sample_put_rates(self) -> PutRates:
+        """Puts per second over about the last 10 s (sampled whenever asked, and every second
+        by the app's rate task)."""
+        now = time.monotonic()
+        counts = self.put_counts()
+        sample = (now, counts.get(PutMessageStatus.PUT_OK, 0), self.put_bytes_total())
+        with self._rate_lock:
+            samples = self._rate_samples
+            if not samples or now - samples[-1][0] >= 0.5:
+                samples.append(sample)
+            while len(samples) > 2 and now - samples[1][0] >= _RATE_WINDOW_S:
+                samples.popleft()
+            first = samples[0]
+        elapsed_s = now - first[0]
+        if elapsed_s <= 0:
+            return PutRates(0.0, 0.0)
+        return PutRates((sample[1] - first[1]) / elapsed_s, (sample[2] - first[2]) / elapsed_s)

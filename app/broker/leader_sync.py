@@ -1,0 +1,103 @@
+"""DLedger mode: metadata (topics, groups, consumer and delay offsets) follows the leader.
+
+Metadata writes go to the leader (a follower answers 503 naming it: app/api/gateway.py), and each
+follower pulls the leader's tables with the classic slave's metadata sync
+(app/broker/slave_sync.py), pointed at whichever member leads now. This thread watches the member's
+published status every `check_interval_s`: a new leader elsewhere restarts the sync against it (the
+new sync pulls at once), becoming the leader stops it (this member's tables are now the ones others
+pull), and no known leader leaves the last sync running (it fails and backs off, bounded,
+until a leader is known).
+
+A new leader serves the tables it last pulled: what the previous leader changed after that
+pull (at most one `slave_sync_interval_s` of metadata writes) is not carried over, as in
+RocketMQ, whose followers also sync metadata on a timer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from app.broker.slave_sync import SlaveSync
+from ha.dledger.commit_log import DLedgerCommitLog
+from store.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+# A new leader takes writes only after a check has seen it caught up: this adds at most one
+# interval to a failover.
+CHECK_INTERVAL_S = 0.05
+
+
+class LeaderSync(ServiceThread):
+    name = "dledger-leader-sync"
+
+    def __init__(self, member: DLedgerCommitLog, leader_url: Callable[[str], str | None],
+                 start_sync: Callable[[str], SlaveSync],
+                 became_leader: Callable[[], None],
+                 caught_up: Callable[[int], None] = lambda term: None,
+                 check_interval_s: float = CHECK_INTERVAL_S) -> None:
+        """`start_sync(url)` starts a metadata sync from that leader; `became_leader()` runs
+        once each time this member takes over (the broker drops what it cached);
+        `caught_up(term)` once its commit then reaches the log's end as it took over (every
+        entry the previous leader may have answered is committed here: the broker refills its
+        idempotency window from them, then takes writes in that term)."""
+        super().__init__()
+        self._member = member
+        self._leader_url = leader_url
+        self._start_sync = start_sync
+        self._became_leader = became_leader
+        self._caught_up = caught_up
+        self._check_interval_s = check_interval_s
+        self.sync: SlaveSync | None = None
+        # Syncs told to stop whose thread may still wait on a request (joined once it ends).
+        self._retired: list[SlaveSync] = []
+        self._was_leader = False
+        self._takeover_end_index: int | None = None  # waiting for the commit to reach it
+
+    def stop(self) -> None:
+        super().stop()
+        self._stop_sync()
+        for sync in self._retired:
+            sync.stop()  # each waits at most its request timeout
+        self._retired.clear()
+
+    def run_once(self) -> float:
+        self._reap_retired()
+        status = self._member.status()
+        is_leader = status.role == "LEADER"
+        if is_leader:
+            self._stop_sync()
+            if not self._was_leader:
+                log.warning("dledger: %s leads term %d: metadata writes come here",
+                            status.self_id, status.term)
+                self._takeover_end_index = status.end_index
+                self._became_leader()
+            if self._takeover_end_index is not None \
+                    and status.committed_index >= self._takeover_end_index:
+                self._takeover_end_index = None
+                self._caught_up(status.term)
+        else:
+            self._takeover_end_index = None
+        self._was_leader = is_leader
+        url = self._leader_url(status.leader_id) if status.leader_id else None
+        if not is_leader and url is not None and (
+                self.sync is None or self.sync.master_http_address != url.rstrip("/")):
+            self._stop_sync()
+            log.info("dledger: metadata sync from the leader %s at %s", status.leader_id, url)
+            self.sync = self._start_sync(url)
+        return self._check_interval_s
+
+    def _stop_sync(self) -> None:
+        """Retire the running sync without waiting for it: a request to a leader that died
+        can hang until its timeout, and a take-over must not wait for that (nothing it pulls
+        is applied once retired)."""
+        if self.sync is not None:
+            self.sync.retire()
+            self._retired.append(self.sync)
+            self.sync = None
+
+    def _reap_retired(self) -> None:
+        for sync in [sync for sync in self._retired if sync.has_exited]:
+            sync.stop()  # the thread is gone: closes the client at once
+            self._retired.remove(sync)

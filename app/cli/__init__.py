@@ -1,0 +1,2 @@
+"""The `twinlog` command: serve, the admin commands (HTTP only), the dev supervisors and the
+offline data-dir tools."""

@@ -1,1 +1,0 @@
-"""The dashboard page's files (HTML, JavaScript, CSS), served by app/routes/ui.py."""

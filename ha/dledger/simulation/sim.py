@@ -1,0 +1,517 @@
+"""A seeded deterministic simulation of a DLedger group driving the real `DLedgerNode`.
+
+One `random.Random(seed)` draws the run's fault mix (swarm testing: every seed picks its own
+drop, duplicate and delay rates, disk latency, partitions, crashes, retention, leadership
+transfers, payload sizes, and the push bounds and throttle of its DLedgerConfig), then every
+event. Events sit in one heap ordered by (time, sequence), so a seed replays exactly:
+
+    python -m ha.dledger.simulation.sim --seed 1234        # replay one run
+    python -m ha.dledger.simulation.sim --seeds 10000      # many runs, prints count and duration
+    python -m ha.dledger.simulation.sim --seeds 10000 --workers 2   # the same over a bounded pool
+
+Each node has a durable log and a queue of writes not yet durable; a crash drops the queue.
+The invariants (ha/dledger/simulation/invariants.py) are checked on every event; at the end
+faults stop, every node comes back, and the group must commit every acknowledged append everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+import sys
+import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from ha.dledger.core.actions import (
+    Action,
+    AdvanceCommit,
+    AppendEntries,
+    AppendStatus,
+    CompleteAppend,
+    CompleteTransfer,
+    PersistTermVote,
+    Send,
+    TruncateFrom,
+    Write,
+)
+from ha.dledger.core.config import DLedgerConfig
+from ha.dledger.core.entry_log import EntryLog
+from ha.dledger.core.member import HardState, Role
+from ha.dledger.core.messages import Message, VoteRequest
+from ha.dledger.core.node import DLedgerNode
+from ha.dledger.simulation.invariants import Invariants, InvariantViolation
+
+EVENTS_MAX = 400_000  # a bound on one run, whatever the seed draws
+CHUNK_SEEDS = 50  # seeds per task handed to a worker process
+
+
+class SimulationFailure(AssertionError):
+    """An invariant or an assertion broke; the message names the seed and the event."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    drop_rate: float
+    duplicate_rate: float
+    delay_ticks_max: int
+    disk_latency_ticks_max: int
+    nemesis_every_ticks: int  # 0: no nemesis
+    retain_entries: int
+    payload_bytes_max: int  # client payloads are 4 to this many bytes
+    delay_ticks_min: int = 1
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Faults:
+        return cls(drop_rate=rng.choice([0.0, 0.02, 0.1, 0.25]),
+                   duplicate_rate=rng.choice([0.0, 0.05, 0.2]),
+                   delay_ticks_max=rng.choice([1, 2, 4, 8]),
+                   disk_latency_ticks_max=rng.choice([0, 1, 3, 6]),
+                   nemesis_every_ticks=rng.choice([15, 40, 100]),
+                   retain_entries=rng.choice([4, 32, 1_000_000]),
+                   payload_bytes_max=rng.choice([8, 8, 300, 5000]))
+
+    @classmethod
+    def healthy(cls, delay_ticks_max: int = 3) -> Faults:
+        """No faults at all, only delivery jitter of 0 to `delay_ticks_max` ticks (3: a busy
+        but healthy network; 1: loopback, where a hop takes far less than a tick)."""
+        return cls(drop_rate=0.0, duplicate_rate=0.0, delay_ticks_max=delay_ticks_max,
+                   disk_latency_ticks_max=1, nemesis_every_ticks=0, retain_entries=1_000_000,
+                   payload_bytes_max=8, delay_ticks_min=0)
+
+
+def draw_config(rng: random.Random) -> DLedgerConfig:
+    """The production defaults, or short timings (more elections per run), each with the
+    default push bounds, short pushes (more of them in flight), or tiny byte bounds
+    (byte-bounded pushes and the throttle at work)."""
+    timing = rng.choice([{}, {"election_timeout_ticks": 10, "heartbeat_ticks": 2,
+                              "push_timeout_ticks": 6, "quorum_deadline_ticks": 40}])
+    bounds = rng.choice([{}, {"push_entries_max": 4},
+                         {"push_bytes_max": 600, "far_behind_entries": 8,
+                          "far_behind_push_bytes_per_tick": 900}])
+    return DLedgerConfig(**timing, **bounds)
+
+
+@dataclass
+class SimDisk:
+    """What survives a crash: the durable term, vote and log."""
+
+    hard_state: HardState = field(default_factory=HardState)
+    log: EntryLog = field(default_factory=EntryLog)
+    queue: deque[Write] = field(default_factory=deque)  # issued, not yet durable
+
+    def apply(self, write: Write) -> None:
+        if isinstance(write, PersistTermVote):
+            self.hard_state = HardState(write.term, write.voted_for)
+        elif isinstance(write, AppendEntries):
+            for entry in write.entries:
+                self.log.append(entry)
+        elif isinstance(write, TruncateFrom):
+            self.log.truncate_from(write.index)
+        else:
+            self.log.reset(write.base_index, write.base_term)
+
+    def copy_log(self) -> EntryLog:
+        return EntryLog(self.log.base_index, self.log.base_term, self.log.entries())
+
+
+@dataclass
+class SimMember:
+    node: DLedgerNode | None
+    disk: SimDisk
+    incarnation: int = 0
+    disk_flush_scheduled: bool = False
+
+
+@dataclass(frozen=True)
+class SimResult:
+    seed: int
+    events: int
+    acknowledged: int
+    committed: int
+    leaders: int
+    transfers_ok: int  # leadership transfers that handed over
+
+
+class Simulation:
+    def __init__(self, seed: int, node_count: int | None = None,
+                 fault_ticks: int = 1500, heal_ticks: int = 400, faults: Faults | None = None,
+                 config: DLedgerConfig | None = None, client_every_ticks_max: int = 6) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.node_count = node_count or self.rng.choice([3, 5])
+        self.faults = faults or Faults.draw(self.rng)
+        self.config = config or draw_config(self.rng)
+        self.client_every_ticks_max = client_every_ticks_max
+        self.fault_ticks = fault_ticks
+        self.end_tick = fault_ticks + heal_ticks
+        self.ids = [f"n{i}" for i in range(self.node_count)]
+        self.members = {node_id: SimMember(None, SimDisk()) for node_id in self.ids}
+        self.invariants = Invariants()
+        self.cut_links: set[tuple[str, str]] = set()
+        self.now = 0
+        self._heap: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self._sequence = 0
+        self._events = 0
+        self._request_id = 0
+        self._requests: dict[int, bytes] = {}
+        self._last_event: tuple[str, tuple[object, ...]] = ("start", ())  # formatted on failure
+        self._commits: dict[str, int] = {}  # commit index of each running node
+        # Client appends each node took and has not answered (its current incarnation's):
+        # always equal to the node's pending count, or an answer leaked or came twice.
+        self._awaiting: dict[int, str] = {}
+        self._awaiting_count = dict.fromkeys(self.ids, 0)
+        self._transfers_awaiting = dict.fromkeys(self.ids, 0)
+        self.transfers: dict[str, int] = {}  # TransferStatus value -> how many
+        self.pre_votes_after_first_leader = 0
+
+    # ----- running -----
+
+    def run(self) -> SimResult:
+        for node_id in self.ids:
+            self._start(node_id)
+        self._schedule(1, "client", ())
+        if self.faults.nemesis_every_ticks:
+            self._schedule(self.faults.nemesis_every_ticks, "nemesis", ())
+        self._schedule(self.fault_ticks, "heal", ())
+        while self._heap and self._events < EVENTS_MAX:
+            self.now, _, kind, payload = heapq.heappop(self._heap)
+            if self.now > self.end_tick:
+                break
+            self._events += 1
+            self._last_event = (kind, payload)
+            try:
+                self._handle(kind, payload)
+            except AssertionError as error:
+                raise self._failure(error) from error
+        try:
+            self._check_converged()
+        except AssertionError as error:
+            raise self._failure(error) from error
+        return SimResult(self.seed, self._events, len(self.invariants.acknowledged),
+                         len(self.invariants.committed), len(self.invariants.leader_by_term),
+                         self.transfers.get("OK", 0))
+
+    def _failure(self, error: AssertionError) -> SimulationFailure:
+        kind = "invariant" if isinstance(error, InvariantViolation) else "assertion"
+        return SimulationFailure(
+            f"seed={self.seed} {kind} broke at event #{self._events} t={self.now} "
+            f"{self._last_event[0]} {self._last_event[1]}: {error}\n"
+            f"replay: python -m ha.dledger.simulation.sim --seed {self.seed}")
+
+    def _schedule(self, delay_ticks: int, kind: str, payload: tuple[object, ...]) -> None:
+        self._sequence += 1
+        heapq.heappush(self._heap, (self.now + delay_ticks, self._sequence, kind, payload))
+
+    def _handle(self, kind: str, payload: tuple[object, ...]) -> None:
+        if kind == "tick":
+            self._on_tick(str(payload[0]), int(str(payload[1])))
+        elif kind == "deliver":
+            self._on_deliver(payload)
+        elif kind == "flush":
+            self._on_flush(str(payload[0]), int(str(payload[1])))
+        elif kind == "client":
+            self._on_client()
+        elif kind == "dispatch":
+            self._on_dispatch(str(payload[0]), int(str(payload[1])))
+        elif kind == "nemesis":
+            self._on_nemesis()
+        elif kind == "restart":
+            self._start(str(payload[0]))
+        elif kind == "heal":
+            self._on_heal()
+
+    def _faulty(self) -> bool:
+        return self.now < self.fault_ticks
+
+    # ----- node lifecycle -----
+
+    def _start(self, node_id: str) -> None:
+        member = self.members[node_id]
+        if member.node is not None:
+            return
+        member.incarnation += 1
+        rng = random.Random(self.rng.getrandbits(64))
+        member.node = DLedgerNode(node_id, self.ids, self.config, rng, member.disk.hard_state,
+                                  member.disk.copy_log())
+        self._commits[node_id] = member.node.commit_index
+        self._schedule(1, "tick", (node_id, member.incarnation))
+
+    def _crash(self, node_id: str, restart: bool = True) -> None:
+        member = self.members[node_id]
+        member.node = None
+        member.disk.queue.clear()  # whatever was not durable is lost
+        member.disk_flush_scheduled = False
+        # Its clients see the connection drop; their appends are indeterminate.
+        for request_id in [r for r, holder in self._awaiting.items() if holder == node_id]:
+            del self._awaiting[request_id]
+        self._awaiting_count[node_id] = 0
+        self._transfers_awaiting[node_id] = 0
+        if restart:
+            self._schedule(self.rng.randint(5, 60), "restart", (node_id,))
+
+    def _live(self, node_id: str, incarnation: int) -> DLedgerNode | None:
+        member = self.members[node_id]
+        return member.node if member.incarnation == incarnation else None
+
+    # ----- events -----
+
+    def _on_tick(self, node_id: str, incarnation: int) -> None:
+        node = self._live(node_id, incarnation)
+        if node is None:
+            return
+        self._run(node_id, node.tick())
+        self._schedule(1, "tick", (node_id, incarnation))
+
+    def _on_dispatch(self, node_id: str, incarnation: int) -> None:
+        node = self._live(node_id, incarnation)
+        if node is not None:
+            self._run(node_id, node.dispatch())
+
+    def _on_deliver(self, payload: tuple[object, ...]) -> None:
+        source_id, target_id, message = str(payload[0]), str(payload[1]), payload[2]
+        node = self.members[target_id].node
+        if node is None or (self._faulty() and (source_id, target_id) in self.cut_links):
+            return
+        self._run(target_id, node.receive(message))  # type: ignore[arg-type]
+
+    def _on_flush(self, node_id: str, incarnation: int) -> None:
+        member = self.members[node_id]
+        member.disk_flush_scheduled = False
+        node = self._live(node_id, incarnation)
+        if node is None or not member.disk.queue:
+            return
+        last_write_id = 0
+        while member.disk.queue:
+            write = member.disk.queue.popleft()
+            member.disk.apply(write)
+            last_write_id = write.write_id
+        self._run(node_id, node.persisted(last_write_id))
+
+    def _on_client(self) -> None:
+        live = [i for i in self.ids if self.members[i].node is not None]
+        leaders = [i for i in live if self.members[i].node.role is Role.LEADER]  # type: ignore[union-attr]
+        requests: list[tuple[int, bytes]] = []
+        if live:
+            target = self.rng.choice(leaders if leaders and self.rng.random() < 0.9 else live)
+            # One to four appends taken together, as a host's round takes its inbox's.
+            for _ in range(self.rng.choice((1, 1, 2, 4))):
+                self._request_id += 1
+                size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
+                payload = (b"r%d:" % self._request_id).ljust(size_bytes, b".")
+                self._requests[self._request_id] = payload
+                self._awaiting[self._request_id] = target
+                self._awaiting_count[target] += 1
+                requests.append((self._request_id, payload))
+            node = self.members[target].node
+            assert node is not None
+            # Half the appends wait for a later dispatch, as a host's round of appends does.
+            push = self.rng.random() < 0.5
+            self._run(target, node.client_append_many(requests, push))
+            if not push:
+                self._schedule(self.rng.randint(0, 2), "dispatch",
+                               (target, self.members[target].incarnation))
+        if self.now < self.end_tick - 150:
+            # The next one after as many intervals as appends went: the same rate of appends
+            # whatever their grouping (a rate past a drawn far-behind throttle would keep a
+            # lagging follower from ever catching up, and fail the check at the end).
+            intervals = max(1, len(requests))
+            self._schedule(self.rng.randint(1, self.client_every_ticks_max) * intervals,
+                           "client", ())
+
+    def _on_nemesis(self) -> None:
+        if not self._faulty():
+            return
+        choice = self.rng.random()
+        if choice < 0.25:
+            self._crash_someone()
+        elif choice < 0.5:
+            self._partition()
+        elif choice < 0.7:
+            self.cut_links.clear()
+        elif choice < 0.85:
+            self._transfer_leadership()
+        else:
+            self._compact_all()
+        self._schedule(self.faults.nemesis_every_ticks, "nemesis", ())
+
+    def _on_heal(self) -> None:
+        self.cut_links.clear()
+        for node_id in self.ids:
+            self._start(node_id)
+
+    def _crash_someone(self) -> None:
+        down = [i for i in self.ids if self.members[i].node is None]
+        if len(down) < (self.node_count - 1) // 2:
+            self._crash(self.rng.choice([i for i in self.ids if i not in down]))
+
+    def _transfer_leadership(self) -> None:
+        """An admin asks a node (mostly the leader) to hand leadership to a random member,
+        sometimes itself or a stranger (refusals are part of the mix)."""
+        live = [i for i in self.ids if self.members[i].node is not None]
+        leaders = [i for i in live if self.members[i].node.role is Role.LEADER]  # type: ignore[union-attr]
+        source_id = self.rng.choice(leaders if leaders and self.rng.random() < 0.9 else live)
+        target_id = self.rng.choice(self.ids + ["stranger"])
+        node = self.members[source_id].node
+        assert node is not None
+        self._transfers_awaiting[source_id] += 1
+        self._run(source_id, node.transfer_leadership(target_id))
+
+    def _partition(self) -> None:
+        shuffled = list(self.ids)
+        self.rng.shuffle(shuffled)
+        side = set(shuffled[:self.rng.randint(1, self.node_count // 2)])
+        one_way = self.rng.random() < 0.2
+        self.cut_links = {(a, b) for a in self.ids for b in self.ids
+                          if (a in side) != (b in side) and not (one_way and a in side)}
+
+    def _compact_all(self) -> None:
+        for node_id in self.ids:
+            member = self.members[node_id]
+            node = member.node
+            if node is None:
+                continue
+            index = min(node.commit_index, node.durable_index) - self.faults.retain_entries
+            if index > node.log.base_index:
+                node.compact(index)
+                member.disk.log.compact_to(index)
+
+    # ----- actions -----
+
+    def _run(self, node_id: str, actions: list[Action]) -> None:
+        member = self.members[node_id]
+        node = member.node
+        assert node is not None
+        leader_by_term = self.invariants.leader_by_term
+        for action in actions:
+            if isinstance(action, Send):
+                self._send(node_id, action.target_id, action.message)
+            elif isinstance(action, AdvanceCommit):
+                self._commit(node_id, node, action.commit_index)
+            elif isinstance(action, CompleteAppend):
+                self._complete(node_id, action)
+            elif isinstance(action, CompleteTransfer):
+                self._transfer_completed(node_id, action)
+            else:
+                self._write(node_id, member, node, action)
+        if node.role is Role.LEADER and leader_by_term.get(node.term) != node_id:
+            self.invariants.leader_elected(node_id, node.term, node.log)
+        self._check_answers(node_id, node)
+
+    def _check_answers(self, node_id: str, node: DLedgerNode) -> None:
+        """Every client append a node took is pending on it until answered exactly once (a
+        deposed leader's included: DLedger #309), and a transfer is answered exactly once."""
+        if self._awaiting_count[node_id] != node.pending_count:
+            raise InvariantViolation(
+                f"{node_id} holds {node.pending_count} pending appends, clients await "
+                f"{self._awaiting_count[node_id]}: an answer leaked or came twice")
+        if self._transfers_awaiting[node_id] != (node.transfer is not None):
+            raise InvariantViolation(f"{node_id}: a transfer answer leaked or came twice")
+
+    def _transfer_completed(self, node_id: str, action: CompleteTransfer) -> None:
+        self._transfers_awaiting[node_id] -= 1
+        status = action.status.value
+        self.transfers[status] = self.transfers.get(status, 0) + 1
+
+    def _send(self, source_id: str, target_id: str, message: Message) -> None:
+        if isinstance(message, VoteRequest) and message.pre_vote \
+                and self.invariants.leader_by_term:
+            self.pre_votes_after_first_leader += 1
+        if self._faulty():
+            if (source_id, target_id) in self.cut_links:
+                return
+            if self.rng.random() < self.faults.drop_rate:
+                return
+            if self.rng.random() < self.faults.duplicate_rate:
+                self._schedule(self._delay(), "deliver", (source_id, target_id, message))
+        self._schedule(self._delay(), "deliver", (source_id, target_id, message))
+
+    def _delay(self) -> int:
+        if not self._faulty():
+            return 1
+        return self.rng.randint(self.faults.delay_ticks_min, self.faults.delay_ticks_max)
+
+    def _commit(self, node_id: str, node: DLedgerNode, commit_index: int) -> None:
+        self.invariants.commit_advanced(node_id, self._commits[node_id], commit_index, node.log)
+        self._commits[node_id] = commit_index
+
+    def _complete(self, node_id: str, action: CompleteAppend) -> None:
+        if self._awaiting.pop(action.request_id, None) != node_id:
+            raise InvariantViolation(f"{node_id} answered append {action.request_id}, which "
+                                     f"it does not hold (twice, or after a crash)")
+        self._awaiting_count[node_id] -= 1
+        if action.status is AppendStatus.OK:
+            payload = self._requests[action.request_id]
+            self.invariants.append_acknowledged(action.index, action.term, payload)
+
+    def _write(self, node_id: str, member: SimMember, node: DLedgerNode, write: Write) -> None:
+        if isinstance(write, AppendEntries):
+            self.invariants.entries_appended(node_id, write.entries, node.log)
+        member.disk.queue.append(write)
+        if not member.disk_flush_scheduled:
+            member.disk_flush_scheduled = True
+            latency = self.rng.randint(0, self.faults.disk_latency_ticks_max)
+            self._schedule(latency, "flush", (node_id, member.incarnation))
+
+    # ----- the end -----
+
+    def _check_converged(self) -> None:
+        """After healing, every node holds every acknowledged append as committed."""
+        for node_id in self.ids:
+            node = self.members[node_id].node
+            assert node is not None
+            for index, (term, payload) in self.invariants.acknowledged.items():
+                assert node.commit_index >= index, (
+                    f"liveness: {node_id} commit {node.commit_index} < acknowledged {index}")
+                if index > node.log.base_index:
+                    held = node.log.entry(index)
+                    assert (held.term, held.payload) == (term, payload), (node_id, index)
+
+
+def run_seeds(first_seed: int, count: int) -> list[SimResult]:
+    return [Simulation(seed).run() for seed in range(first_seed, first_seed + count)]
+
+
+def run_seeds_pooled(first_seed: int, count: int, workers: int) -> list[SimResult]:
+    """The same seeds over at most `workers` processes (chunks of CHUNK_SEEDS, so the pool's
+    queue stays small); the first failure, in seed order, is raised as in `run_seeds`."""
+    if workers <= 1:
+        return run_seeds(first_seed, count)
+    end = first_seed + count
+    chunks = [(first, min(CHUNK_SEEDS, end - first))
+              for first in range(first_seed, end, CHUNK_SEEDS)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_seeds, first, size) for first, size in chunks]
+        try:
+            return [result for future in futures for result in future.result()]
+        except SimulationFailure:
+            pool.shutdown(cancel_futures=True)  # report now, not after every other chunk
+            raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seed", type=int, help="replay this one seed")
+    parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1, help="processes (a bounded pool)")
+    args = parser.parse_args(argv)
+    first, count = (args.seed, 1) if args.seed is not None else (args.first_seed, args.seeds)
+    started = time.monotonic()
+    try:
+        results = run_seeds_pooled(first, count, args.workers)
+    except SimulationFailure as failure:
+        print(failure, file=sys.stderr)
+        return 1
+    elapsed_s = time.monotonic() - started
+    events = sum(r.events for r in results)
+    acknowledged = sum(r.acknowledged for r in results)
+    print(f"{count} seeds from {first} passed in {elapsed_s:.1f} s with {args.workers} "
+          f"worker(s) ({events} events, {acknowledged} acknowledged appends)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,456 @@
+"""Consume queues: per topic and queue, 20-byte entries (commit-log offset, size, tags code).
+
+Entry `i` of a queue lives at byte `i * 20` of its log of files, so queue offsets and file
+names agree. Entries are written only by dispatch, in queue-offset order.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from store.config import CONSUME_QUEUE_ENTRY_SIZE_BYTES, StoreConfig
+from store.errors import StoreCorruptError
+from store.files.disk import REAL_DISK, Disk
+from store.files.mapped_file import MappedFile
+from store.files.mapped_file_queue import MappedFileQueue
+from store.files.open_files import OpenFiles
+from store.topic import is_valid_topic
+
+log = logging.getLogger(__name__)
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_SIZE = CONSUME_QUEUE_ENTRY_SIZE_BYTES
+assert ENTRY.size == ENTRY_SIZE
+_ZERO_ENTRY = bytes(ENTRY_SIZE)
+_GAP_ENTRY = (-1, 0, 0)  # stands for a record the queue will never have (see _fill_gap)
+
+# (queue offset, commit-log offset, size, tags code), as dispatch collects them.
+Entry = tuple[int, int, int, int]
+# Whether (topic, queue id, queue offset, (commit-log offset, size, tags code)) is the entry
+# of the record it points at (recovery checks entries against the commit log).
+EntryCheck = Callable[[str, int, int, tuple[int, int, int]], bool]
+
+
+class ConsumeQueue:
+    """One queue's files, mapped only while the queue is in use.
+
+    Every use of the files runs under the queue's lock through `_opened()`, which maps them
+    when they are closed and reports the use to `OpenFiles`; `OpenFiles` closes idle queues
+    past its bound. The offsets (`min_queue_offset`, `max_queue_offset`) and the file count
+    are kept here, so that listing queues, the checkpoint and reads of an empty range never
+    open a file.
+    """
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size_bytes: int,
+                 open_files: OpenFiles, disk: Disk = REAL_DISK) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self._directory = directory
+        self._file_size_bytes = file_size_bytes
+        self._open_files = open_files
+        self._disk = disk
+        self._files: MappedFileQueue | None = None
+        self._lock = threading.RLock()
+        self._min_offset_bytes = 0
+        self._max_offset_bytes = 0
+        self._file_count = 0
+        # The last entry, so that recovery passes over a queue with nothing to check without
+        # opening it (a start with many topics would otherwise map every queue three times).
+        self._last_entry: tuple[int, int, int] | None = None
+        self._end_found = False  # whether load() found where the written entries end
+
+    @contextmanager
+    def _opened(self) -> Iterator[MappedFileQueue]:
+        with self._lock:
+            files = self._files if self._files is not None else self._open()
+            try:
+                yield files
+            finally:
+                self._min_offset_bytes = files.min_offset
+                self._max_offset_bytes = files.max_offset
+                self._file_count = len(files.files)
+                self._last_entry = (_raw_entry(files, self.max_queue_offset - 1)
+                                    if self._max_offset_bytes > self._min_offset_bytes else None)
+                # Under the lock: a queue with open files is always listed as open, which
+                # is what lets ConsumeQueues.flush visit only the open ones.
+                self._open_files.used(self, self._file_count)
+
+    def _open(self) -> MappedFileQueue:
+        files = MappedFileQueue(self._directory, self._file_size_bytes, self._disk,
+                                random_access=True)
+        if self._directory.is_dir():
+            try:
+                files.load()
+            except BaseException:
+                files.close()
+                raise
+        last = files.last_file()
+        if last is not None:
+            if self._end_found:  # reopened: the end is known
+                end_position = self._max_offset_bytes - last.start_offset
+            else:
+                end_position = _written_end(last)
+                self._end_found = True
+            last.write_position = end_position
+            last.flushed_position = end_position
+        self._files = files
+        return files
+
+    def close_if_idle(self) -> bool:
+        """Unmap the files unless another thread uses them; the files closed with unflushed
+        entries go to OpenFiles, which syncs them before the next checkpoint."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            files = self._files
+            if files is None:
+                return True
+            unflushed = [mapped.path for mapped in files.files
+                         if mapped.write_position > mapped.flushed_position]
+            files.close()
+            self._files = None
+            self._open_files.closed(self, unflushed)
+            return True
+        finally:
+            self._lock.release()
+
+    def load(self) -> None:
+        """Find where the written entries end (then the files may be closed again)."""
+        with self._opened():
+            pass
+
+    @property
+    def min_queue_offset(self) -> int:
+        return self._min_offset_bytes // ENTRY_SIZE
+
+    @property
+    def max_queue_offset(self) -> int:
+        """The next queue offset to be written (one past the last entry)."""
+        return self._max_offset_bytes // ENTRY_SIZE
+
+    def put(self, queue_offset: int, commit_log_offset: int, size: int, tags_code: int) -> bool:
+        """Write the entry for `queue_offset`; an entry already there is left as it is."""
+        with self._opened() as files:
+            return self._put(files, (queue_offset, commit_log_offset, size, tags_code))
+
+    def _put(self, files: MappedFileQueue, entry: Entry) -> bool:
+        queue_offset = entry[0]
+        expected = files.max_offset // ENTRY_SIZE
+        if queue_offset < expected:
+            return False  # redispatch after recovery: the entry was flushed before the crash
+        if queue_offset > expected:
+            if expected != 0 or files.last_file() is not None:
+                log.error(
+                    "consume queue %s/%d: entry %d arrives while %d is expected; filling the gap",
+                    self.topic, self.queue_id, queue_offset, expected,
+                )
+            self._fill_gap(files, expected, queue_offset)
+        mapped = _file_for(files, queue_offset)
+        byte_offset = queue_offset * ENTRY_SIZE
+        if mapped.write_offset < byte_offset:
+            mapped.write_position = byte_offset - mapped.start_offset
+        mapped.append(ENTRY.pack(entry[1], entry[2], entry[3]))
+        return True
+
+    def put_many(self, entries: list[Entry]) -> None:
+        """Entries in queue-offset order: runs of consecutive ones are written at once."""
+        with self._opened() as files:
+            index = 0
+            while index < len(entries):
+                queue_offset = entries[index][0]
+                if queue_offset != files.max_offset // ENTRY_SIZE:
+                    self._put(files, entries[index])  # a present entry or a gap: careful path
+                    index += 1
+                    continue
+                mapped = _file_for(files, queue_offset)
+                run = entries[index : index + mapped.remaining_bytes // ENTRY_SIZE]
+                if run[-1][0] != queue_offset + len(run) - 1:
+                    self._put(files, entries[index])  # not consecutive: one at a time
+                    index += 1
+                    continue
+                pack = ENTRY.pack
+                mapped.append(b"".join([pack(entry[1], entry[2], entry[3]) for entry in run]))
+                index += len(run)
+
+    def _fill_gap(self, files: MappedFileQueue, start: int, end: int) -> None:
+        """Invalid entries (size 0) stand for records this queue will never have."""
+        for queue_offset in range(start, end):
+            mapped = _file_for(files, queue_offset)
+            byte_offset = queue_offset * ENTRY_SIZE
+            if mapped.write_offset < byte_offset:
+                mapped.write_position = byte_offset - mapped.start_offset
+            mapped.append(ENTRY.pack(*_GAP_ENTRY))
+
+    def get(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """(commit-log offset, size, tags code) of an entry, or None when not held/invalid."""
+        if not self.min_queue_offset <= queue_offset < self.max_queue_offset:
+            return None
+        with self._opened() as files:
+            if queue_offset * ENTRY_SIZE >= files.max_offset:
+                return None
+            mapped = files.hold_file(queue_offset * ENTRY_SIZE)
+            if mapped is None:  # removed by retention meanwhile
+                return None
+            try:
+                position = queue_offset * ENTRY_SIZE - mapped.start_offset
+                entry: tuple[int, int, int] = ENTRY.unpack_from(mapped.buffer, position)
+            finally:
+                mapped.release()
+        if entry[0] < 0 or entry[1] <= 0:
+            return None
+        return entry
+
+    def truncate_physical(self, commit_log_end: int) -> None:
+        """Drop entries whose record reaches past `commit_log_end` (after a torn tail)."""
+        last = self._last_entry
+        if self._end_found and (last is None
+                                or last[0] >= 0 and last[0] + last[1] <= commit_log_end):
+            return  # entries point at increasing offsets: the last one decides
+        with self._opened() as files:
+            low, high = files.min_offset // ENTRY_SIZE, files.max_offset // ENTRY_SIZE
+            end = high
+            while low < high:  # first entry whose record end is past the commit-log end
+                middle = (low + high) // 2
+                entry = _raw_entry(files, middle)
+                if entry[0] >= 0 and entry[0] + entry[1] > commit_log_end:
+                    high = middle
+                else:
+                    low = middle + 1
+            if low < end:
+                log.warning("consume queue %s/%d: truncating at entry %d", self.topic,
+                            self.queue_id, low)
+                files.truncate(low * ENTRY_SIZE)
+
+    def truncate_at_first_bad(self, redispatch_start: int, matches: EntryCheck) -> int | None:
+        """Truncate at the first hole (an all-zero entry) or entry that `matches` rejects,
+        among the entries redispatch from `redispatch_start` will write again; return the
+        queue offset truncated at, or None when every entry is sound.
+
+        Entries are checked from the end back to the first sound one pointing below
+        `redispatch_start`: that one and all before it were flushed before the checkpoint
+        that named the start, so a power loss cannot have left a hole there."""
+        last = self._last_entry
+        if self._end_found and (last is None or 0 <= last[0] < redispatch_start):
+            return None  # no entry redispatch writes again
+        with self._opened() as files:
+            first_bad: int | None = None
+            queue_offset = files.max_offset // ENTRY_SIZE - 1
+            while queue_offset >= files.min_offset // ENTRY_SIZE:
+                entry = _raw_entry(files, queue_offset)
+                if entry != _GAP_ENTRY:
+                    if entry[1] <= 0 or not matches(self.topic, self.queue_id, queue_offset,
+                                                    entry):
+                        first_bad = queue_offset
+                    elif entry[0] < redispatch_start:
+                        break
+                queue_offset -= 1
+            if first_bad is not None:
+                log.warning("consume queue %s/%d: entry %d is a hole or does not match the "
+                            "commit log; truncating there for redispatch", self.topic,
+                            self.queue_id, first_bad)
+                files.truncate(first_bad * ENTRY_SIZE)
+            return first_bad
+
+    def sync_entries_from(self, commit_log_offset: int) -> None:
+        """Make durable the files that may hold entries of records at or after
+        `commit_log_offset`: recovery found them, maybe only in the page cache (a killed
+        process leaves them there), and the checkpoint will claim them. Older entries were
+        covered by an earlier checkpoint."""
+        last = self._last_entry
+        if self._end_found and (last is None or 0 <= last[0] < commit_log_offset):
+            return  # no entry of a scanned record: nothing to open
+        with self._opened() as files:
+            for mapped in reversed(files.files):
+                if mapped.write_position == 0:
+                    continue
+                end_entry = ENTRY.unpack_from(mapped.buffer, mapped.write_position - ENTRY_SIZE)
+                if 0 <= end_entry[0] < commit_log_offset:
+                    return
+                mapped.sync_written(self._disk)
+                first = ENTRY.unpack_from(mapped.buffer, 0)
+                if 0 <= first[0] < commit_log_offset:
+                    return
+
+    def delete_files_below(self, commit_log_min_offset: int) -> int:
+        """Remove whole files whose every entry points below the commit log's min offset."""
+        if self._file_count <= 1:
+            return 0  # the last file always stays: nothing to open the queue for
+        with self._opened() as files:
+            removable = 0
+            for mapped in files.files[:-1]:
+                last = ENTRY.unpack_from(mapped.view(mapped.size_bytes - ENTRY_SIZE, ENTRY_SIZE))
+                if last[0] + last[1] <= commit_log_min_offset:
+                    removable += 1
+                else:
+                    break
+            return len(files.delete_first(removable))
+
+    def flush(self) -> None:
+        """msync the entries written since the last flush, when the files are open (closed
+        ones are synced by OpenFiles.sync_closed)."""
+        with self._lock:
+            if self._files is not None:
+                self._files.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._files is not None:
+                self._files.close()
+                self._files = None
+                self._open_files.closed(self, [])
+
+
+def _file_for(files: MappedFileQueue, queue_offset: int) -> MappedFile:
+    """The file to write entry `queue_offset` into (the last one, or a new one)."""
+    byte_offset = queue_offset * ENTRY_SIZE
+    return files.writable_file(start_if_empty=byte_offset - byte_offset % files.file_size_bytes)
+
+
+def _raw_entry(files: MappedFileQueue, queue_offset: int) -> tuple[int, int, int]:
+    mapped = files.find_file(queue_offset * ENTRY_SIZE)
+    assert mapped is not None
+    entry: tuple[int, int, int] = ENTRY.unpack_from(
+        mapped.view(queue_offset * ENTRY_SIZE - mapped.start_offset, ENTRY_SIZE)
+    )
+    return entry
+
+
+def _written_end(last: MappedFile) -> int:
+    """Where the last file's written entries end: one past the last entry that is not all
+    zeros. A binary search for the first zero entry finds it when the written entries form a
+    prefix; after a power loss a hole (unwritten pages) may sit below written entries, so the
+    data the file system holds past that point is searched as well."""
+    low, high = 0, last.size_bytes // ENTRY_SIZE
+    while low < high:
+        middle = (low + high) // 2
+        if last.view(middle * ENTRY_SIZE, ENTRY_SIZE) == _ZERO_ENTRY:
+            high = middle
+        else:
+            low = middle + 1
+    end = low * ENTRY_SIZE
+    for start, stop in reversed(last.data_regions(end, last.size_bytes)):
+        written = len(last.read(start, stop - start).rstrip(b"\x00"))
+        if written:
+            return max(end, _round_up(start + written, ENTRY_SIZE))
+    return end
+
+
+def _round_up(value: int, unit: int) -> int:
+    return (value + unit - 1) // unit * unit
+
+
+class ConsumeQueues:
+    """Every consume queue of the store, created on first use."""
+
+    def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK) -> None:
+        self._root = config.data_dir / "consumequeue"
+        self._file_size_bytes = config.consume_queue_file_size_bytes
+        self._disk = disk
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+        self.open_files = OpenFiles(self._root, config.consume_queue_open_files_max)
+
+    def load(self) -> int:
+        """Load every queue; a queue whose files are broken is removed to be rebuilt by
+        redispatch (it is derived data). Return how many were removed."""
+        self._root.mkdir(parents=True, exist_ok=True)
+        removed = 0
+        for topic_dir in sorted(self._root.iterdir()):
+            if not topic_dir.is_dir() or not is_valid_topic(topic_dir.name):
+                log.warning("consume queues: ignoring %s, not a topic directory", topic_dir)
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    log.warning("consume queues: ignoring %s, not a queue directory", queue_dir)
+                    continue
+                queue = self.get_or_create(topic_dir.name, int(queue_dir.name))
+                try:
+                    queue.load()
+                except StoreCorruptError as error:
+                    log.warning("consume queue %s is broken (%s); rebuilding it", queue_dir, error)
+                    queue.close()
+                    shutil.rmtree(queue_dir)
+                    del self._queues[(topic_dir.name, int(queue_dir.name))]
+                    removed += 1
+        return removed
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            with self._lock:
+                queue = self._queues.get((topic, queue_id))
+                if queue is None:
+                    directory = self._root / topic / str(queue_id)
+                    queue = ConsumeQueue(directory, topic, queue_id, self._file_size_bytes,
+                                         self.open_files, self._disk)
+                    self._queues[(topic, queue_id)] = queue
+        return queue
+
+    def remove_topic(self, topic: str) -> int:
+        """Close and delete every queue of `topic` (a deleted topic); return how many. The
+        caller holds dispatch still."""
+        with self._lock:
+            removed = [self._queues.pop(key) for key in list(self._queues) if key[0] == topic]
+        for queue in removed:
+            queue.close()
+        shutil.rmtree(self._root / topic, ignore_errors=True)
+        self._disk.fsync_directory(self._root)
+        return len(removed)
+
+    def all(self) -> list[ConsumeQueue]:
+        with self._lock:
+            return list(self._queues.values())
+
+    def topics(self) -> dict[str, list[int]]:
+        result: dict[str, list[int]] = {}
+        for queue in self.all():
+            result.setdefault(queue.topic, []).append(queue.queue_id)
+        return {topic: sorted(ids) for topic, ids in sorted(result.items())}
+
+    def count_with_entries(self) -> int:
+        return sum(1 for q in self.all() if q.max_queue_offset > q.min_queue_offset)
+
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        return {(q.topic, q.queue_id): q.max_queue_offset for q in self.all()}
+
+    def flush(self) -> None:
+        """Make every entry written so far durable: the open queues' files by msync, then
+        the files closed since the last flush. A queue is listed open for as long as its
+        files are, and reports its unflushed files before it leaves the list, both under
+        its lock: no entry written before this call escapes both steps."""
+        for queue in self.open_files.open_queues():
+            queue.flush()
+        self.open_files.sync_closed()
+
+    def close_idle(self) -> None:
+        """Unmap every queue not in use now (shutdown frees descriptors before the
+        checkpoint, so a shortage elsewhere cannot stop it being written)."""
+        self.open_files.close_all()
+
+    def truncate_physical(self, commit_log_end: int) -> None:
+        for queue in self.all():
+            queue.truncate_physical(commit_log_end)
+
+    def truncate_at_holes(self, redispatch_start: int, matches: EntryCheck) -> int:
+        """Truncate every queue at its first hole or mismatch above `redispatch_start`;
+        return how many queues were cut."""
+        return sum(queue.truncate_at_first_bad(redispatch_start, matches) is not None
+                   for queue in self.all())
+
+    def sync_entries_from(self, commit_log_offset: int) -> None:
+        for queue in self.all():
+            queue.sync_entries_from(commit_log_offset)
+
+    def close(self) -> None:
+        for queue in self.all():
+            queue.close()
+        self.open_files.close()

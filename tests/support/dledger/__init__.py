@@ -1,0 +1,1 @@
+"""Harnesses for DLedger tests: in-memory groups, simulated networks, stored logs."""
