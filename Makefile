@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test lint types unit bench mutate faults sim sim-timing clean
+.PHONY: setup run test lint types contracts unit bench mutate faults sim sim-timing clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,12 +32,17 @@ lint: setup
 types: setup
 	$(BIN)/mypy store ha jobs app
 
+# The layer rules ([tool.importlinter] in pyproject.toml): store imports nothing of ha or app, ha
+# nothing of app, the DLedger node core no socket, thread or clock, the admin commands HTTP only.
+contracts: setup
+	$(BIN)/lint-imports
+
 # Two workers, one test file at a time each, in collection order (tests/conftest.py puts the
 # longest files first; without --no-loadscope-reorder xdist would start with the biggest files).
 unit: setup
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
-test: lint types unit
+test: lint types contracts unit
 
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

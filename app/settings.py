@@ -31,7 +31,7 @@ from pydantic_settings import (
 from ha import HAConfig
 from ha.dledger.core.peers import Peer, parse_peers
 from ha.dledger.host.host_config import HostConfig
-from ha.dledger.host.transport import TransportConfig
+from ha.dledger.host.transport_config import TransportConfig
 from store import BrokerRole, ConfigError, FlushDiskType, StoreConfig
 from store.metadata import sqlite_database_url
 from store.paths import StorePaths

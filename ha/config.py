@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.config import ConfigError
+from store.errors import ConfigError
 from store.status import BrokerRole
 
 MIB = 1 << 20

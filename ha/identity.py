@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ha.auth import SLAVE_ID_SIZE
 from store.checkpoint import write_file_atomically
-from store.config import ConfigError
+from store.errors import ConfigError
 from store.paths import StorePaths
 
 

@@ -3,8 +3,14 @@
 Knows nothing of HTTP or replication sockets; replication plugs in via `ReplicationGuard`.
 """
 
-from store.config import ConfigError, StoreConfig
-from store.errors import OffsetNotAvailableError, StoreCorruptError, StoreError, StoreStateError
+from store.config import StoreConfig
+from store.errors import (
+    ConfigError,
+    OffsetNotAvailableError,
+    StoreCorruptError,
+    StoreError,
+    StoreStateError,
+)
 from store.files.disk import Disk
 from store.health import StoreHealth, WriteFault
 from store.message_store import Lifecycle, MessageStore, ReplicationGuard

@@ -7,6 +7,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from store.errors import ConfigError
 from store.record import END_FILE_MIN_BLANK_LENGTH, RECORD_OVERHEAD
 from store.status import BrokerRole, FlushDiskType
 from store.topic import TOPIC_LENGTH_MAX
@@ -14,10 +15,6 @@ from store.topic import TOPIC_LENGTH_MAX
 GIB = 1 << 30
 MIB = 1 << 20
 CONSUME_QUEUE_ENTRY_SIZE_BYTES = 20
-
-
-class ConfigError(ValueError):
-    """A setting (named in the message) has a value the store cannot work with."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,12 @@ from store.dispatch_failures import WRITE_ATTEMPTS_MAX, DispatchFailures
 from store.files.mapped_file import MappedFile
 from store.index.consume_queue import ConsumeQueue, ConsumeQueues, Entry
 from store.index.key_index import KeyIndex
+from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.record import (
     BLANK_MAGIC,
     HEADER_SIZE,
     MESSAGE_MAGIC,
-    PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
-    PROPERTY_TAGS,
     RECORD_OVERHEAD,
     RecordError,
     tags_code,

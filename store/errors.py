@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+class ConfigError(ValueError):
+    """A setting (named in the message) has a value the store cannot work with."""
+
+
 class StoreError(Exception):
     """Base of the store's errors."""
 

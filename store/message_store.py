@@ -21,7 +21,7 @@ from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService
 from store.errors import OffsetNotAvailableError, StoreStateError
-from store.files.allocate import AllocateService
+from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
 from store.flush import FlushService
 from store.health import StoreHealth

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.status import PutMessageStatus
 from store.topic import TOPIC_LENGTH_MAX, topic_problem
 
@@ -23,8 +24,6 @@ BLANK_MAGIC = 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH = 8
 PROPERTIES_SIZE_MAX = 32767
 
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 

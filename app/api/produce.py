@@ -34,7 +34,7 @@ from app.broker.broker import Broker
 from app.broker.idempotency import IdempotencyWindow, RememberedPut
 from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
 from store.metadata import MetadataError
-from store.record import PROPERTY_KEYS, PROPERTY_TAGS
+from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.topic import topic_problem
 
 _ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL

@@ -19,7 +19,7 @@ from app.cli.messages import add_commands as add_message_commands
 from app.cli.metadata import add_commands as add_metadata_commands
 from app.cli.snapshots import add_commands as add_snapshot_commands
 from store import BrokerRole, MessageStore, StoreConfig, StoreError
-from store.config import ConfigError
+from store.errors import ConfigError
 
 DEFAULT_OPENAPI_PATH = Path("openapi") / "openapi.json"
 DEFAULT_SETTINGS_DOC_PATH = Path("docs") / "settings.md"

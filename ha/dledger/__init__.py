@@ -39,7 +39,8 @@ from ha.dledger.host.host_config import HostConfig
 from ha.dledger.host.host_status import HostStatus, PeerStatus
 from ha.dledger.host.memory_storage import MemoryStorage
 from ha.dledger.host.server import DLedgerServer
-from ha.dledger.host.transport import PeerTransport, TransportConfig
+from ha.dledger.host.transport import PeerTransport
+from ha.dledger.host.transport_config import TransportConfig
 
 __all__ = [
     "Action",

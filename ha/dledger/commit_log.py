@@ -25,7 +25,7 @@ from ha.dledger.host.host import AppendResult, HostState
 from ha.dledger.host.host_config import HostConfig
 from ha.dledger.host.host_status import HostStatus
 from ha.dledger.host.server import DLedgerServer
-from ha.dledger.host.transport import TransportConfig
+from ha.dledger.host.transport_config import TransportConfig
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage
 from store.message_store import MessageStore
 from store.record import Message

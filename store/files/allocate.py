@@ -5,32 +5,21 @@ then mapped; only then is it renamed to its 20-digit name and joins its log. A f
 therefore an ENOSPC here, answered as CREATE_MAPPED_FILE_FAILED, and never a SIGBUS at the first
 write into a sparse mapping; a crash half-way leaves only a temp file, which loading removes.
 
-`AllocateService` (RocketMQ's AllocateMappedFileService) prepares the commit log's NEXT file
-in the background, so that the put which rolls to it renames a ready file instead of waiting
-for the allocation of a whole (1 GiB) file under the commit-log lock.
+The commit log's next file is prepared ahead of need by store/files/allocate_service.py.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
-import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from store.files import durability
 from store.files.disk import Disk
 from store.files.mapped_file import MappedFile
 from store.paths import TEMP_SUFFIX, offset_to_name
-from store.service import ServiceThread
 
-if TYPE_CHECKING:
-    from store.files.mapped_file_queue import MappedFileQueue
-
-log = logging.getLogger(__name__)
-
-_RETRY_WAIT_S = 1.0
 WARM_BYTES = 256 * 1024
 # os.link cannot follow the /proc link of an O_TMPFILE descriptor; linkat can.
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -107,29 +96,3 @@ def _link_unnamed(fd: int, path: Path) -> None:
     if _libc.linkat(_AT_FDCWD, source, _AT_FDCWD, os.fsencode(path), _AT_SYMLINK_FOLLOW) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"linkat {path}: {os.strerror(code)}")
-
-
-class AllocateService(ServiceThread):
-    """Keeps the next file of one log ready; woken by every roll."""
-
-    name = "allocate"
-
-    def __init__(self, files: MappedFileQueue) -> None:
-        super().__init__()
-        self._files = files
-        self._failing = False
-        files.on_new_file = self.wake
-
-    def run_once(self) -> float:
-        try:
-            self._files.prepare_next()
-        except OSError as error:
-            # Not fatal: the roll allocates inline and answers CREATE_MAPPED_FILE_FAILED if
-            # the disk is still full then. Logged once per failing spell, not every retry.
-            if not self._failing:
-                log.warning("preallocating the next commit-log file failed: %s", error)
-            self._failing = True
-            self.last_error = f"{type(error).__name__}: {error}"
-            return _RETRY_WAIT_S
-        self._failing = False
-        return _RETRY_WAIT_S

@@ -22,10 +22,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.record import (
     HEADER_SIZE,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
 )

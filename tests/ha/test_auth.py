@@ -26,7 +26,7 @@ from ha.auth import (
 from ha.identity import load_or_create_node_id
 from ha.protocol import FrameParser, ProtocolError, encode_header
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
-from store.config import ConfigError
+from store.errors import ConfigError
 from tests.support.ha import FAST_HA, Node, same_bytes, wait_caught_up
 from tests.support.ha_peer import ScriptedSlave, scripted_master_handshake
 from tests.support.store import wait_until

@@ -18,7 +18,7 @@ from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope
 from store import GetMessagesResult, GetMessageStatus, StoredMessage
-from store.record import PROPERTY_KEYS, PROPERTY_TAGS
+from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 
 router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from store.config import ConfigError
+from store.errors import ConfigError
 
 PEER_ID_SIZE_MAX = 32
 _ID = re.compile(r"[A-Za-z0-9_]{1,32}")

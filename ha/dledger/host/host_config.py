@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ha.dledger.core.config import DLedgerConfig
-from store.config import ConfigError
+from store.errors import ConfigError
 
 # The node's defaults are the one source of the timing (docs/dledger.md, "Failover timing");
 # here they are written in ms, the unit of every other setting.

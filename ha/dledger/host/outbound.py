@@ -27,17 +27,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ha.auth import FrameTagger
 from ha.dledger.core.messages import Message
 from ha.dledger.core.peers import Peer
 from ha.dledger.host.handshake import dial
+from ha.dledger.host.transport_config import TransportConfig
 from ha.dledger.host.wire import encode_frame, encode_message
 from ha.protocol import ProtocolError
-
-if TYPE_CHECKING:
-    from ha.dledger.host.transport import TransportConfig
 
 log = logging.getLogger(__name__)
 

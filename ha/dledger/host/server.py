@@ -16,9 +16,10 @@ from ha.dledger.core.messages import Message
 from ha.dledger.core.storage import DLedgerStorage
 from ha.dledger.host.host import DLedgerHost
 from ha.dledger.host.host_config import HostConfig
-from ha.dledger.host.transport import PeerTransport, TransportConfig
+from ha.dledger.host.transport import PeerTransport
+from ha.dledger.host.transport_config import TransportConfig
 from ha.dledger.host.wire import push_frame_bytes_needed
-from store.config import ConfigError
+from store.errors import ConfigError
 
 
 def monotonic_ms() -> float:

@@ -17,7 +17,7 @@ from ha.dledger.core.actions import AppendStatus
 from ha.dledger.core.peers import Peer
 from ha.dledger.core.put_status import PUT_STATUS_OF_APPEND, put_status_of
 from ha.dledger.host.host_config import HostConfig
-from ha.dledger.host.transport import TransportConfig
+from ha.dledger.host.transport_config import TransportConfig
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.status import AppendRawStatus
 from tests.support.dledger.stored import dledger_config

@@ -12,7 +12,7 @@ from ha.dledger.host.host import AppendResult
 from ha.dledger.host.host_config import HostConfig
 from ha.dledger.host.memory_storage import MemoryStorage
 from ha.dledger.host.server import DLedgerServer
-from ha.dledger.host.transport import TransportConfig
+from ha.dledger.host.transport_config import TransportConfig
 from tests.support.dledger.net import SECRET, WAIT_S, bound_listener
 from tests.support.store import wait_until
 

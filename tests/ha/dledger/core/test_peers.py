@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ha.dledger.core.peers import Peer, format_peers, parse_peers
-from store.config import ConfigError
+from store.errors import ConfigError
 
 
 def test_parses_dledger_peer_string() -> None:

@@ -22,7 +22,7 @@ from ha.dledger.host.append_future import AppendFuture
 from ha.dledger.host.host import AppendResult, DLedgerHost, HostState
 from ha.dledger.host.host_config import HostConfig
 from ha.dledger.host.memory_storage import MemoryStorage
-from store.config import ConfigError
+from store.errors import ConfigError
 
 CONFIG = HostConfig(tick_ms=10, election_timeout_ms=100, heartbeat_interval_ms=20,
                     push_timeout_ms=50, quorum_deadline_ms=205, pending_appends_max=4)

@@ -24,10 +24,11 @@ from ha.dledger.core.messages import (
 from ha.dledger.core.peers import Peer
 from ha.dledger.host.handshake import HELLO_SIZE, MAGIC, Identity, accept
 from ha.dledger.host.outbound import OutboundLink
-from ha.dledger.host.transport import PeerTransport, TransportConfig
+from ha.dledger.host.transport import PeerTransport
+from ha.dledger.host.transport_config import TransportConfig
 from ha.dledger.host.wire import LENGTH, encode_frame, encode_message
 from ha.protocol import ProtocolError
-from store.config import ConfigError
+from store.errors import ConfigError
 from tests.support.dledger.net import SECRET, WAIT_S, bound_listener
 from tests.support.store import wait_until
 
