@@ -1,2 +1,3 @@
-"""twinlog's HTTP face: the FastAPI app, routes, schemas, error mapping, settings, the Broker
-wiring and the `twinlog` CLI. `app.api.main.create_app` builds the app."""
+"""twinlog's broker process: the HTTP API (`app/api`), the hardened uvicorn server (`app/server`),
+the `Broker` and its non-HTTP services (`app/broker`), the `twinlog` command (`app/cli`), and the
+settings. `app.api.main.create_app` builds the app."""
