@@ -1,8 +1,8 @@
 """Produce requests to store puts and back: parsing, validation, idempotency, answers.
 
 Knows nothing of the ASGI plumbing (app/api/routes/produce.py reads the request and sends the
-answer). Validation is the schema's (app/api/schemas/produce.py, strict) plus what a schema cannot say:
-base64, sizes, reserved property names, the topic's queue count. Every refusal before the store
+answer). Validation is the schema's (app/api/schemas/produce.py, strict) plus what a schema cannot
+say: base64, sizes, reserved property names, the topic's queue count. Every refusal before the store
 is an ApiError, so nothing is stored for a bad request, batch included.
 """
 
