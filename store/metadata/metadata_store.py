@@ -29,7 +29,6 @@ from store.metadata.models import (
 )
 from store.metadata.offset_table import CommitOutcome, ConsumerOffsetTable
 from store.metadata.offsets import OffsetKey, check_offset_key, check_offset_target
-from store.metadata.periodic import PeriodicThread
 from store.metadata.rules import (
     DEFAULT_QUEUE_COUNT,
     QUEUE_COUNT_MAX,
@@ -39,6 +38,7 @@ from store.metadata.rules import (
 )
 from store.metadata.sync import TableExport
 from store.metadata.versions import MetadataTable, get_data_version, get_data_versions
+from store.service import IntervalService
 
 # RocketMQ's flushConsumerOffsetInterval.
 DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS = 5000
@@ -98,7 +98,7 @@ class MetadataStore:
         self._write_lock = threading.RLock()
         self._topic_cache: dict[str, TopicConfig] = {}
         self._state = MetadataStoreState.CREATED
-        self._persister = PeriodicThread(
+        self._persister = IntervalService(
             name="consumer-offset-persister",
             interval_ms=consumer_offset_persist_interval_ms,
             action=self.flush_consumer_offsets,
