@@ -120,7 +120,9 @@ class HAConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(self._config.ha_housekeeping_interval_ms / 1000)
         self._threads = [
+            # Not a ServiceThread: blocked in recv on its socket, ended by closing it; no rounds.
             threading.Thread(target=self._read_loop, name=f"ha-read-{self.address}", daemon=True),
+            # Not a ServiceThread: a send error closes the connection from this thread (stop joins).
             threading.Thread(target=self._write_loop, name=f"ha-write-{self.address}",
                              daemon=True),
         ]
