@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from store.clock import ClockMs, wall_ms
 from store.metadata import delay_offsets, groups, offsets, sync, topics
-from store.metadata.clock import ClockMs, wall_clock_ms
 from store.metadata.database import create_metadata_engine, transaction
 from store.metadata.errors import MetadataStoreStateError
 from store.metadata.migrate import upgrade_connection_to_head
@@ -60,7 +60,7 @@ class MetadataStore:
         auto_create_topics: bool = True,
         default_queue_count: int = DEFAULT_QUEUE_COUNT,
         consumer_offset_persist_interval_ms: int = DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS,
-        clock_ms: ClockMs = wall_clock_ms,
+        clock_ms: ClockMs = wall_ms,
         topics_max: int | None = None,
         queues_per_topic_max: int = QUEUE_COUNT_MAX,
     ) -> None:
