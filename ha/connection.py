@@ -36,6 +36,7 @@ from ha.epochs import (
     read_history,
 )
 from ha.protocol import ProtocolError, ReportParser, encode_header
+from store.clock import monotonic_ms
 from store.commit_log import CommitLog, TransferSource
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class HAConnection:
         self.sent_end_offset = -1
         self.bytes_sent_total = 0
         self.last_ack_ms: int | None = None
-        self.connected_ms = _now_ms()
+        self.connected_ms = monotonic_ms()
         self.close_reason = ""
         self.ack_beyond_max = False
         self._wakeup = threading.Event()
@@ -120,7 +121,9 @@ class HAConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(self._config.ha_housekeeping_interval_ms / 1000)
         self._threads = [
+            # Not a ServiceThread: blocked in recv on its socket, ended by closing it; no rounds.
             threading.Thread(target=self._read_loop, name=f"ha-read-{self.address}", daemon=True),
+            # Not a ServiceThread: a send error closes the connection from this thread (stop joins).
             threading.Thread(target=self._write_loop, name=f"ha-write-{self.address}",
                              daemon=True),
         ]
@@ -157,7 +160,7 @@ class HAConnection:
             self._wakeup.set()
 
     def view(self, master_max_offset: int, fall_behind_bytes_max: int) -> SlaveView:
-        now = _now_ms()
+        now = monotonic_ms()
         diff = master_max_offset - self.ack_offset if self.ack_offset >= 0 else master_max_offset
         return SlaveView(
             address=self.address,
@@ -282,7 +285,7 @@ class HAConnection:
                     f"({self.sent_end_offset})")
         if offset >= self.ack_offset:
             self.ack_offset = offset
-        self.last_ack_ms = _now_ms()
+        self.last_ack_ms = monotonic_ms()
         self._on_ack(self)
         return ""
 
@@ -303,7 +306,7 @@ class HAConnection:
         else:
             start = offset
         self.ack_offset = offset
-        self.last_ack_ms = _now_ms()
+        self.last_ack_ms = monotonic_ms()
         self.transfer_from_offset = start
         self.sent_end_offset = start
         self.state = ConnectionState.TRANSFERRING
@@ -382,10 +385,6 @@ def _sendfile_all(sock: socket.socket, fd: int, position: int, size_bytes: int,
 
 def _no_step(source: TransferSource) -> None:
     pass
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class _RateMeter:

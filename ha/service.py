@@ -33,12 +33,12 @@ from ha.epochs import (
     save_history,
 )
 from ha.identity import load_or_create_node_id
+from store.clock import monotonic_ms
 from store.message_store import MessageStore
 from store.paths import StorePaths
 from store.service import ServiceThread
 from store.status import PutMessageStatus
 from store.waits.completion import Pending
-from store.waits.deadlines import now_ms as _now_ms
 from store.waits.offset_waits import OffsetWaits
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class HAService:
 
     def wait_replicated(self, end_offset: int) -> Pending:
         # The append already woke the writers (append listener): nothing more to do here.
-        return self.waits.add(end_offset, _now_ms() + self._slave_timeout_ms)
+        return self.waits.add(end_offset, monotonic_ms() + self._slave_timeout_ms)
 
     @property
     def pending_count(self) -> int:

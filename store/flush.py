@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from store.checkpoint import Checkpoint, write_checkpoint
+from store.clock import monotonic_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService
@@ -21,7 +22,6 @@ from store.index.key_index import KeyIndex
 from store.service import ServiceThread
 from store.status import FlushDiskType, PutMessageStatus
 from store.waits.completion import Pending
-from store.waits.deadlines import now_ms
 from store.waits.offset_waits import OffsetWaits
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class FlushService(ServiceThread):
 
     def request(self, end_offset: int) -> Pending:
         """A SYNC_FLUSH put waits for the flush of everything up to `end_offset`."""
-        future = self.waits.add(end_offset, now_ms() + self._config.sync_flush_timeout_ms)
+        future = self.waits.add(end_offset, monotonic_ms() + self._config.sync_flush_timeout_ms)
         if not self._health.is_writable:  # a fault recorded since the put was let in
             self.waits.fail_all(FLUSH_FAILED_STATUS)
         self.wake()
@@ -80,7 +80,7 @@ class FlushService(ServiceThread):
 
     def run_once(self) -> float:
         self.flush_commit_log()
-        now = now_ms()
+        now = monotonic_ms()
         if now - self._last_checkpoint_ms >= self._config.flush_consume_queue_interval_ms:
             self.checkpoint()
         if self._sync:
@@ -111,7 +111,7 @@ class FlushService(ServiceThread):
         whole and still valid: recovery scans from an older start; retried next interval).
         """
         with self._checkpoint_lock:
-            self._last_checkpoint_ms = now_ms()
+            self._last_checkpoint_ms = monotonic_ms()
             recover_offset, last_record_offset = self._dispatch.position
             flushed = self.flush_commit_log()
             if not self._health.is_writable:

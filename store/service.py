@@ -1,10 +1,16 @@
-"""A background service: one thread, a bounded loop, a stop event, woken rather than polled."""
+"""A background service: one thread, a bounded loop, a stop event, woken rather than polled.
+
+`ServiceThread` is every round-based loop of the broker: `run_once()` does one round and
+returns how long to wait before the next (woken earlier by `wake()`). `IntervalService` is its
+interval mode: one action every `interval_ms`.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +71,35 @@ class ServiceThread(ABC):
     @abstractmethod
     def run_once(self) -> float:
         """Do one round of work; return how long to sleep before the next (woken earlier)."""
+
+
+class IntervalService(ServiceThread):
+    """Runs `action` every `interval_ms`; stop() wakes it at once and waits for it to end.
+
+    The first run comes one interval after start. Each wait ends at the interval or at stop(),
+    never later. A failing action is logged and tried again next interval (the database may be
+    busy for a moment); it never kills the thread.
+    """
+
+    def __init__(self, name: str, interval_ms: int, action: Callable[[], object]) -> None:
+        assert interval_ms > 0, interval_ms
+        super().__init__()
+        self.name = name
+        self._interval_s = interval_ms / 1000
+        self._action = action
+        self._first = True
+
+    def start(self) -> None:
+        if not self.is_running:
+            self._first = True  # a restart waits one interval again
+        super().start()
+
+    def run_once(self) -> float:
+        if self._first:  # the first round only waits
+            self._first = False
+            return self._interval_s
+        try:
+            self._action()
+        except Exception:
+            log.exception("%s failed; retrying in %.3f s", self.name, self._interval_s)
+        return self._interval_s

@@ -20,10 +20,14 @@ class Gateway:
     auth: Authenticator
     metrics: Metrics = field(init=False)
     broker: Broker | None = None
-    snapshots: Snapshots | None = None
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(lambda: self.broker)
+
+    @property
+    def snapshots(self) -> Snapshots | None:
+        """The broker's snapshots (None before the lifespan built the broker)."""
+        return self.broker.snapshots if self.broker is not None else None
 
     def running_broker(self) -> Broker:
         broker = self.broker

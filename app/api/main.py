@@ -1,12 +1,13 @@
 """`create_app(settings)`: the FastAPI app of one broker.
 
 Building the app touches no disk and starts no thread (the OpenAPI document can be generated
-anywhere); the lifespan builds and starts the Broker, and stops it at shutdown.
+anywhere); the lifespan builds and starts the Broker, and stops it at shutdown. Every
+background activity (periodic snapshots and the put-rate sampler included) is the Broker's:
+the app starts none of its own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import logging
@@ -28,7 +29,6 @@ from app.api.errors import ApiError, code_for_http_status, from_metadata_error, 
 from app.api.gateway import Gateway
 from app.api.routes import admin, consume, dledger, groups, health, messages, produce, topics, ui
 from app.broker.broker import Broker
-from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.server.gc_tuning import tuned_gc
 from app.settings import Settings, load_settings
 from store.metadata import MetadataError
@@ -36,7 +36,6 @@ from store.metadata import MetadataError
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
-RATE_SAMPLE_INTERVAL_S = 1.0
 # FastAPI >= 0.16x traces every request with OpenTelemetry unless told not to; twinlog has its
 # own Prometheus metrics, and the check alone costs about a sixth of a small produce.
 _NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
@@ -83,33 +82,16 @@ _CORS_MAX_AGE_S = 600
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     gateway: Gateway = app.state.gateway
     broker = Broker(gateway.settings)
-    broker.start()
+    broker.start()  # and its background work: snapshots, rates (app/broker/broker.py)
     gateway.broker = broker
-    gateway.snapshots = Snapshots(broker)
-    periodic = None
-    if gateway.settings.snapshot_interval_s > 0 and not broker.is_slave:
-        periodic = PeriodicSnapshots(gateway.snapshots, gateway.settings.snapshot_interval_s)
-        periodic.start()
     if gateway.auth.is_open:
         log.warning("auth is OPEN: no auth_tokens are set, every request is allowed "
                     "(development only)")
-    sampler = asyncio.create_task(_sample_rates(broker))
     try:
         with tuned_gc(gateway.settings.gc_tuning):
             yield
     finally:
-        sampler.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sampler
-        if periodic is not None:
-            periodic.stop()
         broker.stop()
-
-
-async def _sample_rates(broker: Broker) -> None:
-    while True:
-        broker.sample_put_rates()
-        await asyncio.sleep(RATE_SAMPLE_INTERVAL_S)
 
 
 def _problem_response(request: Request, error: ApiError) -> Response:

@@ -1,9 +1,18 @@
-"""One broker: the message store, its metadata, replication by role, slave metadata sync and
-the idempotency window, started and stopped together (DESIGN, "One broker = one process").
+"""One broker: the message store, its metadata, replication by role, slave metadata sync, the
+idempotency window, periodic snapshots and put rates, started and stopped together (DESIGN,
+"One broker = one process"). `Broker.start` and `Broker.stop` own every background activity
+of the process; the app starts none of its own.
 
-Start order: store (recovery), metadata (migrations), replication, then by role the slave sync
-or the idempotency rebuild. Stop runs the reverse, and always reaches `store.shutdown()`, which
-removes the abort marker.
+Start order:
+1. the store (recovery; in DLedger mode the group member, which starts the store);
+2. the metadata (migrations, then its consumer-offset persister);
+3. replication (classic mode: the HA service of a master, the HA client of a slave);
+4. by role: the leader sync and the idempotency rebuild (DLedger), the slave metadata sync
+   (a slave), or the idempotency rebuild (a master);
+5. periodic snapshots (a master, when `snapshot_interval_s` is not 0);
+6. the put-rate sampler (a first sample now, then one every second).
+Stop runs the reverse (6 to 1), every step even if one fails, and always reaches
+`store.shutdown()`, which removes the abort marker.
 """
 
 from __future__ import annotations
@@ -20,15 +29,18 @@ from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.slave_sync import SlaveSync
+from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
 from ha import Replication
 from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.metadata import MetadataStore, TopicConfig
+from store.service import IntervalService
 
 log = logging.getLogger(__name__)
 
 _RATE_WINDOW_S = 10.0
+_RATE_SAMPLE_INTERVAL_MS = 1000
 # A new leader waits at most this for its committed records to reach the consume queues
 # before it refills its idempotency window from them.
 _DISPATCH_WAIT_S = 2.0
@@ -86,6 +98,11 @@ class Broker:
         self._writable_queue_counts: dict[str, int] = {}
         self._rate_samples: deque[tuple[float, int, int]] = deque(maxlen=64)
         self._rate_lock = threading.Lock()
+        # Counters only, under `_rate_lock` (request threads sample too): no need for the loop.
+        self._rate_sampler = IntervalService("put-rate-sampler", _RATE_SAMPLE_INTERVAL_MS,
+                                             self.sample_put_rates)
+        self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
+        self._periodic_snapshots: PeriodicSnapshots | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -118,6 +135,12 @@ class Broker:
                 self._start_slave_sync(settings.master_http_address)
             else:
                 rebuild(self.idempotency, self.store)
+            if settings.snapshot_interval_s > 0 and not self.is_slave:
+                self._periodic_snapshots = PeriodicSnapshots(self.snapshots,
+                                                             settings.snapshot_interval_s)
+                self._periodic_snapshots.start()
+            self.sample_put_rates()  # the first sample now; the sampler's come every interval
+            self._rate_sampler.start()
         except BaseException:
             self._stop_parts()
             self.state = BrokerState.STOPPED
@@ -163,8 +186,13 @@ class Broker:
         log.info("broker stopped cleanly")
 
     def _stop_parts(self) -> None:
-        """Stop what was started, newest first; every step runs even if one fails."""
+        """Stop what was started, newest first (the module's list, 6 to 1); every step runs
+        even if one fails."""
         steps = []
+        if self._rate_sampler.is_running:
+            steps.append(self._rate_sampler.stop)
+        if self._periodic_snapshots is not None:
+            steps.append(self._periodic_snapshots.stop)
         if self.leader_sync is not None:
             steps.append(self.leader_sync.stop)  # and the metadata sync it runs
         if self.slave_sync is not None:
@@ -359,7 +387,7 @@ class Broker:
 
     def sample_put_rates(self) -> PutRates:
         """Puts per second over about the last 10 s (sampled whenever asked, and every second
-        by the app's rate task)."""
+        by the put-rate-sampler thread)."""
         now = time.monotonic()
         counts = self.put_counts()
         sample = (now, counts.get(PutMessageStatus.PUT_OK, 0), self.put_bytes_total())

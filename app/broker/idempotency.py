@@ -17,24 +17,17 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from store import MessageStore, PutMessageStatus, RecordHead
+from store.clock import ClockMs, wall_ms
 
 log = logging.getLogger(__name__)
 
 _READ_CHUNK_MESSAGES = 256
-
-ClockMs = Callable[[], int]
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
 
 @dataclass(frozen=True, slots=True)
 class RememberedPut:
@@ -58,7 +51,7 @@ Key = tuple[str, str]  # (topic, idempotency key)
 
 
 class IdempotencyWindow:
-    def __init__(self, window_s: float, keys_max: int, clock_ms: ClockMs = wall_clock_ms) -> None:
+    def __init__(self, window_s: float, keys_max: int, clock_ms: ClockMs = wall_ms) -> None:
         assert window_s > 0 and keys_max >= 1
         self.window_ms = int(window_s * 1000)
         self.keys_max = keys_max

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 
 from app.api.schemas.sync import MetadataSyncStatus
+from store.clock import wall_ms
 from store.metadata import MetadataError, MetadataStore
 from store.service import ServiceThread
 
@@ -89,7 +89,7 @@ class SlaveSync(ServiceThread):
         self._client.close()
 
     def run_once(self) -> float:
-        self.state.last_attempt_ms = _now_ms()
+        self.state.last_attempt_ms = wall_ms()
         try:
             self.sync_once()
         except (httpx.HTTPError, MetadataError, ValueError) as error:
@@ -120,7 +120,7 @@ class SlaveSync(ServiceThread):
                 self.state.tables_applied[table.path] = (
                     self.state.tables_applied.get(table.path, 0) + 1)
         state = self.state
-        state.last_success_ms = _now_ms()
+        state.last_success_ms = wall_ms()
         state.last_error = None
         state.consecutive_failures = 0
         state.sync_count += 1
@@ -137,7 +137,3 @@ class SlaveSync(ServiceThread):
             sync_count=state.sync_count,
             tables_applied=dict(state.tables_applied),
         )
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from app.broker.broker import Broker
 from store.service import ServiceThread
 from store.snapshot import (
     ExportRequest,
@@ -21,6 +21,9 @@ from store.snapshot import (
     export_snapshot,
     metadata_rows,
 )
+
+if TYPE_CHECKING:
+    from app.broker.broker import Broker  # which builds its Snapshots: an import cycle
 
 log = logging.getLogger(__name__)
 

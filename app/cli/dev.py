@@ -72,6 +72,7 @@ class Child:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
             start_new_session=True, pass_fds=pass_fds)
         assert self.process.stdout is not None
+        # Not a ServiceThread: blocked reading the child's pipe until EOF; not a round-based loop.
         self._relay = threading.Thread(target=self._copy_output, args=(self.process.stdout,),
                                        name=f"dev-{name}-output", daemon=True)
         self._relay.start()

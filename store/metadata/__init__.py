@@ -10,7 +10,6 @@ are for tools and tests.
 
 from __future__ import annotations
 
-from store.metadata.clock import ClockMs, wall_clock_ms
 from store.metadata.database import (
     DATABASE_FILE_NAME,
     create_metadata_engine,
@@ -107,7 +106,6 @@ __all__ = [
     "DELAY_LEVEL_NAMES",
     "QUEUE_COUNT_MAX",
     "READ_WRITE",
-    "ClockMs",
     "ConsumerOffset",
     "DataVersion",
     "DelayOffset",
@@ -175,5 +173,4 @@ __all__ = [
     "update_group",
     "update_topic",
     "upgrade_to_head",
-    "wall_clock_ms",
 ]

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from store.clock import ClockMs, wall_ms
 from store.metadata import delay_offsets, groups, offsets, sync, topics
-from store.metadata.clock import ClockMs, wall_clock_ms
 from store.metadata.database import create_metadata_engine, transaction
 from store.metadata.errors import MetadataStoreStateError
 from store.metadata.migrate import upgrade_connection_to_head
@@ -29,7 +29,6 @@ from store.metadata.models import (
 )
 from store.metadata.offset_table import CommitOutcome, ConsumerOffsetTable
 from store.metadata.offsets import OffsetKey, check_offset_key, check_offset_target
-from store.metadata.periodic import PeriodicThread
 from store.metadata.rules import (
     DEFAULT_QUEUE_COUNT,
     QUEUE_COUNT_MAX,
@@ -39,6 +38,7 @@ from store.metadata.rules import (
 )
 from store.metadata.sync import TableExport
 from store.metadata.versions import MetadataTable, get_data_version, get_data_versions
+from store.service import IntervalService
 
 # RocketMQ's flushConsumerOffsetInterval.
 DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS = 5000
@@ -60,7 +60,7 @@ class MetadataStore:
         auto_create_topics: bool = True,
         default_queue_count: int = DEFAULT_QUEUE_COUNT,
         consumer_offset_persist_interval_ms: int = DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS,
-        clock_ms: ClockMs = wall_clock_ms,
+        clock_ms: ClockMs = wall_ms,
         topics_max: int | None = None,
         queues_per_topic_max: int = QUEUE_COUNT_MAX,
     ) -> None:
@@ -98,7 +98,7 @@ class MetadataStore:
         self._write_lock = threading.RLock()
         self._topic_cache: dict[str, TopicConfig] = {}
         self._state = MetadataStoreState.CREATED
-        self._persister = PeriodicThread(
+        self._persister = IntervalService(
             name="consumer-offset-persister",
             interval_ms=consumer_offset_persist_interval_ms,
             action=self.flush_consumer_offsets,

@@ -8,16 +8,11 @@ wait: the thread sleeps until it, and never longer than `_IDLE_WAIT_S`.
 
 from __future__ import annotations
 
-import time
-
+from store.clock import monotonic_ms
 from store.service import ServiceThread
 from store.waits.offset_waits import OffsetWaits
 
 _IDLE_WAIT_S = 0.1
-
-
-def now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class DeadlineService(ServiceThread):
@@ -34,7 +29,7 @@ class DeadlineService(ServiceThread):
         self._waits = [w for w in self._waits if w is not waits]
 
     def run_once(self) -> float:
-        now = now_ms()
+        now = monotonic_ms()
         next_deadline_ms: int | None = None
         for waits in self._waits:
             waits.expire(now)
@@ -43,4 +38,4 @@ class DeadlineService(ServiceThread):
                 next_deadline_ms = deadline
         if next_deadline_ms is None:
             return _IDLE_WAIT_S
-        return min(_IDLE_WAIT_S, max(0.001, (next_deadline_ms - now_ms()) / 1000))
+        return min(_IDLE_WAIT_S, max(0.001, (next_deadline_ms - monotonic_ms()) / 1000))

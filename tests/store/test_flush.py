@@ -11,9 +11,9 @@ import pytest
 
 from store import FlushDiskType, Message, MessageStore, PutMessageStatus
 from store.checkpoint import Checkpoint, read_checkpoint
+from store.clock import monotonic_ms
 from store.files.mapped_file import MappedFile
 from store.waits.completion import PutCompletion
-from store.waits.deadlines import now_ms
 from tests.support.disk import RecordingDisk
 from tests.support.store import SMALL_FILE_BYTES, small_config, wait_dispatched, wait_until
 
@@ -168,9 +168,9 @@ def test_checkpoint_is_taken_every_interval_not_every_flush(
 ) -> None:
     """The flush loop writes a checkpoint when flush_consume_queue_interval_ms (50 ms here)
     has passed since the last one, at the edge included, and not on the flushes between."""
-    start_ms = now_ms() + 60_000  # past any checkpoint the thread took before it was stopped
+    start_ms = monotonic_ms() + 60_000  # past any checkpoint the thread took before it was stopped
     clock_ms = [start_ms]
-    monkeypatch.setattr("store.flush.now_ms", lambda: clock_ms[0])
+    monkeypatch.setattr("store.flush.monotonic_ms", lambda: clock_ms[0])
     taken: list[int] = []
     checkpoint = store.flush.checkpoint
 

@@ -65,6 +65,7 @@ class OutboundLink:
         self.oversize_count = 0
         self.connect_count = 0
         self.last_error = ""
+        # Not a ServiceThread: blocks in connect and handshake, then waits for a loss (`_lost`).
         self._thread = threading.Thread(target=self._dial_loop,
                                         name=f"dledger-dial-{peer.node_id}", daemon=True)
 

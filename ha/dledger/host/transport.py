@@ -42,6 +42,7 @@ from ha.dledger.host.outbound import OutboundLink, close_socket, shutdown_socket
 from ha.dledger.host.transport_config import TransportConfig
 from ha.dledger.host.wire import FrameReader, WireError, decode_message
 from ha.protocol import ProtocolError
+from store.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class InboundConnection:
         self.peer_id = ""
         self.reader: FrameReader | None = None
         self._transport = transport
+        # Not a ServiceThread: one blocking handshake bounded by its deadline, not a loop.
         self.thread = threading.Thread(target=self._handshake,
                                        name=f"dledger-handshake-{address}", daemon=True)
 
@@ -136,10 +138,8 @@ class PeerTransport:
         self._masks: dict[OutboundLink, int] = {}
         self._reading: set[InboundConnection] = set()
         self._io_thread_id: int | None = None
-        self._poll_thread: threading.Thread | None = None
-        self._accept_thread = threading.Thread(target=self._accept_loop,
-                                               name=f"dledger-accept-{config.self_id}",
-                                               daemon=True)
+        self._poll_thread: _PollThread | None = None
+        self._accept_thread = _AcceptThread(self)
 
     @property
     def listen_port(self) -> int:
@@ -153,9 +153,7 @@ class PeerTransport:
         for link in self.links.values():
             link.start()
         if poll_thread:
-            self._poll_thread = threading.Thread(target=self._poll_loop,
-                                                 name=f"dledger-io-{self.config.self_id}",
-                                                 daemon=True)
+            self._poll_thread = _PollThread(self)
             self._poll_thread.start()
 
     def send(self, target_id: str, message: Message) -> None:
@@ -178,9 +176,8 @@ class PeerTransport:
         """After the I/O thread stopped polling (or with the own thread, which this stops)."""
         self._stopping.set()
         if self._poll_thread is not None:
-            self.wake()
-            self._poll_thread.join(_JOIN_TIMEOUT_S)
-        self._accept_thread.join(_JOIN_TIMEOUT_S)
+            self._poll_thread.stop()  # woken through `wake`, ends within its round
+        self._accept_thread.stop()  # ends within one accept timeout
         self._listener.close()
         for link in self.links.values():
             link.stop()
@@ -227,10 +224,6 @@ class PeerTransport:
     def flush(self) -> None:
         """Write what is queued on every link now (the I/O thread only, between polls)."""
         self._flush_links()
-
-    def _poll_loop(self) -> None:
-        while not self._stopping.is_set():
-            self.poll(_OWN_POLL_S)
 
     def _drain_wake(self) -> None:
         """Drain first, clear the flag second: cleared first, a wake written meanwhile could be
@@ -324,24 +317,26 @@ class PeerTransport:
             self._adoptions.append(connection)
         self.wake()
 
-    def _accept_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                sock, address = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            connection = InboundConnection(self, sock, f"{address[0]}:{address[1]}")
-            with self._lock:
-                if len(self._handshaking) >= self.config.handshakes_max:
-                    oldest = self._handshaking.popleft()
-                    self.evicted_count += 1
-                    shutdown_socket(oldest.sock)  # its handshake thread ends and closes it
-                self._handshaking.append(connection)
-                self._threads = [t for t in self._threads if t.is_alive()]
-                self._threads.append(connection.thread)
-            connection.thread.start()
+    def accept_one(self) -> bool:
+        """On the accept thread: wait up to the accept timeout for a connection and start its
+        handshake; False once the listener failed (closed: the thread ends)."""
+        try:
+            sock, address = self._listener.accept()
+        except TimeoutError:
+            return True
+        except OSError:
+            return False
+        connection = InboundConnection(self, sock, f"{address[0]}:{address[1]}")
+        with self._lock:
+            if len(self._handshaking) >= self.config.handshakes_max:
+                oldest = self._handshaking.popleft()
+                self.evicted_count += 1
+                shutdown_socket(oldest.sock)  # its handshake thread ends and closes it
+            self._handshaking.append(connection)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(connection.thread)
+        connection.thread.start()
+        return True
 
     def handshake_done(self, connection: InboundConnection) -> bool:
         with self._lock:
@@ -369,3 +364,35 @@ class PeerTransport:
             if self._inbound.get(connection.peer_id) is connection:
                 del self._inbound[connection.peer_id]
         close_socket(connection.sock)
+
+
+class _AcceptThread(ServiceThread):
+    """Accepts peers' connections (as the HA service's `ha-accept`); each round is one accept,
+    bounded by the listener's timeout. Ends when the listener fails (stop closes it)."""
+
+    def __init__(self, transport: PeerTransport) -> None:
+        super().__init__()
+        self.name = f"dledger-accept-{transport.config.self_id}"
+        self._transport = transport
+
+    def run_once(self) -> float:
+        if not self._transport.accept_one():
+            self._stop_event.set()  # the listener is gone: no more rounds
+        return 0.0  # the accept timeout is the loop's bound
+
+
+class _PollThread(ServiceThread):
+    """The I/O thread of a transport without a host (tests): each round is one `poll`, which
+    waits in the selector and is woken through the transport's `wake`."""
+
+    def __init__(self, transport: PeerTransport) -> None:
+        super().__init__()
+        self.name = f"dledger-io-{transport.config.self_id}"
+        self._transport = transport
+
+    def wake(self) -> None:
+        self._transport.wake()
+
+    def run_once(self) -> float:
+        self._transport.poll(_OWN_POLL_S)
+        return 0.0  # the poll's own wait is the loop's bound

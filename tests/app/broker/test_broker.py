@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,24 @@ def test_a_failed_start_releases_everything(tmp_path: Path) -> None:
         assert first.store.put_message is not None and first.is_running
     finally:
         first.stop()
+
+
+def test_start_and_stop_own_the_background_work(tmp_path: Path) -> None:
+    """Periodic snapshots (a master with snapshot_interval_s) and the put-rate sampler are
+    started by Broker.start and ended by Broker.stop: the app starts none of its own."""
+    owned = {"snapshots", "put-rate-sampler"}
+
+    def running() -> set[str]:
+        return {thread.name for thread in threading.enumerate()} & owned
+
+    assert running() == set()
+    broker = Broker(app_settings(tmp_path, snapshot_interval_s=60))
+    broker.start()
+    try:
+        assert running() == owned
+    finally:
+        broker.stop()
+    assert running() == set()
 
 
 def test_stop_before_start_is_refused(tmp_path: Path) -> None:

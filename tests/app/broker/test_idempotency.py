@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 import app.broker.broker
 from app.api.produce import put_batch
-from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild, wall_clock_ms
+from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.settings import Settings
 from store import Message, MessageStore, PutMessageStatus
+from store.clock import wall_ms
 from tests.support.app import ServeFactory, app_settings, serving
 from tests.support.store import small_config, wait_dispatched
 from tests.support.store_clock import store_clock
@@ -241,12 +242,15 @@ def test_window_bounds_hold_for_any_sequence(steps: list[tuple[int, int]], keys_
 # -- the window's own bounds and bookkeeping -------------------------------------------------
 
 
-def test_wall_clock_is_integer_milliseconds() -> None:
-    """The default clock is the wall clock in whole milliseconds."""
-    before_ms = time.time_ns() // 1_000_000
-    now_ms = wall_clock_ms()
-    after_ms = time.time_ns() // 1_000_000
-    assert isinstance(now_ms, int) and before_ms <= now_ms <= after_ms
+def test_default_clock_is_the_wall_clock() -> None:
+    """Without a clock the window reads the wall clock (store.clock.wall_ms, whole
+    milliseconds: tests/store/test_clock.py): a put stamped now is replayed, one stamped just
+    over window_s ago is not."""
+    window = IdempotencyWindow(10.0, 100)
+    window.remember("T", "old", _put(1), wall_ms() - 10_000 - 60_000)
+    window.remember("T", "new", _put(2), wall_ms())
+    assert window.lookup("T", "new") == _put(2)
+    assert window.lookup("T", "old") is None
 
 
 def test_window_needs_a_positive_length_and_at_least_one_key() -> None:

@@ -25,7 +25,6 @@ from store.metadata import (
     get_consumer_offset,
     get_data_version,
 )
-from store.metadata.periodic import PeriodicThread
 from tests.support.metadata import FakeClock, fresh_database_url
 
 OpenStore = Callable[..., MetadataStore]
@@ -251,28 +250,6 @@ def test_repository_writes_bump_versions_through_the_store(
         assert get_data_version(engine=engine, table=MetadataTable.SUBSCRIPTION_GROUP).counter == 2
     finally:
         engine.dispose()
-
-
-def test_periodic_thread_survives_failures_and_stops_at_once() -> None:
-    """A failing action is retried next interval, and stop() does not wait out the interval."""
-    calls: list[int] = []
-    second_call = threading.Event()
-
-    def action() -> None:
-        calls.append(len(calls))
-        if len(calls) == 1:
-            raise RuntimeError("database busy")
-        second_call.set()
-
-    fast = PeriodicThread(name="test-fast", interval_ms=5, action=action)
-    fast.start()
-    assert second_call.wait(DEADLINE_S)
-    fast.stop()
-    slow = PeriodicThread(name="test-slow", interval_ms=60_000, action=action)
-    slow.start()
-    started_s = time.monotonic()
-    slow.stop()
-    assert time.monotonic() - started_s < 1.0
 
 
 def test_concurrent_produces_create_a_topic_once(open_store: OpenStore) -> None:
