@@ -58,6 +58,8 @@ class SlaveStoreError(OSError):
     """The slave's store cannot take the master's bytes now (full disk, write fault)."""
 
 
+# Its fields, in their order, are also the admin API's view of it (app/api/schemas/ha.py):
+# one added here is in openapi/openapi.json.
 @dataclass(frozen=True, slots=True)
 class SlaveLinkView:
     master_address: str

@@ -59,6 +59,8 @@ _REFUSED_STATES = (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER,
                    ConnectionState.DIVERGED)
 
 
+# Its fields, in their order, are also the admin API's view of it (app/api/schemas/ha.py):
+# one added here is in openapi/openapi.json.
 @dataclass(frozen=True, slots=True)
 class SlaveView:
     address: str

@@ -264,25 +264,14 @@ async def _put(broker: Broker, message: Message) -> tuple[PutMessageResult, PutM
         # the quorum deadline (the host bounds the wait, ha/dledger/core/put_status.py).
         return await broker.dledger.put(message)
     result, completion = broker.store.put_message(message)
-    status = completion.result() if completion.is_done else await completion
-    return result, status
+    return result, await _final_status(completion)
 
 
 def _answer(topic: str, result: PutMessageResult, status: PutMessageStatus) -> Answer:
     if not status.is_stored:
         raise from_put_status(status, result.detail)
-    http_status = PUT_HTTP_STATUS[status]
-    return Answer(status.value, http_status, orjson.dumps({
-        "status": status.value,
-        "http_status": http_status,
-        "topic": topic,
-        "msg_id": result.msg_id,
-        "queue_id": result.queue_id,
-        "queue_offset": result.queue_offset,
-        "commit_log_offset": result.commit_log_offset,
-        "wrote_bytes": result.wrote_bytes,
-        "replayed": False,
-    }))
+    return Answer(status.value, PUT_HTTP_STATUS[status],
+                  orjson.dumps(_stored_document(topic, status, result, replayed=False)))
 
 
 def _remembered(result: PutMessageResult, status: PutMessageStatus) -> RememberedPut:
@@ -291,16 +280,23 @@ def _remembered(result: PutMessageResult, status: PutMessageStatus) -> Remembere
 
 
 def _replay_document(topic: str, put: RememberedPut) -> dict[str, Any]:
+    return _stored_document(topic, put.status, put, replayed=True)
+
+
+def _stored_document(topic: str, status: PutMessageStatus, put: PutMessageResult | RememberedPut,
+                     *, replayed: bool) -> dict[str, Any]:
+    """What a stored put answers, alone or as a batch entry; `replayed` when an idempotency key
+    answers it again."""
     return {
-        "status": put.status.value,
-        "http_status": PUT_HTTP_STATUS[put.status],
+        "status": status.value,
+        "http_status": PUT_HTTP_STATUS[status],
         "topic": topic,
         "msg_id": put.msg_id,
         "queue_id": put.queue_id,
         "queue_offset": put.queue_offset,
         "commit_log_offset": put.commit_log_offset,
         "wrote_bytes": put.wrote_bytes,
-        "replayed": True,
+        "replayed": replayed,
     }
 
 
@@ -386,17 +382,7 @@ def _entry_document(topic: str, result: PutMessageResult,
         return {"status": status.value, "http_status": PUT_HTTP_STATUS[status], "topic": topic,
                 "wrote_bytes": 0, "replayed": False, "detail": result.detail,
                 "error_code": status.value}
-    return {
-        "status": status.value,
-        "http_status": PUT_HTTP_STATUS[status],
-        "topic": topic,
-        "msg_id": result.msg_id,
-        "queue_id": result.queue_id,
-        "queue_offset": result.queue_offset,
-        "commit_log_offset": result.commit_log_offset,
-        "wrote_bytes": result.wrote_bytes,
-        "replayed": False,
-    }
+    return _stored_document(topic, status, result, replayed=False)
 
 
 def _batch_http_status(results: list[dict[str, Any]]) -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, delete
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from store.metadata.database import execute_delete, transaction
+from store.metadata.changes import delete_row_and_offsets, update_row
+from store.metadata.database import transaction
 from store.metadata.errors import GroupAlreadyExists, GroupNotFound
 from store.metadata.models import ConsumerOffsetRow, SubscriptionGroup, SubscriptionGroupRow
 from store.metadata.rules import check_group_name, check_queue_count, check_retry_times_max
@@ -98,14 +99,7 @@ def update_group(
     }
     with transaction(engine) as session:
         row = _get_row(session, name)
-        changed = False
-        for field, value in changes.items():
-            if value is not None and getattr(row, field) != value:
-                setattr(row, field, value)
-                changed = True
-        if changed:
-            row.updated_at_ms = now_ms
-            bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP, now_ms=now_ms)
+        update_row(session, row, MetadataTable.SUBSCRIPTION_GROUP, changes, now_ms=now_ms)
         return _public(row)
 
 
@@ -113,13 +107,8 @@ def delete_group(*, engine: Engine, name: str, now_ms: int) -> None:
     """Delete a subscription group and its consumer offsets."""
     check_group_name(name)
     with transaction(engine) as session:
-        session.delete(_get_row(session, name))
-        removed_count = execute_delete(
-            session, delete(ConsumerOffsetRow).where(col(ConsumerOffsetRow.group_name) == name)
-        )
-        bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP, now_ms=now_ms)
-        if removed_count:
-            bump_data_version(session, MetadataTable.CONSUMER_OFFSET, now_ms=now_ms)
+        delete_row_and_offsets(session, _get_row(session, name), MetadataTable.SUBSCRIPTION_GROUP,
+                               col(ConsumerOffsetRow.group_name) == name, now_ms=now_ms)
 
 
 def _get_row(session: Session, name: str) -> SubscriptionGroupRow:

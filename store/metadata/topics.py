@@ -6,11 +6,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, delete, func
+from sqlalchemy import Engine, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from store.metadata.database import execute_delete, transaction
+from store.metadata.changes import delete_row_and_offsets, update_row
+from store.metadata.database import transaction
 from store.metadata.errors import (
     TopicAlreadyExists,
     TopicNotFound,
@@ -161,14 +162,7 @@ def update_topic(
             "write_queue_count": write_queue_count,
             "permission": None if permission is None else int(permission),
         }
-        changed = False
-        for field, value in changes.items():
-            if value is not None and getattr(row, field) != value:
-                setattr(row, field, value)
-                changed = True
-        if changed:
-            row.updated_at_ms = now_ms
-            bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=now_ms)
+        update_row(session, row, MetadataTable.TOPIC_CONFIG, changes, now_ms=now_ms)
         return _public(row)
 
 
@@ -176,13 +170,8 @@ def delete_topic(*, engine: Engine, name: str, now_ms: int) -> None:
     """Delete a topic and the consumer offsets kept for it."""
     check_topic_name(name)
     with transaction(engine) as session:
-        session.delete(_get_row(session, name))
-        removed_count = execute_delete(
-            session, delete(ConsumerOffsetRow).where(col(ConsumerOffsetRow.topic) == name)
-        )
-        bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=now_ms)
-        if removed_count:
-            bump_data_version(session, MetadataTable.CONSUMER_OFFSET, now_ms=now_ms)
+        delete_row_and_offsets(session, _get_row(session, name), MetadataTable.TOPIC_CONFIG,
+                               col(ConsumerOffsetRow.topic) == name, now_ms=now_ms)
 
 
 def ensure_writable_topic(

@@ -26,6 +26,9 @@ SNAPSHOT_PREFIX = "snapshot-"
 TEMP_PREFIX = ".tmp-"
 
 
+# The admin API's SnapshotManifestView (app/api/schemas/broker.py) repeats most of these fields
+# on purpose: its shape is not this one (a `path`, no `broker_group` nor `extra`, no defaults)
+# and its spec is fixed. A field added here reaches the API only when added there too.
 @dataclass(frozen=True, slots=True)
 class Manifest:
     snapshot_id: str

@@ -46,6 +46,7 @@ from app.api.schemas.produce import (
     ProduceMessage,
     PutResult,
 )
+from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
 from store import PutMessageStatus
 
@@ -154,7 +155,9 @@ async def produce_message_asgi(scope: Scope, receive: Receive, send: Send) -> No
     gateway.metrics.single_latency.observe(time.perf_counter() - started_s)
 
 
-async def _produce_message(scope: Scope, receive: Receive, gateway: Gateway) -> Answer:
+def _admit(scope: Scope, gateway: Gateway) -> tuple[_Headers, Broker, str]:
+    """The checks both produce operations open with: token, role, declared body size, topic
+    name. The headers, the (master) broker and the topic."""
     headers = _headers(scope["headers"])
     gateway.auth.check(headers.authorization, TokenScope.PRODUCE)
     broker = gateway.master_broker(for_put=True)
@@ -163,11 +166,23 @@ async def _produce_message(scope: Scope, receive: Receive, gateway: Gateway) -> 
                         _request_too_large)
     topic: str = scope["path_params"]["topic"]
     check_topic(topic)
+    return headers, broker, topic
+
+
+async def _read_body(receive: Receive, gateway: Gateway) -> bytes:
+    """The whole body, up to max_body_size_bytes, counted in the request bytes metric."""
+    body = await read_body(receive, None, gateway.settings.max_body_size_bytes,
+                           _request_too_large)
+    gateway.metrics.request_bytes_total += len(body)
+    return body
+
+
+async def _produce_message(scope: Scope, receive: Receive, gateway: Gateway) -> Answer:
+    headers, broker, topic = _admit(scope, gateway)
     media_type = _media_type(headers.content_type)
     key = _idempotency_key(headers.idempotency_key)
+    body = await _read_body(receive, gateway)
     settings = gateway.settings
-    body = await read_body(receive, None, settings.max_body_size_bytes, _request_too_large)
-    gateway.metrics.request_bytes_total += len(body)
     born_host = born_host_of(scope.get("client"))
     queue_id = _query_queue_id(scope.get("query_string", b""))
     from_headers = attributes_from_headers(headers.keys, headers.tags, headers.properties,
@@ -204,23 +219,15 @@ async def produce_batch_asgi(scope: Scope, receive: Receive, send: Send) -> None
 
 async def _produce_batch(scope: Scope, receive: Receive,
                          gateway: Gateway) -> tuple[int, list[dict[str, Any]]]:
-    headers = _headers(scope["headers"])
-    gateway.auth.check(headers.authorization, TokenScope.PRODUCE)
-    broker = gateway.master_broker(for_put=True)
-    # Before anything else about the request: a refusal here reads no byte of the body.
-    check_declared_size(headers.content_length, gateway.settings.max_body_size_bytes,
-                        _request_too_large)
-    topic: str = scope["path_params"]["topic"]
-    check_topic(topic)
+    headers, broker, topic = _admit(scope, gateway)
     if _media_type(headers.content_type) != JSON:
         raise ApiError("UNSUPPORTED_MEDIA_TYPE", "a batch is JSON: send Content-Type "
                        "application/json", put_status=_ILLEGAL)
     if headers.idempotency_key is not None:
         raise ApiError("VALIDATION_FAILED", "a batch takes idempotency_key per entry, not the "
                        "Idempotency-Key header", put_status=_ILLEGAL)
+    body = await _read_body(receive, gateway)
     settings = gateway.settings
-    body = await read_body(receive, None, settings.max_body_size_bytes, _request_too_large)
-    gateway.metrics.request_bytes_total += len(body)
     entries = batch_from_json(topic, body, settings.max_batch_messages,
                               settings.message_size_max_bytes, born_host_of(scope.get("client")))
     for index, (message, _) in enumerate(entries):

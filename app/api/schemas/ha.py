@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
+from pydantic.dataclasses import dataclass
 
 from app.api.schemas.dledger import DLedgerView
 from app.api.schemas.fields import STRICT
 from app.api.schemas.sync import MetadataSyncStatus
+from ha import SlaveLinkView, SlaveView
 
 
 class SlaveDiff(BaseModel):
@@ -30,16 +32,12 @@ class MasterDiffView(BaseModel):
     slaves: list[SlaveDiff]
 
 
-class SlaveDiffView(BaseModel):
-    master_address: str
-    connected: bool
-    local_max_offset: int
-    master_offset_seen: int
-    diff_bytes: int
-    last_read_age_ms: int | None
-    last_write_age_ms: int | None
-    reconnect_count: int
-    last_error: str | None
+# The slave's link as ha/client.py keeps it: SlaveLinkView's fields, in its order, with the
+# descriptions the spec shows and the slave's metadata sync after them. A pydantic dataclass,
+# as only a dataclass takes a dataclass's fields; kw_only, as a field redeclared with Field()
+# has no default; no docstring, which would be the spec's description.
+@dataclass(frozen=True, kw_only=True)
+class SlaveDiffView(SlaveLinkView):
     master_epoch: int = Field(description="the master's epoch at the last connect")
     refusal: str | None = Field(description="why the master last refused to stream to this "
                                             "slave: needs_reset or diverged; null when it "
@@ -64,17 +62,11 @@ class DiffView(BaseModel):
     dledger: DLedgerView | None = None
 
 
-class SlaveConnection(BaseModel):
-    address: str
+# One slave's connection as ha/connection.py keeps it (SlaveView), described as the spec shows
+# it; a pydantic dataclass for the reasons SlaveDiffView gives.
+@dataclass(frozen=True, kw_only=True)
+class SlaveConnection(SlaveView):
     slave_id: str = Field(description="the slave's stable id (hex); empty during the handshake")
-    state: str
-    ack_offset: int
-    transfer_from_offset: int
-    diff_bytes: int
-    in_sync: bool
-    transfer_bytes_per_s: float
-    last_ack_age_ms: int | None
-    connected_for_ms: int
 
 
 class RejectedSlaveView(BaseModel):
