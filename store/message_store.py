@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from store.arrivals import Arrivals, Waiter
+from store.clock import monotonic_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.dispatch import DispatchService
+from store.dispatch import DispatchService, SystemRecord, SystemRecordHandler
 from store.errors import OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
@@ -30,7 +31,13 @@ from store.index.key_index import LOOKUP_RESULTS_MAX, KeyIndex
 from store.index.time_search import queue_offset_at_time
 from store.message_id import LookupResult, LookupStatus, find_by_msg_id
 from store.paths import StorePaths
-from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages, read_heads
+from store.reads import (
+    READ_BYTES_MAX,
+    GetMessagesResult,
+    GetMessageStatus,
+    get_messages,
+    read_heads,
+)
 from store.record import Message, RecordError, RecordHead, StoredMessage
 from store.recovery import RecoveryReport, recover
 from store.retention import RetentionService
@@ -41,6 +48,13 @@ from store.status import (
     FlushDiskType,
     PutMessageResult,
     PutMessageStatus,
+)
+from store.system_topics import (
+    METADATA_TOPIC,
+    OP_TOPIC_DELETE,
+    PROPERTY_OP,
+    PROPERTY_SUBJECT_TOPIC,
+    is_system_topic,
 )
 from store.tombstones import Tombstones
 from store.waits.completion import Pending, PutCompletion
@@ -118,6 +132,7 @@ class MessageStore:
         self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
         self.deadlines = DeadlineService()
         self.deadlines.watch(self.flush.waits)
+        self.deadlines.watch(self.dispatch.dispatched_waits)
         self.recovery: RecoveryReport | None = None
         self._replication: ReplicationGuard | None = None
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -287,6 +302,61 @@ class MessageStore:
                 return refusal, PutCompletion.done(refusal.status)
         result = self.commit_log.append(message)
         return result, self._guarantees(result)
+
+    def put_system_message(self, message: Message) -> tuple[PutMessageResult, PutCompletion]:
+        """A record of a system topic (store/system_topics.py), with the guarantees of any put.
+        A topic delete forgets the topic's next queue offsets in the append's lock hold."""
+        assert is_system_topic(message.topic), message.topic
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal, PutCompletion.done(refusal.status)
+        forget = (message.properties.get(PROPERTY_SUBJECT_TOPIC)
+                  if message.properties.get(PROPERTY_OP) == OP_TOPIC_DELETE else None)
+        result = self.commit_log.append(message, forget)
+        return result, self._guarantees(result)
+
+    def wait_dispatched(self, end_offset: int, timeout_ms: int) -> Pending:
+        """PUT_OK once dispatch has passed `end_offset` (a metadata record below it is applied
+        here), SERVICE_NOT_AVAILABLE when it has not within `timeout_ms`."""
+        if self.dispatch.dispatched_offset >= end_offset:
+            reached = Pending()
+            reached.set(PutMessageStatus.PUT_OK)
+            return reached
+        pending = self.dispatch.dispatched_waits.add(end_offset, monotonic_ms() + timeout_ms)
+        self.dispatch.wake()
+        self.deadlines.wake()
+        return pending
+
+    def attach_system_records(self, handler: SystemRecordHandler,
+                              from_queue_offset: int) -> int:
+        """Hand every metadata record to `handler`, in log order: first those dispatched
+        already from `from_queue_offset` of the metadata topic on (what the metadata layer has
+        not applied yet: recovery redispatches before it is attached), then each one dispatch
+        reaches. Returns how many were caught up. With dispatch held still, so none is missed
+        or handed twice between the two."""
+
+        def catch_up() -> int:
+            count = 0
+            queue_offset = from_queue_offset
+            while True:
+                result = self.get_messages(METADATA_TOPIC, 0, queue_offset, 256)
+                if (result.status is GetMessageStatus.OFFSET_TOO_SMALL
+                        and result.next_offset > queue_offset):
+                    log.warning("metadata records below queue offset %d are gone (retention); "
+                                "catching up from %d", result.next_offset, result.next_offset)
+                    queue_offset = result.next_offset
+                    continue
+                if not result.messages:
+                    break
+                for message in result.messages:
+                    handler(SystemRecord(message.commit_log_offset, message.queue_offset,
+                                         message.properties.get(PROPERTY_OP, ""), message.body))
+                    count += 1
+                queue_offset = result.next_offset
+            self.dispatch.on_system_record = handler
+            return count
+
+        return self.dispatch.hold_still(catch_up)
 
     def put_messages(
         self, messages: Sequence[Message]

@@ -15,15 +15,26 @@ from types import TracebackType
 from typing import Any
 
 from store.clock import ClockMs, wall_ms
-from store.metadata import delay_offsets, groups, offsets, sync, topics
+from store.dispatch import SystemRecord
+from store.metadata import apply, delay_offsets, groups, offsets, sync, topics
 from store.metadata.database import create_metadata_engine, transaction
 from store.metadata.errors import MetadataStoreStateError
+from store.metadata.log_records import (
+    GroupDelete,
+    GroupPut,
+    MetadataChange,
+    OffsetSet,
+    TopicDelete,
+    TopicPut,
+    decode,
+)
 from store.metadata.migrate import upgrade_connection_to_head
 from store.metadata.models import (
     READ_WRITE,
     ConsumerOffset,
     DataVersion,
     DelayOffset,
+    LogPosition,
     SubscriptionGroup,
     TopicConfig,
 )
@@ -90,10 +101,12 @@ class MetadataStore:
             with self._engine.begin() as connection:
                 upgrade_connection_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
+            self._applied = apply.read_log_position(self._engine)
         except BaseException:
             self._engine.dispose()
             raise
         self._offsets = ConsumerOffsetTable(stored_offsets)
+        self._persisted_position_queue_offset = self._applied.queue_offset
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._topic_cache: dict[str, TopicConfig] = {}
@@ -385,16 +398,62 @@ class MetadataStore:
     def flush_consumer_offsets(self) -> int:
         """Persist every offset committed since the last flush; returns the rows changed."""
         with self._write_lock:
+            # Taken first: every record below it is in the batch or already in the tables.
+            position = self._applied
             batch = self._offsets.take_dirty()
-            if not batch:
-                return 0
-            try:
-                return offsets.persist_consumer_offsets(
-                    engine=self._engine, offsets=batch, now_ms=self._clock_ms()
-                )
-            except BaseException:
-                self._offsets.restore_dirty(batch)
-                raise
+            changed = 0
+            if batch:
+                try:
+                    changed = offsets.persist_consumer_offsets(
+                        engine=self._engine, offsets=batch, now_ms=self._clock_ms()
+                    )
+                except BaseException:
+                    self._offsets.restore_dirty(batch)
+                    raise
+            if position.queue_offset > self._persisted_position_queue_offset:
+                apply.write_log_position(self._engine, position)
+                self._persisted_position_queue_offset = position.queue_offset
+            return changed
+
+    # ---- metadata records of the log ------------------------------------------------------------
+
+    @property
+    def log_position(self) -> LogPosition:
+        """How far into the log's metadata records the tables are applied (in memory: what
+        the next flush persists)."""
+        return self._applied
+
+    def apply_record(self, record: SystemRecord) -> None:
+        """Apply one metadata record of the log (dispatch's `on_system_record`, in log order).
+        Raises MetadataRecordError for a record this build cannot read: dispatch then stays
+        at it (and says so) rather than go on with tables that would differ from the log."""
+        self.apply_change(decode(record.op, record.body))
+        if record.queue_offset >= self._applied.queue_offset:
+            self._applied = LogPosition(queue_offset=record.queue_offset + 1,
+                                        commit_log_offset=record.commit_log_offset,
+                                        updated_at_ms=self._clock_ms())
+
+    def apply_change(self, change: MetadataChange) -> None:
+        """Apply one change to the tables: a pure function of the tables and the change."""
+        self._check_open()
+        with self._write_lock:
+            if isinstance(change, OffsetSet):
+                self._offsets.apply(OffsetKey(change.group_name, change.topic, change.queue_id),
+                                    change.queue_offset, reset=change.reset,
+                                    now_ms=change.at_ms)
+            elif isinstance(change, TopicPut):
+                self._topic_cache[change.name] = apply.put_topic(self._engine, change)
+            elif isinstance(change, TopicDelete):
+                self._topic_cache.pop(change.name, None)
+                apply.delete_topic(self._engine, change)
+                self._offsets.forget(topic=change.name)
+            elif isinstance(change, GroupPut):
+                apply.put_group(self._engine, change)
+            elif isinstance(change, GroupDelete):
+                apply.delete_group(self._engine, change)
+                self._offsets.forget(group_name=change.name)
+            else:
+                raise AssertionError(f"unknown change {change!r}")
 
     # ---- delay offsets -------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from store.metadata import (
 from store.metadata.migrate import migrations_directory
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
-METADATA_TABLES = {table.value for table in MetadataTable} | {"data_version"}
+METADATA_TABLES = {table.value for table in MetadataTable} | {"data_version", "log_position"}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

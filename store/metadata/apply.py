@@ -1,0 +1,107 @@
+"""Metadata records applied to the tables: each a pure function of the tables and the record.
+
+A put writes the record's whole row (the same times on every replica), a delete removes the row
+and its consumer offsets when the row is there (applying it again is nothing), and the data
+version of a table moves only when its rows changed. `log_position` says how far the tables
+follow the log (store/metadata/models.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from sqlalchemy import Engine
+from sqlmodel import col
+
+from store.metadata.changes import delete_row_and_offsets
+from store.metadata.database import transaction
+from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, TopicPut
+from store.metadata.models import (
+    ConsumerOffsetRow,
+    LogPosition,
+    LogPositionRow,
+    SubscriptionGroup,
+    SubscriptionGroupRow,
+    TopicConfig,
+    TopicConfigRow,
+)
+from store.metadata.versions import MetadataTable, bump_data_version
+
+METADATA_STREAM = "metadata"
+
+
+def put_topic(engine: Engine, change: TopicPut) -> TopicConfig:
+    fields = asdict(change)
+    with transaction(engine) as session:
+        row = session.get(TopicConfigRow, change.name)
+        if row is None:
+            row = TopicConfigRow(**fields)
+            session.add(row)
+        elif all(getattr(row, name) == value for name, value in fields.items()):
+            return TopicConfig.model_validate(row, from_attributes=True)
+        else:
+            for name, value in fields.items():
+                setattr(row, name, value)
+        bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=change.updated_at_ms)
+        session.flush()
+        return TopicConfig.model_validate(row, from_attributes=True)
+
+
+def delete_topic(engine: Engine, change: TopicDelete) -> bool:
+    """Whether the topic was there."""
+    with transaction(engine) as session:
+        row = session.get(TopicConfigRow, change.name)
+        if row is None:
+            return False
+        delete_row_and_offsets(session, row, MetadataTable.TOPIC_CONFIG,
+                               col(ConsumerOffsetRow.topic) == change.name, now_ms=change.at_ms)
+        return True
+
+
+def put_group(engine: Engine, change: GroupPut) -> SubscriptionGroup:
+    fields = asdict(change)
+    with transaction(engine) as session:
+        row = session.get(SubscriptionGroupRow, change.name)
+        if row is None:
+            row = SubscriptionGroupRow(**fields)
+            session.add(row)
+        elif all(getattr(row, name) == value for name, value in fields.items()):
+            return SubscriptionGroup.model_validate(row, from_attributes=True)
+        else:
+            for name, value in fields.items():
+                setattr(row, name, value)
+        bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP, now_ms=change.updated_at_ms)
+        session.flush()
+        return SubscriptionGroup.model_validate(row, from_attributes=True)
+
+
+def delete_group(engine: Engine, change: GroupDelete) -> bool:
+    """Whether the group was there."""
+    with transaction(engine) as session:
+        row = session.get(SubscriptionGroupRow, change.name)
+        if row is None:
+            return False
+        delete_row_and_offsets(session, row, MetadataTable.SUBSCRIPTION_GROUP,
+                               col(ConsumerOffsetRow.group_name) == change.name,
+                               now_ms=change.at_ms)
+        return True
+
+
+def read_log_position(engine: Engine) -> LogPosition:
+    with transaction(engine) as session:
+        row = session.get(LogPositionRow, METADATA_STREAM)
+        if row is None:
+            return LogPosition(queue_offset=0, commit_log_offset=0, updated_at_ms=0)
+        return LogPosition.model_validate(row, from_attributes=True)
+
+
+def write_log_position(engine: Engine, position: LogPosition) -> None:
+    """Only ever forward: the tables hold every record below the position written."""
+    with transaction(engine) as session:
+        row = session.get(LogPositionRow, METADATA_STREAM)
+        if row is None:
+            session.add(LogPositionRow(name=METADATA_STREAM, **position.model_dump()))
+        elif position.queue_offset > row.queue_offset:
+            row.queue_offset = position.queue_offset
+            row.commit_log_offset = position.commit_log_offset
+            row.updated_at_ms = position.updated_at_ms
