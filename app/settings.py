@@ -312,6 +312,9 @@ class Settings(BaseSettings):
                             "holds; creating one more answers 409 TOPICS_MAX_REACHED")
     queues_per_topic_max: int = Field(128, ge=1, le=1024, description="queues one topic may "
                                       "have; more answers 400 QUEUES_PER_TOPIC_MAX_EXCEEDED")
+    groups_max: int = Field(10_000, ge=1, le=10_000_000, description="subscription groups "
+                            "this broker holds; creating one more (or committing an offset "
+                            "for a new one) answers 409 GROUPS_MAX_REACHED")
     consumer_offset_persist_interval_ms: int = Field(5000, gt=0, description="how often "
                                                      "committed consumer offsets are written "
                                                      "to the metadata database")

@@ -313,7 +313,21 @@ class MessageStore:
         forget = (message.properties.get(PROPERTY_SUBJECT_TOPIC)
                   if message.properties.get(PROPERTY_OP) == OP_TOPIC_DELETE else None)
         result = self.commit_log.append(message, forget)
-        return result, self._guarantees(result)
+        return result, self._guarantees(result, counted=False)
+
+    def put_system_messages(self, messages: Sequence[Message]
+                            ) -> list[tuple[PutMessageResult, PutCompletion]]:
+        """Records of a system topic appended under one lock hold (no topic delete among
+        them), each with the guarantees of a put; not counted as client puts."""
+        assert all(is_system_topic(message.topic)
+                   and message.properties.get(PROPERTY_OP) != OP_TOPIC_DELETE
+                   for message in messages)
+        refusal = self._refusal()
+        if refusal is not None:
+            done = PutCompletion.done(refusal.status)
+            return [(refusal, done) for _ in messages]
+        return [(result, self._guarantees(result, counted=False))
+                for result in self.commit_log.append_batch(messages)]
 
     def wait_dispatched(self, end_offset: int, timeout_ms: int) -> Pending:
         """PUT_OK once dispatch has passed `end_offset` (a metadata record below it is applied
@@ -388,13 +402,17 @@ class MessageStore:
                                     detail=f"{pending} puts are waiting for their guarantees")
         return None
 
-    def _guarantees(self, result: PutMessageResult) -> PutCompletion:
+    def _guarantees(self, result: PutMessageResult, *, counted: bool = True) -> PutCompletion:
+        """What the put awaits; `counted`: a client's put, in the put counters (a system
+        record is not)."""
         status = result.status
         if status is not PutMessageStatus.PUT_OK:
-            self.put_counts[status] += 1
+            if counted:
+                self.put_counts[status] += 1
             return PutCompletion.done(status)
-        self.put_ok_count += 1
-        self.put_bytes_total += result.wrote_bytes
+        if counted:
+            self.put_ok_count += 1
+            self.put_bytes_total += result.wrote_bytes
         end_offset = result.commit_log_offset + result.wrote_bytes
         flushed = PutCompletion(pending=self.flush.request(end_offset)) if self._sync_flush else _OK
         guard = self._replication

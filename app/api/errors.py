@@ -104,6 +104,7 @@ PROBLEMS: dict[str, ProblemKind] = {
         400, "More queues than queues_per_topic_max allows"),
     "GROUP_NOT_FOUND": ProblemKind(404, "No such subscription group"),
     "GROUP_ALREADY_EXISTS": ProblemKind(409, "The subscription group already exists"),
+    "GROUPS_MAX_REACHED": ProblemKind(409, "The broker holds groups_max groups already"),
     "INVALID_EXPORT": ProblemKind(400, "Invalid metadata export"),
 }
 

@@ -23,18 +23,23 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, rebuild
 from app.broker.leader_sync import LeaderSync
+from app.broker.metadata_log import MetadataLog, MetadataWriteFailed, WriteOutcome
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
 from ha import Replication
 from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
-from store.metadata import MetadataStore, TopicConfig
+from store.dispatch import SystemRecord
+from store.metadata import MetadataStore, TopicConfig, TopicNotFound
+from store.metadata.log_records import MetadataChange, TopicDelete, TopicPut, TopicsPut
+from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 
 log = logging.getLogger(__name__)
@@ -101,6 +106,8 @@ class Broker:
         # Counters only, under `_rate_lock` (request threads sample too): no need for the loop.
         self._rate_sampler = IntervalService("put-rate-sampler", _RATE_SAMPLE_INTERVAL_MS,
                                              self.sample_put_rates)
+        # Classic modes: metadata changes are records of the log (app/broker/metadata_log.py).
+        self.metadata_log = MetadataLog(self.store) if self.dledger is None else None
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
 
@@ -119,11 +126,18 @@ class Broker:
                 default_queue_count=settings.default_queue_count,
                 consumer_offset_persist_interval_ms=settings.consumer_offset_persist_interval_ms,
                 topics_max=settings.topics_max,
+                groups_max=settings.groups_max,
                 queues_per_topic_max=settings.queues_per_topic_max,
             )
+            self.metadata.start()
+            # Records the metadata has not applied yet (recovery redispatched them before
+            # it was there), then each one dispatch reaches, in log order.
+            caught_up = self.store.attach_system_records(
+                self._apply_system_record, self.metadata.log_position.queue_offset)
+            if caught_up:
+                log.info("metadata: %d records of the log applied at start", caught_up)
             for topic in self.metadata.list_topics():
                 self.store.set_queue_count(topic.name, topic.write_queue_count)
-            self.metadata.start()
             if self.dledger is None:
                 self.replication = Replication(settings.to_ha_config(), self.store)
                 self.replication.start()
@@ -200,6 +214,9 @@ class Broker:
         if self.replication is not None:
             steps.append(self.replication.stop)
         if self.metadata is not None:
+            # Records dispatched from here on are applied at the next start (the metadata's
+            # persisted position is below them).
+            steps.append(self._detach_system_records)
             steps.append(self.metadata.stop)
         if self.dledger is not None and self.dledger.is_started:
             steps.append(self.dledger.stop)  # the store's clean shutdown is part of it
@@ -218,12 +235,18 @@ class Broker:
     def _start_slave_sync(self, master_http_address: str) -> None:
         self.slave_sync = self._started_sync(master_http_address)
 
+    def _queue_max_offset(self, topic: str, queue_id: int) -> int:
+        bounds = self.store.queue_offset_range(topic, queue_id)
+        return bounds[1] if bounds is not None else 0
+
     def _started_sync(self, master_http_address: str) -> SlaveSync:
         settings = self.settings
         sync = SlaveSync(
             master_http_address, self.metadata_store,
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
-            auth_token=settings.master_auth_token, ca_file=settings.master_ca_file)
+            auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
+            broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
+            tables_in_the_log=self.dledger is None)
         sync.start()
         return sync
 
@@ -344,12 +367,64 @@ class Broker:
     def cached_write_queue_count(self, topic: str) -> int | None:
         return self._writable_queue_counts.get(topic)
 
+    def _apply_system_record(self, record: SystemRecord) -> None:
+        """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
+        change = self.metadata_store.apply_record(record)
+        if isinstance(change, TopicPut):
+            self.topic_changed(change.name, change.write_queue_count)
+        elif isinstance(change, TopicsPut):
+            for topic in change.topics:
+                self.topic_changed(topic.name, topic.write_queue_count)
+        elif isinstance(change, TopicDelete):
+            self._writable_queue_counts.pop(change.name, None)
+
+    def _detach_system_records(self) -> None:
+        self.store.dispatch.on_system_record = None
+
     def ensure_writable_topic(self, topic: str) -> int:
-        """The topic's write queue count, creating the topic if allowed (MetadataError if not)."""
+        """The topic's write queue count, creating the topic if allowed (MetadataError if not;
+        MetadataWriteFailed when its creation could not be written). On a worker thread."""
+        if self.metadata_log is not None:
+            config = self._ensure_topic_through_the_log(topic)
+            check_writable(config)
+            self._writable_queue_counts[topic] = config.write_queue_count
+            return config.write_queue_count
         config = self.metadata_store.ensure_writable_topic(name=topic)
         self.store.set_queue_count(topic, config.write_queue_count)
         self._writable_queue_counts[topic] = config.write_queue_count
         return config.write_queue_count
+
+    def _ensure_topic_through_the_log(self, topic: str) -> TopicConfig:
+        assert self.metadata_log is not None
+        metadata = self.metadata_store
+        config = metadata.cached_topic(name=topic)
+        if config is not None:
+            return config
+        if not metadata.auto_create_topics:
+            raise TopicNotFound(f"topic {topic!r} does not exist")
+        with self.metadata_log.change_lock:
+            config = metadata.cached_topic(name=topic)
+            if config is None:
+                plan = metadata.plan_create_topics([NewTopic(topic, metadata.default_queue_count,
+                                                             metadata.default_queue_count)])
+                outcome = self.metadata_log.write_blocking(plan)
+                if not outcome.status.is_stored or (
+                        outcome.status is PutMessageStatus.SERVICE_NOT_AVAILABLE):
+                    raise MetadataWriteFailed(outcome)
+                config = metadata.cached_topic(name=topic)
+                assert config is not None, f"topic {topic} missing once applied"
+        return config
+
+    def write_metadata(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
+        """Classic modes: the changes as records of the log, answered once applied here
+        (MetadataWriteFailed when refused or not applied in time); a degraded outcome
+        (applied here, not held as promised) is returned for the caller to answer."""
+        assert self.metadata_log is not None
+        outcome = self.metadata_log.write_blocking(changes)
+        if not outcome.status.is_stored or (
+                outcome.status is PutMessageStatus.SERVICE_NOT_AVAILABLE):
+            raise MetadataWriteFailed(outcome)
+        return outcome
 
     def topic_created(self, config: TopicConfig) -> None:
         """A topic just created: the store routes to its queues, and a writable one needs no

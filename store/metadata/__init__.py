@@ -24,6 +24,7 @@ from store.metadata.delay_offsets import (
 from store.metadata.errors import (
     GroupAlreadyExists,
     GroupNotFound,
+    GroupsMaxReached,
     InvalidDelayLevel,
     InvalidExport,
     InvalidGroupName,
@@ -111,6 +112,7 @@ __all__ = [
     "DelayOffset",
     "GroupAlreadyExists",
     "GroupNotFound",
+    "GroupsMaxReached",
     "InvalidDelayLevel",
     "InvalidExport",
     "InvalidGroupName",

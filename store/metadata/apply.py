@@ -8,13 +8,14 @@ follow the log (store/metadata/models.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
-from sqlalchemy import Engine
-from sqlmodel import col
+from sqlalchemy import ColumnElement, Engine, delete
+from sqlmodel import Session, col
 
 from store.metadata.changes import delete_row_and_offsets
-from store.metadata.database import transaction
+from store.metadata.database import execute_delete, transaction
 from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, TopicPut
 from store.metadata.models import (
     ConsumerOffsetRow,
@@ -31,27 +32,39 @@ METADATA_STREAM = "metadata"
 
 
 def put_topic(engine: Engine, change: TopicPut) -> TopicConfig:
-    fields = asdict(change)
+    return put_topics(engine, (change,))[0]
+
+
+def put_topics(engine: Engine, changes: Sequence[TopicPut]) -> list[TopicConfig]:
+    """Every topic's row as the records say, in one transaction."""
+    configs = []
     with transaction(engine) as session:
-        row = session.get(TopicConfigRow, change.name)
-        if row is None:
-            row = TopicConfigRow(**fields)
-            session.add(row)
-        elif all(getattr(row, name) == value for name, value in fields.items()):
-            return TopicConfig.model_validate(row, from_attributes=True)
-        else:
-            for name, value in fields.items():
-                setattr(row, name, value)
-        bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=change.updated_at_ms)
+        changed_ms = 0
+        for change in changes:
+            fields = asdict(change)
+            row = session.get(TopicConfigRow, change.name)
+            if row is None:
+                row = TopicConfigRow(**fields)
+                session.add(row)
+                changed_ms = max(changed_ms, change.updated_at_ms)
+            elif any(getattr(row, name) != value for name, value in fields.items()):
+                for name, value in fields.items():
+                    setattr(row, name, value)
+                changed_ms = max(changed_ms, change.updated_at_ms)
+            configs.append(row)
+        if changed_ms:
+            bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=changed_ms)
         session.flush()
-        return TopicConfig.model_validate(row, from_attributes=True)
+        return [TopicConfig.model_validate(row, from_attributes=True) for row in configs]
 
 
 def delete_topic(engine: Engine, change: TopicDelete) -> bool:
-    """Whether the topic was there."""
+    """Whether the topic was there. Its consumer offsets go either way: the tables must not
+    keep rows of it that the log's order says are gone."""
     with transaction(engine) as session:
         row = session.get(TopicConfigRow, change.name)
         if row is None:
+            _delete_offsets(session, col(ConsumerOffsetRow.topic) == change.name, change.at_ms)
             return False
         delete_row_and_offsets(session, row, MetadataTable.TOPIC_CONFIG,
                                col(ConsumerOffsetRow.topic) == change.name, now_ms=change.at_ms)
@@ -80,11 +93,18 @@ def delete_group(engine: Engine, change: GroupDelete) -> bool:
     with transaction(engine) as session:
         row = session.get(SubscriptionGroupRow, change.name)
         if row is None:
+            _delete_offsets(session, col(ConsumerOffsetRow.group_name) == change.name,
+                            change.at_ms)
             return False
         delete_row_and_offsets(session, row, MetadataTable.SUBSCRIPTION_GROUP,
                                col(ConsumerOffsetRow.group_name) == change.name,
                                now_ms=change.at_ms)
         return True
+
+
+def _delete_offsets(session: Session, which: ColumnElement[bool], now_ms: int) -> None:
+    if execute_delete(session, delete(ConsumerOffsetRow).where(which)):
+        bump_data_version(session, MetadataTable.CONSUMER_OFFSET, now_ms=now_ms)
 
 
 def read_log_position(engine: Engine) -> LogPosition:

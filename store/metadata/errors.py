@@ -89,6 +89,14 @@ class GroupAlreadyExists(MetadataError):
     error_code = "GROUP_ALREADY_EXISTS"
 
 
+class GroupsMaxReached(MetadataError):
+    """The broker holds `groups_max` groups already: a new one (created, or by an offset
+    commit) is refused, nothing is written."""
+
+    error_code = "GROUPS_MAX_REACHED"
+    setting = "groups_max"
+
+
 class InvalidExport(MetadataError):
     """Exported table data (from a master) that cannot be applied as it is."""
 

@@ -22,6 +22,7 @@ from store.system_topics import OP_TOPIC_DELETE
 
 RECORD_VERSION = 1
 OP_TOPIC_PUT = "topic.put"
+OP_TOPICS_PUT = "topics.put"
 OP_GROUP_PUT = "group.put"
 OP_GROUP_DELETE = "group.delete"
 OP_OFFSET_SET = "offset.set"
@@ -41,6 +42,13 @@ class TopicPut:
     permission: int
     created_at_ms: int
     updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsPut:
+    """Topics created together (a batch create: all of them, in one record)."""
+
+    topics: tuple[TopicPut, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +93,11 @@ class OffsetSet:
     at_ms: int
 
 
-MetadataChange = TopicPut | TopicDelete | GroupPut | GroupDelete | OffsetSet
+MetadataChange = TopicPut | TopicsPut | TopicDelete | GroupPut | GroupDelete | OffsetSet
 
 _OPS: dict[str, type[MetadataChange]] = {
     OP_TOPIC_PUT: TopicPut,
+    OP_TOPICS_PUT: TopicsPut,
     OP_TOPIC_DELETE: TopicDelete,
     OP_GROUP_PUT: GroupPut,
     OP_GROUP_DELETE: GroupDelete,
@@ -107,22 +116,42 @@ def encode(change: MetadataChange) -> bytes:
 
 def decode(op: str, body: bytes) -> MetadataChange:
     """The change a record holds; MetadataRecordError when it is not one this build reads."""
+    if op == OP_TOPICS_PUT:
+        fields = _fields(op, body)
+        items = fields.get("topics")
+        if set(fields) != {"topics"} or not isinstance(items, list):
+            raise MetadataRecordError(f"{op} record without a list of topics")
+        return TopicsPut(tuple(_checked(TopicPut, op, item) for item in items))
     kind = _OPS.get(op)
     if kind is None:
         raise MetadataRecordError(f"unknown metadata operation {op!r}")
+    change: MetadataChange = _checked(kind, op, _fields(op, body))
+    return change
+
+
+def _fields(op: str, body: bytes) -> dict[str, Any]:
     try:
         fields: Any = orjson.loads(body)
-        if not isinstance(fields, dict):
-            raise MetadataRecordError(f"{op} record body is not a JSON object")
-        version = fields.pop("v", None)
-        if version != RECORD_VERSION:
-            raise MetadataRecordError(f"{op} record of version {version!r}, this build reads "
-                                      f"{RECORD_VERSION}")
-        if fields.pop("op", None) != op:
-            raise MetadataRecordError(f"{op} record whose body names another operation")
-        change = kind(**fields)
-    except (orjson.JSONDecodeError, TypeError) as error:
+    except orjson.JSONDecodeError as error:
         raise MetadataRecordError(f"{op} record body does not decode: {error}") from error
+    if not isinstance(fields, dict):
+        raise MetadataRecordError(f"{op} record body is not a JSON object")
+    version = fields.pop("v", None)
+    if version != RECORD_VERSION:
+        raise MetadataRecordError(f"{op} record of version {version!r}, this build reads "
+                                  f"{RECORD_VERSION}")
+    if fields.pop("op", None) != op:
+        raise MetadataRecordError(f"{op} record whose body names another operation")
+    return fields
+
+
+def _checked(kind: Any, op: str, fields: Any) -> Any:
+    if not isinstance(fields, dict):
+        raise MetadataRecordError(f"{op} record holds {fields!r}, not an object")
+    try:
+        change = kind(**fields)
+    except TypeError as error:
+        raise MetadataRecordError(f"{op} record fields do not match: {error}") from error
     for name, value in asdict(change).items():
         wanted = kind.__dataclass_fields__[name].type
         if not _is(value, str(wanted)):
