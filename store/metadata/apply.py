@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from sqlalchemy import ColumnElement, Engine, delete
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from store.metadata.changes import delete_row_and_offsets
 from store.metadata.database import execute_delete, transaction
@@ -40,11 +40,14 @@ def put_topics(engine: Engine, changes: Sequence[TopicPut]) -> list[TopicConfig]
     configs = []
     with transaction(engine) as session:
         changed_ms = 0
+        names = [change.name for change in changes]
+        existing = {row.name: row for row in session.exec(
+            select(TopicConfigRow).where(col(TopicConfigRow.name).in_(names))).all()}
         for change in changes:
             fields = asdict(change)
-            row = session.get(TopicConfigRow, change.name)
+            row = existing.get(change.name)
             if row is None:
-                row = TopicConfigRow(**fields)
+                row = existing[change.name] = TopicConfigRow(**fields)
                 session.add(row)
                 changed_ms = max(changed_ms, change.updated_at_ms)
             elif any(getattr(row, name) != value for name, value in fields.items()):

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from app.api import metadata_writes
 from app.api.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
-from app.api.errors import ApiError
+from app.api.errors import ApiError, from_put_status
 from app.api.gateway import Gateway
 from app.api.lag import queue_lag
 from app.api.openapi import problem_responses
@@ -28,6 +29,7 @@ from app.api.schemas.groups import (
 )
 from app.broker.broker import Broker
 from app.settings import Scope
+from store import PutMessageStatus
 from store.metadata import ConsumerOffset, GroupAlreadyExists, GroupNotFound, SubscriptionGroup
 from store.metadata.groups import DEFAULT_RETRY_QUEUE_COUNT, DEFAULT_RETRY_TIMES_MAX
 
@@ -92,8 +94,9 @@ def list_consumer_offsets(group: GroupPath, broker: BrokerDep,
 @router.put("/v1/groups/{group}/offsets/{topic}/queues/{queue_id}",
             operation_id="commit-consumer-offset", dependencies=[requires(Scope.CONSUME)],
             responses=problem_responses(202, 400, 401, 403, 404, 409, 429, 503, 507))
-def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueIdPath,
-                           commit: OffsetCommit, gateway: GatewayDep) -> ConsumerOffsetView:
+async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueIdPath,
+                                 commit: OffsetCommit,
+                                 gateway: GatewayDep) -> ConsumerOffsetView:
     """Commit the next offset to consume. It only moves forward unless allow_backwards (a
     reset); it may not pass the queue's max offset. The group is created on first commit when
     auto_create_groups is on."""
@@ -103,8 +106,22 @@ def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueId
     if commit.offset > max_offset:
         raise ApiError("INVALID_OFFSET", f"offset {commit.offset} is past the queue's max "
                        f"offset {max_offset}")
-    _commit_creating_group(gateway, broker, group, topic, queue_id, commit)
-    stored = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    metadata = broker.metadata_store
+    known = metadata.get_consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
+    if broker.metadata_log is not None and known is not None:
+        # The hot path, on the event loop: a queue committed before needs no query, and the
+        # record's guarantees and its apply are awaited, not waited for on a worker thread.
+        change = metadata.plan_offset(group_name=group, topic=topic, queue_id=queue_id,
+                                      queue_offset=commit.offset,
+                                      reset=commit.allow_backwards)
+        if change is not None:
+            outcome = await broker.metadata_log.write([change])
+            if outcome.status is not PutMessageStatus.PUT_OK:
+                raise from_put_status(outcome.status, outcome.detail)
+    else:
+        await run_in_threadpool(_commit_creating_group, gateway, broker, group, topic,
+                                queue_id, commit)
+    stored = metadata.list_consumer_offsets(group_name=group, topic=topic)
     for offset in stored:
         if offset.queue_id == queue_id:
             return offset_view(offset)

@@ -88,6 +88,8 @@ _counter = itertools.count()
 
 
 @_SETTINGS
+@example(changes=[TopicsPut((TopicPut("B", 1, 1, 2, 1, 1), TopicPut("B", 1, 1, 2, 1, 1)))],
+         flushed_at=0, crashed_at=0)  # a batch naming a topic twice applies as one row
 @example(changes=[OffsetSet("g2", "A", 0, 0, False, 1), TopicDelete("A", 2)], flushed_at=1,
          crashed_at=2)  # a delete must take the persisted offsets of a topic never created
 @given(changes=st.lists(_CHANGES, max_size=25), flushed_at=st.integers(0, 25),
