@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from store.system_topics import METADATA_TOPIC
+from store import Message
+from store.system_topics import METADATA_TOPIC, PROPERTY_OP
 from tests.support.app import app_settings, problem, serving
+from tests.support.store import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -73,3 +75,21 @@ async def test_a_demote_to_a_port_out_of_range_is_400_naming_the_field(
             "master_http_address": "http://127.0.0.1:8080"})
         assert response.status_code == 400, response.text
         assert "master_ha_address" in response.text
+
+
+async def test_a_dispatch_stuck_at_a_record_makes_the_broker_not_ready(tmp_path: Path) -> None:
+    """A metadata record this broker cannot apply holds dispatch at it (its tables must not
+    go on without it): /readyz answers 503 naming it, and the dispatch errors count it."""
+    async with serving(app_settings(tmp_path)) as served:
+        store = served.broker.store
+        store.put_system_message(Message(METADATA_TOPIC, b'{"v": 99}', queue_id=0,
+                                         properties={PROPERTY_OP: "topic.put"}))
+        wait_until(lambda: store.dispatch.failing)
+        ready = await served.client.get("/readyz")
+        assert ready.status_code == 503, ready.text
+        assert "dispatch fails" in ready.json()["detail"]
+        assert "version 99" in ready.json()["detail"]
+        metrics = (await served.client.get("/metrics")).text
+        errors = [line for line in metrics.splitlines()
+                  if line.startswith("twinlog_dispatch_errors_total ")]
+        assert errors and float(errors[0].split()[1]) >= 1
