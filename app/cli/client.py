@@ -8,7 +8,9 @@ when it answered, and an exit code that says what failed:
 - 1: the broker refused (any 4xx or 5xx other than 404);
 - 2: the command line is wrong (argparse);
 - 3: the broker could not be reached (connection refused, timeout);
-- 4: not found (404: an unknown topic, group or message).
+- 4: not found (404: an unknown topic, group or message);
+- 141: the reader of the output went away (a closed pipe: `... | head`), as a command killed
+  by SIGPIPE reports in a shell (app/cli/main.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT_S = 30.0
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -13,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from app.cli.client import EXIT_CLOSED_PIPE
 from app.cli.ha import add_commands as add_ha_commands
 from app.cli.lookup import add_commands as add_lookup_commands
 from app.cli.messages import add_commands as add_message_commands
@@ -277,7 +280,25 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(arguments, "handler", None) is None:
         parser.print_help()
         return 0
-    return int(arguments.handler(arguments))
+    try:
+        code = int(arguments.handler(arguments))
+        sys.stdout.flush()  # a reader gone shows here, not as a traceback at exit
+    except BrokenPipeError:
+        # The reader of the output went away (`twinlog consume T | head -3`): no traceback,
+        # the status a command killed by SIGPIPE has in a shell. What was still buffered
+        # goes nowhere instead of raising again when the interpreter flushes at exit.
+        _discard_stdout()
+        return EXIT_CLOSED_PIPE
+    return code
+
+
+def _discard_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout replaced (a test)
+        pass
 
 
 if __name__ == "__main__":
