@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from app.cli.client import EXIT_CLOSED_PIPE
+from app.cli.client import EXIT_CLOSED_PIPE, add_address_arguments
 from app.cli.ha import add_commands as add_ha_commands
 from app.cli.lookup import add_commands as add_lookup_commands
 from app.cli.messages import add_commands as add_message_commands
@@ -210,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="twinlog", description="twinlog: a replicated message store (RocketMQ-style)."
     )
     parser.add_argument("--version", action="version", version=f"twinlog {_version()}")
+    add_address_arguments(parser)  # the admin commands' --url and --token, before their name
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("store-info", help="recover a data dir and print its offsets")
     info.add_argument("--data-dir", required=True)
