@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -226,3 +227,37 @@ def test_standalone_cluster_writes_the_local_report(
     assert local["topics"] and local["consumer_lag"]
     assert _tables(tmp_path / "submitted") == local
     assert _tables(tmp_path / "cli") == local
+
+
+def test_a_local_report_stays_on_loopback_and_draws_no_progress_bars(
+        snapshot_root: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """`twinlog report` (the job's main) with SPARK_LOCAL_IP unset: the JVM of its local
+    session runs with SPARK_LOCAL_IP=127.0.0.1 (Spark warned that the host name resolves to
+    a loopback address), and console progress bars are off (they were drawn into the
+    output); the report is written all the same."""
+    root, _ = snapshot_root
+    script = (
+        "import json, sys\n"
+        "import jobs.snapshot_report as job\n"
+        "seen = {}\n"
+        "build = job.build_report\n"
+        "def probe(spark, snapshots, time_range=None):\n"
+        "    seen['progress'] = spark.conf.get('spark.ui.showConsoleProgress')\n"
+        "    seen['local_ip'] = spark.sparkContext._jvm.java.lang.System.getenv(\n"
+        "        'SPARK_LOCAL_IP')\n"
+        "    return build(spark, snapshots, time_range)\n"
+        "job.build_report = probe\n"
+        "from app.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print('SEEN ' + json.dumps(seen))\n"
+        "raise SystemExit(code)\n")
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_LOCAL_IP"}
+    ran = subprocess.run([sys.executable, "-c", script, "report", str(root), "--out",
+                          str(tmp_path / "report"), "--master", "local[1]"], cwd=tmp_path,
+                         env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    (seen,) = [line[5:] for line in ran.stdout.splitlines() if line.startswith("SEEN ")]
+    assert json.loads(seen) == {"progress": "false", "local_ip": "127.0.0.1"}
+    assert "[Stage" not in ran.stderr and "loopback address" not in ran.stderr
+    assert (tmp_path / "report" / "topics").is_dir()
