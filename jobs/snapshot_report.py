@@ -102,7 +102,7 @@ def summary(report: dict[str, Any], snapshots: list[Snapshot]) -> str:
                          f"{row.lag}")
     for row in (report["replication_lag"].collect()
                 if report["replication_lag"] is not None else []):
-        lines.append(f"replication {row.slave}: p50 {row.p50_diff_bytes} B, "
+        lines.append(f"replication {row.slave_id} (at {row.slave}): p50 {row.p50_diff_bytes} B, "
                      f"p99 {row.p99_diff_bytes} B, max {row.max_diff_bytes} B "
                      f"({row.sample_count} samples)")
     return "\n".join(lines)
