@@ -547,3 +547,27 @@ class MessageStore:
                                                   guard.replicated_offset())
             confirmed = min(confirmed, self._replicated_offset_max)
         return confirmed
+
+    def flush_through(self, end_offset: int) -> Pending:
+        """Wake the flush now and wait for the log to be flushed up to `end_offset`: PUT_OK
+        then, FLUSH_DISK_TIMEOUT past `sync_flush_timeout_ms` (any flush type). For a reader
+        of the confirmed offset (a snapshot) that must not wait a whole flush interval."""
+        return self.flush.request(end_offset)
+
+    def confirmation_gap(self, end_offset: int) -> str | None:
+        """Why the log below `end_offset` is not all confirmed yet (see `confirmed_offset`),
+        in words; None when it is."""
+        confirmed = self.confirmed_offset
+        if confirmed >= end_offset:
+            return None
+        missing = f"{end_offset - confirmed} bytes before offset {end_offset}"
+        flushed = self.commit_log.flushed_offset
+        if flushed < end_offset:
+            return (f"{missing} are not flushed to disk yet (flushed offset {flushed}); a "
+                    "power loss could still take them back")
+        if self.dispatch.limit_offset is not None:
+            return (f"{missing} are not committed by the DLedger group yet (committed offset "
+                    f"{self.dispatch.limit_offset})")
+        return (f"{missing} are not acknowledged by the slaves this SYNC_MASTER needs "
+                f"(replicated offset {self._replicated_offset_max}); a failover could take "
+                "them back")

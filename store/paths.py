@@ -61,6 +61,11 @@ class StorePaths:
         return self.root / "metadata.sqlite3"
 
     @property
+    def broker_file(self) -> Path:
+        """Which broker runs on this data dir (store/broker_file.py)."""
+        return self.root / "broker.json"
+
+    @property
     def ha_node_id(self) -> Path:
         return self.root / "ha_node_id"
 

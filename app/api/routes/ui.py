@@ -1,6 +1,6 @@
-"""`/ui`: the dashboard page (and `/`, which redirects to it), served by the broker itself from the installed package (no CDN,
-no build step). The page is static and public; the data it polls (/admin/ha, /metrics) needs a
-monitor or admin token, which the page asks for."""
+"""`/ui`: the dashboard page (and `/`, which redirects to it), served by the broker itself
+from the installed package (no CDN, no build step). The page is static and public; the data it
+polls (/admin/ha, /metrics) needs a monitor or admin token, which the page asks for."""
 
 from __future__ import annotations
 
