@@ -20,9 +20,10 @@ from store.arrivals import Arrivals, Waiter
 from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService
-from store.errors import OffsetNotAvailableError, StoreStateError
+from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
+from store.files.mapped_file_queue import existing_file_size
 from store.flush import FlushService
 from store.health import StoreHealth
 from store.index.consume_queue import ConsumeQueues
@@ -87,13 +88,39 @@ _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
 COMMIT_DISPATCH_RECORDS_MAX = 512
 
 
+def keep_log_file_size(config: StoreConfig) -> StoreConfig:
+    """`config` with the file size the data dir's commit log was created with, when it has
+    files already. A log's offsets depend on its file size (each file starts at a multiple
+    of it, a record never spans two), so a data dir keeps its size whatever
+    `mapped_file_size_bytes` says now: a dir made with 1 GiB files still starts under a
+    64 MiB setting, and the reverse. A size the current settings cannot use (it must hold
+    the largest record) is refused, naming the files."""
+    directory = StorePaths(config.data_dir).commit_log_dir
+    size = existing_file_size(directory)
+    if size is None or size == config.mapped_file_size_bytes:
+        return config
+    try:
+        kept = dataclasses.replace(config, mapped_file_size_bytes=size)
+    except ConfigError as error:
+        raise ConfigError(f"{directory} holds commit-log files of {size} bytes, the size the "
+                          f"log was created with and keeps; it does not fit the settings: "
+                          f"{error}") from error
+    log.warning("%s holds commit-log files of %d bytes: the log keeps that size "
+                "(mapped_file_size_bytes %d applies to a new data dir only)", directory, size,
+                config.mapped_file_size_bytes)
+    return kept
+
+
 class MessageStore:
     def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK, *,
                  commit_limited: bool = False) -> None:
         """`disk` is the file layer every msync, fsync and allocation goes through (tests
         pass one that records or fails them). `commit_limited` (DLedger mode): dispatch,
         reads and `confirmed_offset` stop at the commit limit (`set_commit_limit`), which
-        starts at 0: after a restart nothing new is dispatched before the leader says so."""
+        starts at 0: after a restart nothing new is dispatched before the leader says so.
+        The commit log's file size is the one its files have, if it has any
+        (`keep_log_file_size`): `self.config` says which."""
+        config = keep_log_file_size(config)
         self.config = config
         self.paths = StorePaths(config.data_dir)
         self.state = Lifecycle.CREATED

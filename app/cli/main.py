@@ -155,10 +155,11 @@ def _dev(arguments: argparse.Namespace) -> int:
     if arguments.dledger:
         return run_dev_dledger(DLedgerDevLayout(
             data_root=Path(arguments.data_root), http_port=arguments.dledger_http_port,
-            dledger_port=arguments.dledger_port))
+            dledger_port=arguments.dledger_port), arguments.mapped_file_size_bytes)
     return run_dev(DevLayout(
         data_root=Path(arguments.data_root), master_http_port=arguments.master_http_port,
-        slave_http_port=arguments.slave_http_port, ha_port=arguments.ha_port))
+        slave_http_port=arguments.slave_http_port, ha_port=arguments.ha_port),
+        arguments.mapped_file_size_bytes)
 
 
 def _openapi(arguments: argparse.Namespace) -> int:
@@ -245,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_serve)
 
     dev = commands.add_parser(
-        "dev", help="run a SYNC_MASTER and its SLAVE locally, open auth (Ctrl-C stops both)")
+        "dev", help="run a SYNC_MASTER and its SLAVE locally, open auth, 64 MiB log files "
+                    "(Ctrl-C stops both)")
     dev.add_argument("--data-root", default="data")  # ports: 0 lets the kernel pick one
     dev.add_argument("--master-http-port", type=int, default=8080)
     dev.add_argument("--slave-http-port", type=int, default=8081)
@@ -256,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --dledger: HTTP ports from this one (0: the kernel picks)")
     dev.add_argument("--dledger-port", type=int, default=20911,
                      help="with --dledger: DLedger ports from this one (0: the kernel picks)")
+    dev.add_argument("--mapped-file-size-bytes", type=int, default=None,
+                     help="commit-log file size of new data dirs (default "
+                          "TWINLOG_MAPPED_FILE_SIZE_BYTES, else 64 MiB; a data dir keeps the "
+                          "size its files have)")
     dev.set_defaults(handler=_dev)
 
     spec = commands.add_parser("openapi", help="write the OpenAPI document of the app")
