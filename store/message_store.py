@@ -23,7 +23,7 @@ from store.dispatch import DispatchService
 from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
-from store.files.mapped_file_queue import existing_file_size
+from store.files.log_file_size import kept_file_size, record_file_size
 from store.flush import FlushService
 from store.health import StoreHealth
 from store.index.consume_queue import ConsumeQueues
@@ -89,14 +89,12 @@ COMMIT_DISPATCH_RECORDS_MAX = 512
 
 
 def keep_log_file_size(config: StoreConfig) -> StoreConfig:
-    """`config` with the file size the data dir's commit log was created with, when it has
-    files already. A log's offsets depend on its file size (each file starts at a multiple
-    of it, a record never spans two), so a data dir keeps its size whatever
-    `mapped_file_size_bytes` says now: a dir made with 1 GiB files still starts under a
-    64 MiB setting, and the reverse. A size the current settings cannot use (it must hold
-    the largest record) is refused, naming the files."""
+    """`config` with the file size the data dir's commit log keeps, when it has files
+    (store/files/log_file_size.py): a dir made with 1 GiB files still starts under a 64 MiB
+    setting, and the reverse. A size the current settings cannot use (it must hold the
+    largest record) is refused, naming the files."""
     directory = StorePaths(config.data_dir).commit_log_dir
-    size = existing_file_size(directory)
+    size = kept_file_size(config.data_dir, config.mapped_file_size_bytes)
     if size is None or size == config.mapped_file_size_bytes:
         return config
     try:
@@ -183,6 +181,7 @@ class MessageStore:
             self.key_index.close()
             raise
         self.paths.abort_marker.write_bytes(b"")
+        record_file_size(self.config.data_dir, self.config.mapped_file_size_bytes, self._disk)
         self.flush.checkpoint()
         for service in self._services:
             service.start()

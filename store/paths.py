@@ -37,6 +37,11 @@ class StorePaths:
         return self.consume_queue_dir / topic / str(queue_id)
 
     @property
+    def commit_log_file_size(self) -> Path:
+        """The file size the commit log keeps (store/files/log_file_size.py)."""
+        return self.root / "commitlog_file_size"
+
+    @property
     def checkpoint(self) -> Path:
         return self.root / "checkpoint"
 

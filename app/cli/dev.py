@@ -27,8 +27,7 @@ import httpx
 
 from app.cli.supervisor import POLL_S, READY_TIMEOUT_S, Child, disk_used, supervise, wait_ready
 from app.server.port_file import read_port_file
-from store.files.mapped_file_queue import existing_file_size
-from store.paths import StorePaths
+from store.files.log_file_size import kept_file_size
 
 MIB = 1 << 20
 DEV_MAPPED_FILE_SIZE_BYTES = 64 * MIB
@@ -89,7 +88,7 @@ def dev_file_size(data_dirs: list[Path], requested: tuple[int, str]) -> int:
     """The commit-log file size every member uses: the size of the files already in their
     data dirs, else the requested one; said on stdout with what it reserves."""
     found = {directory: size for directory in data_dirs
-             if (size := existing_file_size(StorePaths(directory).commit_log_dir)) is not None}
+             if (size := kept_file_size(directory, requested[0])) is not None}
     if len(set(found.values())) > 1:
         raise DevError("the members' commit-log files differ in size (" + ", ".join(
             f"{directory}: {size} bytes" for directory, size in found.items()) + "); members "

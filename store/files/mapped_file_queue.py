@@ -23,17 +23,6 @@ log = logging.getLogger(__name__)
 FlushStepHook = Callable[[MappedFile], None]
 
 
-def existing_file_size(directory: Path) -> int | None:
-    """The size of the first file of the log in `directory`: the file size the log was
-    created with (load() checks that every file has it). None when it holds no file yet."""
-    try:
-        starts = sorted((start, path) for path in directory.iterdir()
-                        if (start := name_to_offset(path.name)) is not None and path.is_file())
-    except FileNotFoundError:
-        return None
-    return starts[0][1].stat().st_size if starts else None
-
-
 class MappedFileQueue:
     """Files named by 20-digit start offset; offset `o` lives in the file starting at
     `o - o % file_size_bytes`. The last file is the only one written."""

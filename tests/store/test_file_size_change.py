@@ -1,6 +1,8 @@
 """A data dir keeps the commit-log file size it was created with: restarted under another
 `mapped_file_size_bytes` (a smaller development default, say), it starts, reads everything,
-and rolls new files at its own size; a size the settings cannot use is refused by name."""
+and rolls new files at its own size; a size the settings cannot use is refused by name. The
+size is recorded in the data dir (`commitlog_file_size`); a data dir from before the record
+is read from its files."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def _bodies(store: MessageStore) -> list[bytes]:
     return [message.body for message in result.messages]
 
 
-def _created(data_dir: Path, count: int, *, crash: bool) -> None:
+def _created(data_dir: Path, count: int, *, crash: bool, recorded: bool = True) -> None:
     """A store on 64 KiB files holding `count` messages over several files, stopped cleanly,
     or killed (SIGKILL: the abort marker stays, recovery scans) once they are acknowledged."""
     script = (
@@ -67,18 +69,22 @@ def _created(data_dir: Path, count: int, *, crash: bool) -> None:
         child.kill()
         child.wait(10)
     assert (data_dir / "abort").exists() == crash
+    assert (data_dir / "commitlog_file_size").read_text() == f"{CREATED_BYTES}\n"
+    if not recorded:  # as a store before the record left it
+        (data_dir / "commitlog_file_size").unlink()
 
 
 @pytest.mark.parametrize("setting_bytes", [1 << 20, 48 * 1024])
-@pytest.mark.parametrize("crash", [False, True], ids=["clean", "crash"])
-def test_a_data_dir_keeps_its_file_size(tmp_path: Path, setting_bytes: int,
-                                        crash: bool) -> None:
+@pytest.mark.parametrize(("crash", "recorded"), [(False, True), (True, True), (False, False)],
+                         ids=["clean", "crash", "clean-unrecorded"])
+def test_a_data_dir_keeps_its_file_size(tmp_path: Path, setting_bytes: int, crash: bool,
+                                        recorded: bool) -> None:
     """Created on 64 KiB files, restarted with a larger or a smaller setting (after a clean
-    stop or a crash): it starts (before, a larger setting stretched the last file to the new
-    size, a smaller one was refused as corrupt), keeps 64 KiB, reads every message, and the
-    files it adds are 64 KiB too, so the offsets stay those of one log."""
+    stop or a crash; with the size recorded, or only its files to tell): it starts (before,
+    it was refused as corrupt), keeps 64 KiB, reads every message, and the files it adds are
+    64 KiB too, so the offsets stay those of one log."""
     data_dir = tmp_path / "data"
-    _created(data_dir, 60, crash=crash)
+    _created(data_dir, 60, crash=crash, recorded=recorded)
     store = MessageStore(small_config(data_dir, mapped_file_size_bytes=setting_bytes,
                                       message_size_max_bytes=4096))
     store.start()
@@ -92,6 +98,24 @@ def test_a_data_dir_keeps_its_file_size(tmp_path: Path, setting_bytes: int,
         assert [f.start_offset for f in files] == [
             files[0].start_offset + n * CREATED_BYTES for n in range(len(files))]
         assert {p.stat().st_size for p in (data_dir / "commitlog").iterdir()} == {CREATED_BYTES}
+    finally:
+        store.shutdown()
+
+
+def test_a_single_file_keeps_its_recorded_size(tmp_path: Path) -> None:
+    """One 64 KiB file, restarted under 1 MiB: the record says 64 KiB (without it a single
+    short file reads as a torn tail of the setting's size, and was stretched to 1 MiB)."""
+    data_dir = tmp_path / "data"
+    store = MessageStore(small_config(data_dir, mapped_file_size_bytes=CREATED_BYTES))
+    store.start()
+    _fill(store, 5)
+    store.shutdown()
+    store = MessageStore(small_config(data_dir, mapped_file_size_bytes=1 << 20))
+    store.start()
+    try:
+        assert store.config.mapped_file_size_bytes == CREATED_BYTES
+        assert [f.size_bytes for f in store.commit_log.files.files] == [CREATED_BYTES]
+        assert len(_bodies(store)) == 5
     finally:
         store.shutdown()
 
