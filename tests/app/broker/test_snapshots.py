@@ -174,6 +174,9 @@ async def test_snapshot_stops_at_the_flushed_offset(serve: ServeFactory) -> None
         assert nothing.status_code == 409, nothing.text
         detail = nothing.json()["detail"]
         assert f"bytes before offset {store.max_offset} are not flushed to disk yet" in detail
+        # The flush the snapshot woke goes on once the disk answers: let it end before the
+        # next stall, or it would flush what that stall is meant to hold back.
+        wait_until(lambda: store.commit_log.flushed_offset == store.max_offset)
         await _produce(served, 30, wait_flushed=False)
         flushed = store.commit_log.flush()
         with stalled_flush(store):
