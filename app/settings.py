@@ -178,8 +178,11 @@ class Settings(BaseSettings):
                                            "(answer at once, msync every flush_interval_ms) or "
                                            "SYNC_FLUSH (a put waits for its msync); in DLedger "
                                            "mode the same for every member's acknowledgement")
-    mapped_file_size_bytes: int = Field(GIB, description="size of each commit-log file; must "
-                                        "hold the largest record")
+    mapped_file_size_bytes: int = Field(GIB, description="size of each commit-log file (each "
+                                        "is reserved on disk whole, and the next one ahead); "
+                                        "must hold the largest record. A data dir keeps the "
+                                        "size its files were created with; `twinlog dev` "
+                                        "uses 64 MiB")
     message_size_max_bytes: int = Field(4 * MIB, description="largest message body accepted")
     flush_interval_ms: int = Field(500, description="how often the flush service msyncs the "
                                    "commit log (the group-commit period under SYNC_FLUSH)")

@@ -21,9 +21,10 @@ from store.clock import monotonic_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService, SystemRecord, SystemRecordHandler
-from store.errors import OffsetNotAvailableError, StoreStateError
+from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
+from store.files.log_file_size import kept_file_size, record_file_size
 from store.flush import FlushService
 from store.health import StoreHealth
 from store.index.consume_queue import ConsumeQueues
@@ -101,13 +102,37 @@ _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
 COMMIT_DISPATCH_RECORDS_MAX = 512
 
 
+def keep_log_file_size(config: StoreConfig) -> StoreConfig:
+    """`config` with the file size the data dir's commit log keeps, when it has files
+    (store/files/log_file_size.py): a dir made with 1 GiB files still starts under a 64 MiB
+    setting, and the reverse. A size the current settings cannot use (it must hold the
+    largest record) is refused, naming the files."""
+    directory = StorePaths(config.data_dir).commit_log_dir
+    size = kept_file_size(config.data_dir, config.mapped_file_size_bytes)
+    if size is None or size == config.mapped_file_size_bytes:
+        return config
+    try:
+        kept = dataclasses.replace(config, mapped_file_size_bytes=size)
+    except ConfigError as error:
+        raise ConfigError(f"{directory} holds commit-log files of {size} bytes, the size the "
+                          f"log was created with and keeps; it does not fit the settings: "
+                          f"{error}") from error
+    log.warning("%s holds commit-log files of %d bytes: the log keeps that size "
+                "(mapped_file_size_bytes %d applies to a new data dir only)", directory, size,
+                config.mapped_file_size_bytes)
+    return kept
+
+
 class MessageStore:
     def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK, *,
                  commit_limited: bool = False) -> None:
         """`disk` is the file layer every msync, fsync and allocation goes through (tests
         pass one that records or fails them). `commit_limited` (DLedger mode): dispatch,
         reads and `confirmed_offset` stop at the commit limit (`set_commit_limit`), which
-        starts at 0: after a restart nothing new is dispatched before the leader says so."""
+        starts at 0: after a restart nothing new is dispatched before the leader says so.
+        The commit log's file size is the one its files have, if it has any
+        (`keep_log_file_size`): `self.config` says which."""
+        config = keep_log_file_size(config)
         self.config = config
         self.paths = StorePaths(config.data_dir)
         self.state = Lifecycle.CREATED
@@ -171,6 +196,7 @@ class MessageStore:
             self.key_index.close()
             raise
         self.paths.abort_marker.write_bytes(b"")
+        record_file_size(self.config.data_dir, self.config.mapped_file_size_bytes, self._disk)
         self.flush.checkpoint()
         for service in self._services:
             service.start()
@@ -635,3 +661,27 @@ class MessageStore:
                                                   guard.replicated_offset())
             confirmed = min(confirmed, self._replicated_offset_max)
         return confirmed
+
+    def flush_through(self, end_offset: int) -> Pending:
+        """Wake the flush now and wait for the log to be flushed up to `end_offset`: PUT_OK
+        then, FLUSH_DISK_TIMEOUT past `sync_flush_timeout_ms` (any flush type). For a reader
+        of the confirmed offset (a snapshot) that must not wait a whole flush interval."""
+        return self.flush.request(end_offset)
+
+    def confirmation_gap(self, end_offset: int) -> str | None:
+        """Why the log below `end_offset` is not all confirmed yet (see `confirmed_offset`),
+        in words; None when it is."""
+        confirmed = self.confirmed_offset
+        if confirmed >= end_offset:
+            return None
+        missing = f"{end_offset - confirmed} bytes before offset {end_offset}"
+        flushed = self.commit_log.flushed_offset
+        if flushed < end_offset:
+            return (f"{missing} are not flushed to disk yet (flushed offset {flushed}); a "
+                    "power loss could still take them back")
+        if self.dispatch.limit_offset is not None:
+            return (f"{missing} are not committed by the DLedger group yet (committed offset "
+                    f"{self.dispatch.limit_offset})")
+        return (f"{missing} are not acknowledged by the slaves this SYNC_MASTER needs "
+                f"(replicated offset {self._replicated_offset_max}); a failover could take "
+                "them back")

@@ -13,6 +13,7 @@ from app.broker.broker import Broker
 from store import PutMessageStatus
 from store.metadata import SubscriptionGroup, TopicConfig
 from store.metadata.log_records import MetadataChange, TopicsPut
+from store.metadata.rules import check_queue_counts
 from store.metadata.topics import NewTopic
 
 # A topic's share of a TopicsPut record at most (a 127-byte name and the JSON around it).
@@ -28,6 +29,8 @@ def _write(broker: Broker, changes: Sequence[MetadataChange]) -> None:
 def create_topics(broker: Broker, new_topics: Sequence[NewTopic]) -> list[TopicConfig]:
     metadata = broker.metadata_store
     if broker.metadata_log is None:
+        for topic in new_topics:
+            check_queue_counts(topic.read_queue_count, topic.write_queue_count)
         configs = metadata.create_topics(new_topics)
         for config in configs:
             broker.topic_created(config)
@@ -49,6 +52,11 @@ def update_topic(broker: Broker, name: str, *, read_queue_count: int | None,
                  write_queue_count: int | None, permission: int | None) -> TopicConfig:
     metadata = broker.metadata_store
     if broker.metadata_log is None:
+        current = metadata.get_topic(name=name)
+        check_queue_counts(current.read_queue_count if read_queue_count is None
+                           else read_queue_count,
+                           current.write_queue_count if write_queue_count is None
+                           else write_queue_count)
         config = metadata.update_topic(name=name, read_queue_count=read_queue_count,
                                        write_queue_count=write_queue_count,
                                        permission=permission)

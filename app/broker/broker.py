@@ -4,7 +4,9 @@ idempotency window, periodic snapshots and put rates, started and stopped togeth
 of the process; the app starts none of its own.
 
 Start order:
-1. the store (recovery; in DLedger mode the group member, which starts the store);
+1. the store (recovery; in DLedger mode the group member, which starts the store), then the
+   data dir's broker file (role, name, group: store/broker_file.py, rewritten at every role
+   change);
 2. the metadata (migrations, then its consumer-offset persister);
 3. replication (classic mode: the HA service of a master, the HA client of a slave);
 4. by role: the leader sync and the idempotency rebuild (DLedger), the slave metadata sync
@@ -36,6 +38,7 @@ from app.settings import ReplicationMode, Settings
 from ha import Replication
 from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
+from store.broker_file import BrokerFile, write_broker_file
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
 from store.metadata.log_records import MetadataChange, TopicDelete, TopicPut, TopicsPut
@@ -120,6 +123,7 @@ class Broker:
         settings = self.settings
         try:
             self._start_store()
+            self._write_broker_file()
             self.metadata = MetadataStore(
                 settings.metadata_database_url,
                 auto_create_topics=settings.auto_create_topics,
@@ -172,6 +176,22 @@ class Broker:
         self.dledger.start()
         log.info("store recovered %s: %s; DLedger member %s on port %d", self.settings.data_dir,
                  self.dledger.storage.recovery, self.dledger.self_id, self.dledger.listen_port)
+
+    @property
+    def name(self) -> str:
+        """What snapshots and the data dir's broker file call this broker: its gateway."""
+        return f"{self.settings.http_host}:{self.settings.http_port}"
+
+    def _write_broker_file(self) -> None:
+        """Record role, name and group in the data dir (store/broker_file.py), for tools that
+        read it while the broker is stopped; at start and after every role change. A failure
+        is logged: the file is informational, the broker runs without it."""
+        role = "DLEDGER" if self.dledger is not None else self.role.value
+        try:
+            write_broker_file(self.settings.data_dir,
+                              BrokerFile(self.name, role, self.settings.broker_group))
+        except OSError as error:
+            log.warning("could not write %s: %s", self.store.paths.broker_file, error)
 
     @property
     def role_name(self) -> str:
@@ -304,6 +324,7 @@ class Broker:
             self.replication.start()
             self.role, self._is_slave = role, False
             rebuild(self.idempotency, self.store)
+            self._write_broker_file()
             assert self.replication.service is not None
             epoch = self.replication.service.epochs[-1]
             log.warning("PROMOTED to %s: epoch %d from offset %d (forced: %s)", role.value,
@@ -329,6 +350,7 @@ class Broker:
             self.replication = Replication(config, self.store)
             self.replication.start()
             self._start_slave_sync(master_http_address)
+            self._write_broker_file()
             log.warning("DEMOTED to SLAVE of %s (%s)", master_ha_address, master_http_address)
 
     @property

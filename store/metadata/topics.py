@@ -23,7 +23,6 @@ from store.metadata.rules import (
     DEFAULT_QUEUE_COUNT,
     check_permission,
     check_queue_count,
-    check_queue_counts,
     check_topic_name,
 )
 from store.metadata.versions import MetadataTable, bump_data_version
@@ -82,7 +81,6 @@ def _new_row(topic: NewTopic, now_ms: int) -> TopicConfigRow:
     check_topic_name(topic.name)
     check_queue_count("read_queue_count", topic.read_queue_count)
     check_queue_count("write_queue_count", topic.write_queue_count)
-    check_queue_counts(topic.read_queue_count, topic.write_queue_count)
     check_permission(topic.permission)
     return TopicConfigRow(
         name=topic.name,
@@ -164,10 +162,6 @@ def update_topic(
             "write_queue_count": write_queue_count,
             "permission": None if permission is None else int(permission),
         }
-        check_queue_counts(row.read_queue_count if read_queue_count is None
-                           else read_queue_count,
-                           row.write_queue_count if write_queue_count is None
-                           else write_queue_count)
         update_row(session, row, MetadataTable.TOPIC_CONFIG, changes, now_ms=now_ms)
         return _public(row)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from app.api.lag import queue_lag
 from jobs.report.layout import discover
 from jobs.report.tables import build_report, write_report
 from jobs.snapshot_report import main
@@ -71,8 +73,8 @@ def snapshot_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
         metadata.flush_consumer_offsets()
         export_snapshot(ExportRequest(store.config.data_dir, root,
                                       metadata_rows=metadata_rows(metadata)))
-        expected["queue_ends"] = {(t, q): store.queue_offset_range(t, q)[1]  # type: ignore[index]
-                                  for t in TOPICS for q in (0, 1)}
+        expected["queue_ranges"] = {(t, q): store.queue_offset_range(t, q)
+                                    for t in TOPICS for q in (0, 1)}
         expected["max_offset"] = store.max_offset
     finally:
         metadata.stop()
@@ -136,10 +138,15 @@ def test_report_counts_bytes_and_lag(spark: SparkSession,
     for offset in offsets:  # contiguous records, or the blank at a file's end between
         assert offset == walk or offset % (64 * 1024) == 0
         walk = offset + sizes[offset]
+    # Lag as the broker's lag endpoint counts it (app/api/lag.py), the same number: queue 1,
+    # where billing never committed, lags from its first offset (it was left out before).
     assertDataFrameEqual(
-        report["consumer_lag"].select("group_name", "topic", "queue_id", "lag"),
-        [Row(group_name="billing", topic=t, queue_id=0,
-             lag=expected["queue_ends"][(t, 0)] - 10) for t in sorted(TOPICS)])
+        report["consumer_lag"].select("group_name", "topic", "queue_id", "committed_offset",
+                                      "lag"),
+        [Row(group_name="billing", topic=t, queue_id=q, committed_offset=10 if q == 0 else -1,
+             lag=queue_lag(*expected["queue_ranges"][(t, q)], 10 if q == 0 else None))
+         for t in sorted(TOPICS) for q in (0, 1)])
+    assert all(row.lag > 0 for row in report["consumer_lag"].collect())
     lag = report["replication_lag"].collect()[0]
     assert (lag.slave, lag.sample_count, lag.max_diff_bytes) == ("10.0.0.2:10912", 100, 1000)
     assert lag.p50_diff_bytes == 500 and lag.p99_diff_bytes == 990
@@ -226,3 +233,65 @@ def test_standalone_cluster_writes_the_local_report(
     assert local["topics"] and local["consumer_lag"]
     assert _tables(tmp_path / "submitted") == local
     assert _tables(tmp_path / "cli") == local
+
+
+def test_a_local_report_stays_on_loopback_and_draws_no_progress_bars(
+        snapshot_root: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """`twinlog report` (the job's main) with SPARK_LOCAL_IP unset: the JVM of its local
+    session runs with SPARK_LOCAL_IP=127.0.0.1 (Spark warned that the host name resolves to
+    a loopback address), and console progress bars are off (they were drawn into the
+    output); the report is written all the same."""
+    root, _ = snapshot_root
+    script = (
+        "import json, sys\n"
+        "import jobs.snapshot_report as job\n"
+        "seen = {}\n"
+        "build = job.build_report\n"
+        "def probe(spark, snapshots, time_range=None):\n"
+        "    seen['progress'] = spark.conf.get('spark.ui.showConsoleProgress')\n"
+        "    seen['local_ip'] = spark.sparkContext._jvm.java.lang.System.getenv(\n"
+        "        'SPARK_LOCAL_IP')\n"
+        "    return build(spark, snapshots, time_range)\n"
+        "job.build_report = probe\n"
+        "from app.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print('SEEN ' + json.dumps(seen))\n"
+        "raise SystemExit(code)\n")
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_LOCAL_IP"}
+    ran = subprocess.run([sys.executable, "-c", script, "report", str(root), "--out",
+                          str(tmp_path / "report"), "--master", "local[1]"], cwd=tmp_path,
+                         env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    (seen,) = [line[5:] for line in ran.stdout.splitlines() if line.startswith("SEEN ")]
+    assert json.loads(seen) == {"progress": "false", "local_ip": "127.0.0.1"}
+    assert "[Stage" not in ran.stderr and "loopback address" not in ran.stderr
+    assert (tmp_path / "report" / "topics").is_dir()
+
+
+def test_replication_lag_is_keyed_by_the_slave_id(spark: SparkSession, tmp_path: Path) -> None:
+    """A slave that reconnected has a new ephemeral address: its samples still make one row,
+    keyed by its stable id, with the address it was last seen at; samples without an id
+    (snapshots from before ids were sampled) stay keyed by their address."""
+    store = MessageStore(small_config(tmp_path / "data"))
+    store.start()
+    try:
+        _produce(store, 0, 10, {})
+    finally:
+        store.shutdown()
+    slave_id = "ab" * 16
+    samples = [{"timestamp_ms": 1000 * i, "slave": f"127.0.0.1:{40000 + i // 50}",
+                "ack_offset": i, "diff_bytes": i, "slave_id": slave_id} for i in range(100)]
+    samples += [{"timestamp_ms": 1000 * i, "slave": "10.0.0.9:10912", "ack_offset": i,
+                 "diff_bytes": 0} for i in range(3)]
+    export_snapshot(ExportRequest(tmp_path / "data", tmp_path / "snapshots",
+                                  replication_samples=samples))
+    report = build_report(spark, discover([tmp_path / "snapshots"]))
+    rows = {row.slave_id: row for row in report["replication_lag"].collect()}
+    assert sorted(rows) == ["10.0.0.9:10912", slave_id]
+    reconnected = rows[slave_id]
+    assert (reconnected.sample_count, reconnected.address_count, reconnected.slave) == (
+        100, 2, "127.0.0.1:40001")
+    assert reconnected.max_diff_bytes == 99
+    assert (rows["10.0.0.9:10912"].sample_count, rows["10.0.0.9:10912"].slave) == (
+        3, "10.0.0.9:10912")

@@ -264,7 +264,8 @@ def admin_create_snapshot(gateway: GatewayDep) -> SnapshotManifestView:
         raise ApiError("SNAPSHOT_RANGE_REMOVED", str(error)) from error
     except SnapshotError as error:
         raise ApiError("NOTHING_TO_SNAPSHOT", str(error)) from error
-    path = gateway.settings.snapshot_root / snapshot_dir_name(manifest.range_from,
-                                                              manifest.range_to)
+    # Absolute: the broker's working directory means nothing to the client.
+    path = gateway.settings.snapshot_root.absolute() / snapshot_dir_name(manifest.range_from,
+                                                                         manifest.range_to)
     fields = {k: v for k, v in asdict(manifest).items() if k != "extra"}
     return SnapshotManifestView(path=str(path), **fields)
