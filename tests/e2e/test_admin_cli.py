@@ -16,6 +16,8 @@ import pytest
 
 from tests.support.brokers import ROOT, BrokerProcess, Launcher, wait_for
 
+pytestmark = pytest.mark.processes
+
 TOKEN = "cli-token"
 
 

@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.brokers import log_bytes
 from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.processes
 
 TOPIC = "Faults"
 QUEUE_COUNT = 4

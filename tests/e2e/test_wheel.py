@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.brokers import FAST_SETTINGS, ROOT, BrokerProcess, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 _NOT_SOURCES = shutil.ignore_patterns(
     ".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",

@@ -25,6 +25,9 @@ from tests.support.report_tables import report_tables as _tables
 from tests.support.spark_cluster import SPARK_HOME, SparkCluster, environment
 from tests.support.store import small_config, wait_dispatched
 
+# Spark, and children: the killed export of `snapshot_root`, the job file, a cluster's JVMs.
+pytestmark = [pytest.mark.jvm, pytest.mark.processes]
+
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import Row, SparkSession  # noqa: E402
 from pyspark.testing import assertDataFrameEqual  # noqa: E402

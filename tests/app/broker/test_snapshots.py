@@ -84,6 +84,7 @@ async def test_second_export_while_one_runs_is_409(serve: ServeFactory,
         assert (await running).status_code == 201
 
 
+@pytest.mark.processes
 def test_export_command_on_a_stopped_broker(tmp_path: Path) -> None:
     """`twinlog export --data-dir ... --out ...` works on a stopped broker's files."""
     from store import Message, MessageStore, StoreConfig
