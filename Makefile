@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test lint types unit bench mutate faults sim sim-timing clean
+.PHONY: setup run test lint types unit suite bench mutate faults sim sim-timing clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,12 +32,21 @@ lint: setup
 types: setup
 	$(BIN)/mypy store ha jobs app
 
-# Two workers, one test file at a time each, in collection order (tests/conftest.py puts the
-# longest files first; without --no-loadscope-reorder xdist would start with the biggest files).
+# The inner loop: every test that starts no JVM and no child process (`-m "not jvm and not
+# processes"`, markers in pyproject.toml), on two workers, one test file at a time each.
+# Under 2 minutes on a 2-core machine; `make test` runs the rest too.
 unit: setup
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not jvm and not processes"
+
+# The whole suite, Spark and real processes included, on two workers in collection order:
+# tests/conftest.py puts the Spark files first, as one unit of work, so one worker runs them
+# all on one Spark session while the other goes through the rest (without
+# --no-loadscope-reorder xdist would start with the files that hold the most tests).
+suite: setup
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
-test: lint types unit
+# What CI runs (.ci/run): the checks first (a new one goes in this list), then the whole suite.
+test: lint types suite
 
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
