@@ -33,15 +33,16 @@ types: setup
 	$(BIN)/mypy store ha jobs app
 
 # The inner loop: every test that starts no JVM and no child process (`-m "not jvm and not
-# processes"`, markers in pyproject.toml), on two workers, one test file at a time each.
+# processes"`, markers in pyproject.toml), on two workers, one test file at a time each, in
+# collection order (tests/conftest.py puts the files with `slow` tests first; without
+# --no-loadscope-reorder xdist would start with the files that hold the most tests).
 # Under 2 minutes on a 2-core machine; `make test` runs the rest too.
 unit: setup
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not jvm and not processes"
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not jvm and not processes"
 
-# The whole suite, Spark and real processes included, on two workers in collection order:
-# tests/conftest.py puts the Spark files first, as one unit of work, so one worker runs them
-# all on one Spark session while the other goes through the rest (without
-# --no-loadscope-reorder xdist would start with the files that hold the most tests).
+# The whole suite, Spark and real processes included, the same way: tests/conftest.py puts
+# the Spark files first, as one unit of work, so one worker runs them all on one Spark
+# session while the other goes through the rest.
 suite: setup
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 

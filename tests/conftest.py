@@ -6,13 +6,15 @@ PostgreSQL server, a wheel build). `make unit` runs every other test; `make test
 A test that starts a program without either mark fails here, naming it, so the fast tier
 stays fast as tests are added.
 
-Order: `make test` runs the suite on two xdist workers, file by file (`-n 2 --dist loadfile`):
-a worker takes the next file when it is done with one. The Spark files hold the longest tests
-(a standalone cluster's JVMs take minutes on two cores). They are collected first and run as
-one unit of work, so one worker takes all of them, in one process and so on one shared local
-Spark session (tests/jobs/conftest.py), while the other goes through the rest; the second
-worker never starts a JVM of its own, and neither waits on Spark at the end. The order within
-a file is kept.
+Order: `make unit` and `make test` run on two xdist workers, file by file (`-n 2 --dist
+loadfile --no-loadscope-reorder`): a worker takes the next file, in collection order, when it
+is done with one. The Spark files hold the longest tests (a standalone cluster's JVMs take a
+minute or more on two cores). They are collected first and run as one unit of work, so one
+worker takes all of them, in one process and so on one shared local Spark session
+(tests/jobs/conftest.py), while the other goes through the rest; the second worker never
+starts a JVM of its own, and neither waits on Spark at the end. The files that hold a `slow`
+test come next, so that no long test is left for the end while the other worker idles. The
+order within a file is kept.
 """
 
 from __future__ import annotations
@@ -79,7 +81,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    # A stable sort on the file alone: each file's tests stay together and in their order.
+    items.sort(key=lambda item: (not item.nodeid.startswith(_FIRST),
+                                 item.path not in slow_files))
 
 
 @pytest.hookimpl(optionalhook=True)
