@@ -29,6 +29,7 @@ def test_every_package_is_listed_for_the_distribution() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.processes  # builds the distribution in a child
 def test_building_the_distribution_prints_no_warning(tmp_path: Path) -> None:
     """The first `make run` printed about 100 lines of setuptools warnings: `project.license`
     as a TOML table (deprecated), and the vendored asset directories, importable by name yet

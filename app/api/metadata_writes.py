@@ -7,6 +7,7 @@ held as promised; in DLedger mode straight into the leader's tables, as before.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from app.api.errors import from_put_status
 from app.broker.broker import Broker
@@ -45,7 +46,8 @@ def create_topics(broker: Broker, new_topics: Sequence[NewTopic]) -> list[TopicC
                              // _TOPIC_RECORD_BYTES_MAX)
             _write(broker, [TopicsPut(tuple(plan[first:first + per_record]))
                             for first in range(0, len(plan), per_record)])
-    return [metadata.get_topic(name=topic.name) for topic in new_topics]
+    # Applied exactly as planned (the records carry whole rows): no query for them.
+    return [TopicConfig(**asdict(change)) for change in plan]
 
 
 def update_topic(broker: Broker, name: str, *, read_queue_count: int | None,

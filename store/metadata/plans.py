@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from sqlalchemy import Engine, func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from store.metadata.database import transaction
 from store.metadata.errors import (
@@ -52,9 +52,10 @@ def create_topics(engine: Engine, new_topics: Sequence[NewTopic], *, now_ms: int
     if twice:
         raise TopicAlreadyExists(f"topic {twice[0]!r} is named twice")
     with transaction(engine) as session:
-        for name in names:
-            if session.get(TopicConfigRow, name) is not None:
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
+        existing = session.exec(select(TopicConfigRow.name).where(
+            col(TopicConfigRow.name).in_(names))).first()
+        if existing is not None:
+            raise TopicAlreadyExists(f"topic {existing!r} already exists")
         if topics_max is not None:
             count = session.exec(select(func.count()).select_from(TopicConfigRow)).one()
             if count + len(names) > topics_max:

@@ -17,6 +17,8 @@ import pytest
 
 from tests.support.brokers import ROOT, BrokerProcess, Launcher, wait_for
 
+pytestmark = pytest.mark.processes
+
 TOKEN = "cli-token"
 F_GETPIPE_SZ = 1032  # fcntl: a pipe's capacity (Linux)
 

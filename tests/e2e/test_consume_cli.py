@@ -13,6 +13,8 @@ import pytest
 from tests.e2e.test_admin_cli import TOKEN, ok, one_error_line, twinlog
 from tests.support.brokers import BrokerProcess, Launcher
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(scope="module")
 def broker(launch: Launcher) -> Iterator[BrokerProcess]:

@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.brokers import ROOT, wait_for
+
+pytestmark = pytest.mark.processes
 
 
 def _banner_ports(banner: str) -> tuple[int, int, int]:

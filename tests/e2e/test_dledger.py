@@ -15,6 +15,8 @@ import pytest
 from tests.support.dledger_group import ROOT, DLedgerGroup, Member, wait_for
 from tests.support.processes import pause, resume
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DLedgerGroup]:

@@ -18,6 +18,8 @@ from tests.support.brokers import FAST_SETTINGS, BrokerProcess, wait_for
 from tests.support.power import DurableImage, replay
 from tests.support.processes import pause
 
+pytestmark = pytest.mark.processes
+
 TOPIC = "Power"
 QUEUES = 4
 FILE_SIZE_BYTES = 256 * 1024

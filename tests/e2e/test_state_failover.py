@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.brokers import BrokerProcess, Launcher, caught_up, wait_for
 from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.processes  # real `twinlog serve` masters and slaves
 
 
 def _produce(broker: BrokerProcess, topic: str, body: str,

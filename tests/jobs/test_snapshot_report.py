@@ -1,4 +1,5 @@
-"""The Spark report over real snapshots, on a local[1] Spark."""
+"""The Spark report over real snapshots, on a local[1] Spark; the job file run with Python, by
+spark-submit on a standalone cluster and by `twinlog report`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any
 
 import pytest
 
+import jobs.snapshot_report
 from app.api.lag import queue_lag
+from app.cli.main import main as twinlog
 from jobs.report.layout import discover
 from jobs.report.tables import build_report, write_report
 from jobs.snapshot_report import main
@@ -26,6 +29,9 @@ from tests.support.child_lines import ChildLines
 from tests.support.report_tables import report_tables as _tables
 from tests.support.spark_cluster import SPARK_HOME, SparkCluster, environment
 from tests.support.store import small_config, wait_dispatched
+
+# Spark, and children: the killed export of `snapshot_root`, the job file, a cluster's JVMs.
+pytestmark = [pytest.mark.jvm, pytest.mark.processes]
 
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import Row, SparkSession  # noqa: E402
@@ -113,6 +119,19 @@ def _killed_export(data_dir: Path, root: Path) -> None:
     assert any(p.name.startswith(".tmp-") for p in root.iterdir())
 
 
+@pytest.fixture(scope="module")
+def local_report(spark: SparkSession, snapshot_root: tuple[Path, dict[str, Any]],
+                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """The tables a local[1] run writes from `snapshot_root` (on the shared session): what
+    every other way of running the job must write."""
+    root, _ = snapshot_root
+    out = tmp_path_factory.mktemp("local") / "report"
+    write_report(build_report(spark, discover([root])), out)
+    tables = _tables(out)
+    assert tables["topics"] and tables["consumer_lag"]
+    return tables
+
+
 def test_report_counts_bytes_and_lag(spark: SparkSession,
                                      snapshot_root: tuple[Path, dict[str, Any]],
                                      caplog: pytest.LogCaptureFixture) -> None:
@@ -169,6 +188,33 @@ def test_command_line_writes_the_report(snapshot_root: tuple[Path, dict[str, Any
     assert spark.range(3).count() == 3
 
 
+def test_twinlog_report_writes_the_local_report(
+        snapshot_root: tuple[Path, dict[str, Any]], local_report: dict[str, Any],
+        tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`twinlog report ROOT --out DIR --master M` hands the job's `main` its paths, --out and
+    --master, and writes the very tables local[1] writes. It runs in-process, on the shared
+    session: the standalone-cluster test used to run it as a second job on the cluster (a
+    driver JVM and two executors more, over a minute on two cores) for a command that only
+    passes its arguments on; the cluster keeps spark-submit's job, and the job's `main` as a
+    driver of its own, given --master, runs in test_job_file_runs_with_python."""
+    root, _ = snapshot_root
+    handed: list[list[str]] = []
+    job_main = jobs.snapshot_report.main
+
+    def recording(argv: list[str]) -> int:
+        handed.append(argv)
+        return job_main(argv)
+
+    monkeypatch.setattr(jobs.snapshot_report, "main", recording)
+    out = tmp_path / "cli"
+    assert twinlog(["report", str(root), "--out", str(out), "--master", "local[1]"]) == 0
+    (argv,) = handed
+    assert argv[0] == str(root) and argv[argv.index("--out") + 1] == str(out)
+    assert argv[argv.index("--master") + 1] == "local[1]"
+    assert _tables(out) == local_report
+    assert spark.range(3).count() == 3  # the shared session is still running
+
+
 def test_job_file_runs_with_python(snapshot_root: tuple[Path, dict[str, Any]],
                                    tmp_path: Path) -> None:
     """`python jobs/snapshot_report.py ROOT --out DIR --master local[1]`, from another
@@ -194,18 +240,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         started.stop()
 
 
-@pytest.mark.timeout(900)  # five JVMs; minutes on a loaded 2-core machine
+@pytest.mark.timeout(900)  # master, workers, driver, executors: minutes on 2 loaded cores
 def test_standalone_cluster_writes_the_local_report(
-        spark: SparkSession, snapshot_root: tuple[Path, dict[str, Any]], cluster: SparkCluster,
-        tmp_path: Path) -> None:
-    """`spark-submit --master spark://... --py-files twinlog-jobs.zip` of the job file, and
-    `twinlog report --master spark://...`, run on the two workers' executors and write the
-    very tables local[1] writes; the snapshots are given as file:// URIs (the executors read
-    them, not the driver). spark-submit's driver has no checkout on its PYTHONPATH: the
-    package comes from the zip, built as docs/spark.md says; `twinlog report` is the driver
-    itself (the installed package)."""
+        local_report: dict[str, Any], snapshot_root: tuple[Path, dict[str, Any]],
+        cluster: SparkCluster, tmp_path: Path) -> None:
+    """`spark-submit --master spark://... --py-files twinlog-jobs.zip` of the job file runs on
+    the two workers' executors and writes the very tables local[1] writes; the snapshots are
+    given as file:// URIs (the executors read them, not the driver). spark-submit's driver has
+    no checkout on its PYTHONPATH: the package comes from the zip, built as docs/spark.md
+    says. One job on the cluster: `twinlog report` is checked in-process
+    (test_twinlog_report_writes_the_local_report)."""
     root, _ = snapshot_root
-    write_report(build_report(spark, discover([root])), tmp_path / "local")
     env = {**environment(), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)
@@ -224,15 +269,7 @@ def test_standalone_cluster_writes_the_local_report(
     launched = [path for path in (cluster.work_dir).glob("worker-*.log")
                 if "Asked to launch executor" in path.read_text(errors="replace")]
     assert len(launched) == 2, cluster.logs()
-    by_cli = subprocess.run(
-        [sys.executable, "-m", "app.cli.main", "report", str(root), "--out",
-         str(tmp_path / "cli"), "--master", cluster.master_url],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert by_cli.returncode == 0, by_cli.stderr[-4000:]
-    local = _tables(tmp_path / "local")
-    assert local["topics"] and local["consumer_lag"]
-    assert _tables(tmp_path / "submitted") == local
-    assert _tables(tmp_path / "cli") == local
+    assert _tables(tmp_path / "submitted") == local_report
 
 
 def test_a_local_report_stays_on_loopback_and_draws_no_progress_bars(

@@ -19,6 +19,8 @@ from store.errors import ConfigError
 from tests.support.child_lines import ChildLines
 from tests.support.store import small_config, wait_dispatched
 
+pytestmark = pytest.mark.processes  # a store killed in a child process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CREATED_BYTES = 64 * 1024

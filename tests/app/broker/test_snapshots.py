@@ -91,6 +91,7 @@ async def test_second_export_while_one_runs_is_409(serve: ServeFactory,
         assert (await running).status_code == 201
 
 
+@pytest.mark.processes
 def test_export_command_on_a_stopped_broker(tmp_path: Path) -> None:
     """`twinlog export --data-dir ... --out ...` works on a stopped broker's files."""
     from store import Message, MessageStore, StoreConfig
@@ -113,6 +114,7 @@ def test_export_command_on_a_stopped_broker(tmp_path: Path) -> None:
     assert again.returncode == 2 and "no records" in again.stderr
 
 
+@pytest.mark.processes  # twinlog export in a child
 async def test_export_of_a_data_dir_names_the_broker_that_ran_on_it(
         serve: ServeFactory, tmp_path: Path) -> None:
     """`twinlog export` of a stopped SYNC_MASTER's data dir wrote broker_role ASYNC_MASTER,

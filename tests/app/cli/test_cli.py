@@ -80,6 +80,7 @@ def _report_without(tmp_path: Path, preamble: str,
                           timeout=120)
 
 
+@pytest.mark.processes  # a twinlog child
 def test_report_without_pyspark_names_the_spark_extra(tmp_path: Path) -> None:
     """After `make run` (no test extra) `twinlog report` died with a raw ModuleNotFoundError;
     with pyspark hidden it now exits 2 with one line naming the `spark` extra."""
@@ -89,6 +90,7 @@ def test_report_without_pyspark_names_the_spark_extra(tmp_path: Path) -> None:
     assert "pip install 'twinlog[spark]'" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.processes  # a twinlog child
 def test_report_without_java_says_so(tmp_path: Path) -> None:
     """With pyspark but no Java (no JAVA_HOME, no java on PATH): one line, exit 2, before a
     JVM fails to start."""
