@@ -42,6 +42,7 @@ from store.metadata.errors import (
     TopicNotFound,
     TopicNotWritable,
     TopicsMaxReached,
+    WriteQueuesExceedReadQueues,
 )
 from store.metadata.groups import (
     create_group,
@@ -139,6 +140,7 @@ __all__ = [
     "TopicNotWritable",
     "TopicPermission",
     "TopicsMaxReached",
+    "WriteQueuesExceedReadQueues",
     "commit_consumer_offset",
     "create_group",
     "create_metadata_engine",

@@ -29,6 +29,12 @@ class InvalidQueueCount(MetadataError):
     error_code = "INVALID_QUEUE_COUNT"
 
 
+class WriteQueuesExceedReadQueues(MetadataError):
+    """More write queues than read queues: messages in the extra ones could not be read."""
+
+    error_code = "WRITE_QUEUES_EXCEED_READ_QUEUES"
+
+
 class InvalidQueueId(MetadataError):
     error_code = "INVALID_QUEUE_ID"
 

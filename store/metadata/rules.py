@@ -14,6 +14,7 @@ from store.metadata.errors import (
     InvalidRetryTimes,
     InvalidTopicName,
     QueuesPerTopicMaxExceeded,
+    WriteQueuesExceedReadQueues,
 )
 from store.metadata.models import READ_WRITE
 from store.system_topics import SYSTEM_TOPIC_PREFIX, is_system_topic
@@ -89,7 +90,7 @@ def check_queue_counts(read_queue_count: int, write_queue_count: int) -> None:
     """Writes go to write queues, consumers read read queues: a write queue past the read
     queues would hold acknowledged messages that no one can read."""
     if write_queue_count > read_queue_count:
-        raise InvalidQueueCount(f"write_queue_count {write_queue_count} is more than "
+        raise WriteQueuesExceedReadQueues(f"write_queue_count {write_queue_count} is more than "
                                 f"read_queue_count {read_queue_count}: messages in the extra "
                                 "write queues could not be read")
 

@@ -24,6 +24,15 @@ from store.metadata import NewTopic, TopicConfig
 router = APIRouter(tags=["topics"])
 
 
+def _queue_counts(read_queue_count: int | None, write_queue_count: int | None,
+                  default: int) -> tuple[int, int]:
+    """(read, write): a count left out takes the other's value, both default_queue_count when
+    neither is given (so a topic asked for 1 read queue gets 1 write queue, not 4 that no
+    one could read)."""
+    read = read_queue_count or write_queue_count or default
+    return read, write_queue_count or read_queue_count or default
+
+
 def topic_view(config: TopicConfig) -> Topic:
     return Topic(name=config.name, read_queue_count=config.read_queue_count,
                  write_queue_count=config.write_queue_count, permission=config.permission,
@@ -46,7 +55,7 @@ def create_topic(topic: TopicCreate, broker: MasterBrokerDep) -> Topic:
     """Create a topic; queue counts default to the broker's default_queue_count."""
     default = broker.metadata_store.default_queue_count
     [config] = metadata_writes.create_topics(broker, [NewTopic(
-        topic.name, topic.read_queue_count or default, topic.write_queue_count or default,
+        topic.name, *_queue_counts(topic.read_queue_count, topic.write_queue_count, default),
         topic.permission)])
     return topic_view(config)
 
@@ -59,8 +68,9 @@ def create_topics(batch: TopicCreateBatch, broker: MasterBrokerDep) -> TopicList
     when they would pass topics_max)."""
     default = broker.metadata_store.default_queue_count
     configs = metadata_writes.create_topics(broker, [
-        NewTopic(topic.name, topic.read_queue_count or default,
-                 topic.write_queue_count or default, topic.permission)
+        NewTopic(topic.name,
+                 *_queue_counts(topic.read_queue_count, topic.write_queue_count, default),
+                 topic.permission)
         for topic in batch.topics])
     return TopicList(topics=[topic_view(config) for config in configs])
 

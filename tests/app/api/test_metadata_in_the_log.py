@@ -40,12 +40,14 @@ async def test_write_queues_past_the_read_queues_are_refused(tmp_path: Path) -> 
         client = served.client
         created = await client.post("/v1/topics", json={
             "name": "Lopsided", "read_queue_count": 1, "write_queue_count": 4})
-        assert created.status_code == 400, created.text
-        assert problem(created)["error_code"] == "INVALID_QUEUE_COUNT"
+        assert created.status_code == 409, created.text
+        assert problem(created)["error_code"] == "WRITE_QUEUES_EXCEED_READ_QUEUES"
+        one = await client.post("/v1/topics", json={"name": "One", "read_queue_count": 1})
+        assert (one.json()["read_queue_count"], one.json()["write_queue_count"]) == (1, 1)
         await client.post("/v1/topics", json={"name": "Even", "read_queue_count": 2,
                                               "write_queue_count": 2})
         grown = await client.patch("/v1/topics/Even", json={"write_queue_count": 3})
-        assert grown.status_code == 400, grown.text
+        assert grown.status_code == 409, grown.text
         both = await client.patch("/v1/topics/Even", json={"read_queue_count": 3,
                                                            "write_queue_count": 3})
         assert both.status_code == 200, both.text
