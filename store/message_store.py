@@ -43,18 +43,20 @@ from store.status import (
     PutMessageStatus,
 )
 from store.tombstones import Tombstones
-from store.waits.completion import Pending, PutCompletion
+from store.waits.completion import PutCompletion
 from store.waits.deadlines import DeadlineService
 
 log = logging.getLogger(__name__)
 
 
 class ReplicationGuard(Protocol):
-    """What SYNC_MASTER puts need from replication (implemented in ha/)."""
+    """What SYNC_MASTER puts need from replication (implemented in ha/, which decides)."""
 
-    def is_slave_ok(self, end_offset: int) -> bool: ...
-
-    def wait_replicated(self, end_offset: int) -> Pending: ...
+    def replication_completion(self, end_offset: int) -> PutCompletion:
+        """What a put of bytes ending at `end_offset` awaits: decided at once
+        (SLAVE_NOT_AVAILABLE: not enough slaves in sync), or pending until the slaves hold it
+        (PUT_OK) or its deadline passes (FLUSH_SLAVE_TIMEOUT)."""
+        ...
 
     def replicated_offset(self) -> int:
         """The offset the needed number of slaves have acknowledged (-1: not enough)."""
@@ -330,11 +332,7 @@ class MessageStore:
         guard = self._replication
         if guard is None or not self._is_sync_master:
             return flushed
-        if not guard.is_slave_ok(end_offset):
-            replicated = PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
-        else:
-            replicated = PutCompletion(pending=guard.wait_replicated(end_offset))
-        return PutCompletion.combine(flushed, replicated)
+        return PutCompletion.combine(flushed, guard.replication_completion(end_offset))
 
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> AppendRawStatus:
         """The slave's write path: replicated bytes at exactly our max offset."""

@@ -1,0 +1,99 @@
+"""The slave's view of its master, as a pure state machine: the epoch answer, frames, the
+store's answers and the report and housekeeping clocks, each seen without a socket."""
+
+from __future__ import annotations
+
+from ha.classic.core.epochs import Agreement, Decision, Epoch
+from ha.classic.core.slave import AgreementStep, ApplyOutcome, SlaveCore
+from ha.config import HAConfig
+from store.status import AppendRawStatus, BrokerRole
+
+HISTORY = [Epoch(1, 0, b"m" * 16), Epoch(3, 500, b"n" * 16)]
+
+
+def slave(**overrides: object) -> SlaveCore:
+    return SlaveCore(HAConfig(**{"broker_role": BrokerRole.SLAVE,
+                                 "ha_master_address": "127.0.0.1:1",
+                                 "ha_send_heartbeat_interval_ms": 100,
+                                 "ha_housekeeping_interval_ms": 1000, **overrides}))
+
+
+def test_an_agreement_below_the_local_end_cuts_back_and_counts_it() -> None:
+    """Agreed below what the slave holds: cut to there, counted in truncated_bytes_total;
+    the master's history and last epoch are kept."""
+    core = slave()
+    step = core.agreement(Decision(Agreement.AGREED, 600), HISTORY, 900)
+    assert step == AgreementStep(None, 600, HISTORY)
+    assert (core.truncated_bytes_total, core.agreed_offset, core.master_epoch) == (300, 600, 3)
+    core.disconnected()
+    core.agreement(Decision(Agreement.AGREED, 100), HISTORY, 150)
+    assert core.truncated_bytes_total == 350
+
+
+def test_an_agreement_at_the_local_end_cuts_nothing() -> None:
+    """Agreed at the slave's end (or an empty slave at 0): nothing to cut; an empty history
+    is epoch 0."""
+    core = slave()
+    assert core.agreement(Decision(Agreement.AGREED, 900), HISTORY, 900) == AgreementStep(
+        None, None, HISTORY)
+    assert core.truncated_bytes_total == 0
+    empty = slave()
+    assert empty.agreement(Decision(Agreement.AGREED, 0), [], 0).cut_to_offset is None
+    assert empty.master_epoch == 0
+
+
+def test_a_refusal_is_named_and_nothing_is_cut_or_kept() -> None:
+    """needs_reset and diverged are refused by name; the log and history stay as they are,
+    and the next agreement clears the refusal."""
+    core = slave()
+    assert core.agreement(Decision(Agreement.DIVERGED, -1), HISTORY, 900) == AgreementStep(
+        "diverged", None, ())
+    assert core.refusal == "diverged" and core.agreed_offset == -1
+    assert core.agreement(Decision(Agreement.NEEDS_RESET, 5), HISTORY, 900).refusal == (
+        "needs_reset")
+    core.agreement(Decision(Agreement.AGREED, 900), HISTORY, 900)
+    assert core.refusal is None
+
+
+def test_frames_heartbeats_and_the_master_offset_seen() -> None:
+    """A frame with bytes is applied, a heartbeat is not; both move the master offset seen
+    (never back)."""
+    core = slave()
+    assert core.frame(100, 50) and core.master_offset_seen == 150
+    assert not core.frame(150, 0) and core.master_offset_seen == 150
+    assert not core.frame(120, 0) and core.master_offset_seen == 150
+    assert core.diff_bytes(140) == 10 and core.diff_bytes(200) == 0
+
+
+def test_the_stores_answers() -> None:
+    """OK counts the bytes and clears an apply error; a full disk or a write fault is a
+    store refusal (reconnect later); anything else is a mismatch."""
+    core = slave()
+    core.store_refused("CREATE_MAPPED_FILE_FAILED: full")
+    assert core.applied(AppendRawStatus.OK, 40) is ApplyOutcome.APPLIED
+    assert core.applied_bytes_total == 40 and core.apply_error is None
+    for status in (AppendRawStatus.CREATE_MAPPED_FILE_FAILED,
+                   AppendRawStatus.STORE_NOT_WRITABLE):
+        assert core.applied(status, 40) is ApplyOutcome.STORE_REFUSED
+    for status in (AppendRawStatus.OFFSET_MISMATCH, AppendRawStatus.SPANS_FILES):
+        assert core.applied(status, 40) is ApplyOutcome.MISMATCH
+    assert core.applied_bytes_total == 40
+
+
+def test_reports_follow_writes_and_housekeeping_follows_reads() -> None:
+    """A report is due before the first one and then every heartbeat interval after the
+    last; the link is silent too long only past the housekeeping interval since the last
+    read (RocketMQ #1082: the two clocks kept apart)."""
+    core = slave()
+    core.agreement(Decision(Agreement.AGREED, 0), [], 0)
+    core.linked(1_000)
+    assert core.connected and core.report_due(1_000)
+    assert core.report_offset(0) == 0
+    core.reported(1_000)
+    assert not core.report_due(1_099) and core.report_due(1_100)
+    assert not core.silent_too_long(2_000) and core.silent_too_long(2_001)
+    core.received(1_500)
+    core.reported(1_900)  # writes do not keep the link alive
+    assert not core.silent_too_long(2_500) and core.silent_too_long(2_501)
+    core.disconnected()
+    assert not core.connected and core.agreed_offset == -1
