@@ -258,6 +258,14 @@ class MessageStore:
             # stopped, so the log does not grow under this loop.
             while self.dispatch.dispatch_available():
                 pass
+            # Frames are cut at any byte: a master that died mid-record left this log ending
+            # in part of one. Appended after it, every new record would sit behind a torn one
+            # (unreadable, and cut by the next recovery): a master appends after whole records.
+            torn_from = self.dispatch.dispatched_offset
+            if torn_from < self.commit_log.max_offset:
+                log.warning("promotion: cutting a torn record at [%d, %d) that the master did "
+                            "not finish sending", torn_from, self.commit_log.max_offset)
+                self.truncate_log(torn_from)
             self.commit_log.set_queue_offsets(self.queues.queue_offsets())
         self.config = dataclasses.replace(self.config, broker_role=role)
         self._is_slave = role is BrokerRole.SLAVE
