@@ -184,8 +184,11 @@ class HAService:
 
     def _on_ack(self, connection: HAConnection) -> None:
         with self._lock:
-            replicated = self.core.acked()
-        self.waits.advance(replicated)
+            step = self.core.acked(connection)
+            if step.unreplicable_end_offset:  # rare: before any other ack can count it
+                self.waits.complete_through(step.unreplicable_end_offset,
+                                            PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self.waits.advance(step.replicated_offset)
 
     def _on_close(self, connection: HAConnection, reason: str) -> None:
         with self._lock:

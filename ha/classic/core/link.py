@@ -69,6 +69,9 @@ class SlaveLink:
         self.close_reason = ""
         self.ack_beyond_max = False
         self.is_open = True
+        # An empty slave streamed from the master's min offset never gets what retention
+        # removed below it: waits that end there cannot count it (MasterCore.acked).
+        self.missing_below_offset = 0
 
     # -- the handshake and the epochs ------------------------------------------------------
 
@@ -129,6 +132,7 @@ class SlaveLink:
                                 "where its log agrees with the master's (it did not cut back)")
         if offset == 0:
             start = master_min_offset
+            self.missing_below_offset = start
         elif offset < master_min_offset:
             self.state = LinkState.NEEDS_RESET
             return self._refuse(f"slave at {offset} wants data the master no longer holds "

@@ -39,6 +39,15 @@ C = TypeVar("C", bound=HoldsLink)
 
 
 @dataclass(frozen=True, slots=True)
+class AckStep:
+    """What an ack decides: waits ending at or below `unreplicable_end_offset` (when > 0)
+    answer FLUSH_SLAVE_TIMEOUT, then those at or below `replicated_offset` PUT_OK."""
+
+    replicated_offset: int
+    unreplicable_end_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RejectedSlave:
     address: str
     state: str
@@ -96,11 +105,18 @@ class MasterCore(Generic[C]):
         return decide(self.epochs, master_max_offset, master_min_offset, slave_history,
                       slave_max_offset)
 
-    def acked(self) -> int:
-        """A report counted as an ack (or a link started streaming): the new replicated
-        offset, which completes every wait at or below it."""
+    def acked(self, connection: C) -> AckStep:
+        """A report on `connection` counted as an ack (the first one starts the stream): the
+        new replicated offset, which completes every wait at or below it.
+
+        An empty slave is streamed from the master's min offset: it never holds what
+        retention removed below that, yet its acks are above it. So when it starts, the
+        waits that end at or below its start are answered FLUSH_SLAVE_TIMEOUT first (they
+        are stored; their replication cannot be promised any more)."""
+        link = connection.link
+        unreplicable_end_offset, link.missing_below_offset = link.missing_below_offset, 0
         self.replicated_offset = self._replicated_now()
-        return self.replicated_offset
+        return AckStep(self.replicated_offset, unreplicable_end_offset)
 
     def closed(self, connection: C) -> RejectedSlave | None:
         """A connection closed: it stops counting at once. Returns the rejection to record

@@ -48,7 +48,7 @@ def test_the_handshake_names_the_slave_and_the_slot_moves_it_on() -> None:
     link.identified("ab")
     assert link.slave_id == "ab" and link.state is LinkState.HANDSHAKE
     link.slotted()
-    assert link.state is LinkState.WAITING_REPORT
+    assert link.state.value == "waiting_report"
     link.state = LinkState.TRANSFERRING
     link.slotted()  # a second slot call changes nothing past the handshake
     assert link.state is LinkState.TRANSFERRING

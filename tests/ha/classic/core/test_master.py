@@ -8,7 +8,7 @@ from typing import Any
 
 from ha.classic.core.epochs import Agreement, Decision, Epoch
 from ha.classic.core.link import LinkState, SlaveLink
-from ha.classic.core.master import MasterCore, RejectedSlave
+from ha.classic.core.master import AckStep, MasterCore, RejectedSlave
 from ha.config import HAConfig
 
 MASTER_MAX = 100_000
@@ -41,7 +41,7 @@ def stream(core: MasterCore[Conn], slave_id: str) -> Conn:
     """A connected slave that reported 0 (an ack at 0)."""
     conn = connect(core, slave_id)
     assert conn.link.report(0, MASTER_MAX, 0, 0).started
-    core.acked()
+    core.acked(conn)
     return conn
 
 
@@ -52,13 +52,13 @@ def ack(core: MasterCore[Conn], conn: Conn, offset: int) -> int:
         conn.link.sent(conn.link.transfer_from_offset,
                        offset - conn.link.transfer_from_offset, 0)
     assert conn.link.report(offset, MASTER_MAX, 0, 0).acked
-    return core.acked()
+    return core.acked(conn).replicated_offset
 
 
 def test_nothing_is_replicated_without_slaves() -> None:
     """No slave: -1, no put may wait (SLAVE_NOT_AVAILABLE), even for an empty log."""
     core = master()
-    assert core.replicated_offset == -1 and core.acked() == -1
+    assert core.replicated_offset == -1 and core.acked(Conn()).replicated_offset == -1
     assert not core.is_slave_ok(0) and core.put_deadline_ms(0, 5) is None
 
 
@@ -75,7 +75,7 @@ def test_two_slaves_needed_is_the_lower_of_the_two_highest() -> None:
     """in_sync_replicas 3: the second-highest ack of distinct slaves."""
     core = master(in_sync_replicas=3)
     first = stream(core, "a")
-    assert core.acked() == -1
+    assert core.replicated_offset == -1
     second, third = stream(core, "b"), stream(core, "c")
     ack(core, first, 100)
     ack(core, second, 50)
@@ -95,7 +95,7 @@ def test_one_slave_on_two_links_counts_once() -> None:
     assert refusal == "" and stale == [old]  # the caller closes the stale link
     new.link.agreed(Decision(Agreement.AGREED, 100), 100)
     new.link.report(100, MASTER_MAX, 0, 0)
-    assert core.acked() == -1  # still only one slave
+    assert core.acked(new).replicated_offset == -1  # still only one slave
     other = stream(core, "b")
     assert ack(core, other, 80) == 80
     assert ack(core, new, 100) == 80
@@ -115,8 +115,8 @@ def test_a_closed_link_stops_counting_and_its_ack_is_gone() -> None:
 def test_only_transferring_links_count() -> None:
     """A slotted link still waiting for its first report is not counted."""
     core = master()
-    connect(core, "a")
-    assert core.acked() == -1
+    waiting = connect(core, "a")
+    assert core.acked(waiting).replicated_offset == -1
 
 
 def test_handshakes_are_bounded_oldest_dropped() -> None:
@@ -213,3 +213,18 @@ def test_in_sync_count() -> None:
     a, _ = stream(core, "a"), stream(core, "b")
     ack(core, a, 60)
     assert core.in_sync_count(100) == 1 and core.in_sync_count(99) == 2
+
+
+def test_an_empty_slave_streamed_from_a_retained_min_offset_cannot_complete_older_waits(
+        ) -> None:
+    """An empty slave that starts at the master's min offset (retention removed what came
+    before) never holds a message below it: its first ack says so once (waits ending there
+    answer FLUSH_SLAVE_TIMEOUT), and a slave streamed from its own offset says nothing."""
+    core = master()
+    empty = connect(core, "a")
+    assert empty.link.report(0, MASTER_MAX, 4096, 0).started
+    assert core.acked(empty) == AckStep(0, 4096)
+    assert core.acked(empty) == AckStep(0, 0)  # said once
+    at_zero = connect(core, "b")
+    at_zero.link.report(0, MASTER_MAX, 0, 0)
+    assert core.acked(at_zero).unreplicable_end_offset == 0
