@@ -46,7 +46,7 @@ from store.clock import monotonic_ms
 from store.message_store import MessageStore
 from store.paths import StorePaths
 from store.service import ServiceThread
-from store.status import AppendRawStatus
+from store.status import AppendRawStatus, FlushDiskType
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,8 @@ class HAClient(ServiceThread):
         assert config.ha_master_address
         self.config = config
         self.store = store
-        self.core = SlaveCore(config)
+        self.core = SlaveCore(
+            config, sync_flush=store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         self.reconnect_count = 0
         self.slave_id = load_or_create_node_id(store.config.data_dir)
         self._sock: socket.socket | None = None
@@ -176,6 +177,8 @@ class HAClient(ServiceThread):
             if size > 0:
                 core.received(now_ms)
                 if self._apply(parser.received(size)):
+                    if core.flushes_before_reporting:
+                        self.store.flush.flush_commit_log()
                     self._report(sock)
             elif core.silent_too_long(now_ms):
                 raise TimeoutError("nothing from the master for "
@@ -224,7 +227,7 @@ class HAClient(ServiceThread):
         receive_tags.check(read(receive_tags.tag_size), decision_bytes, history_bytes)
         decision = decode_decision(decision_bytes)
         local_max = self.store.max_offset
-        step = self.core.agreement(decision, master_history, local_max)
+        step = self.core.agreement(decision, master_history, local_max, self.store.min_offset)
         if step.refusal is not None:
             raise ProtocolError(
                 f"the master refuses to stream to this slave ({step.refusal}): its log agrees "
@@ -261,7 +264,9 @@ class HAClient(ServiceThread):
         return f"{status.value}: {fault.describe() if fault is not None else ''}"
 
     def _report(self, sock: socket.socket) -> None:
-        report = encode_report(self.core.report_offset(self.store.max_offset))
+        commit_log = self.store.commit_log
+        report = encode_report(self.core.report_offset(commit_log.max_offset,
+                                                       commit_log.flushed_offset))
         sock.sendall(report + self._send_tags.tag(report))
         self.core.reported(monotonic_ms())
 

@@ -48,7 +48,9 @@ class AgreementStep:
 
 
 class SlaveCore:
-    def __init__(self, config: HAConfig) -> None:
+    def __init__(self, config: HAConfig, sync_flush: bool = False) -> None:
+        # SYNC_FLUSH promises that what the slave acknowledges is on its disk.
+        self._sync_flush = sync_flush
         self._heartbeat_interval_ms = config.ha_send_heartbeat_interval_ms
         self._housekeeping_interval_ms = config.ha_housekeeping_interval_ms
         self.connected = False
@@ -63,8 +65,9 @@ class SlaveCore:
         self.apply_error: str | None = None  # why the store does not take the bytes now
 
     def agreement(self, decision: Decision, master_history: Sequence[Epoch],
-                  local_max_offset: int) -> AgreementStep:
-        """The master's decision on our epochs and its history."""
+                  local_max_offset: int, local_min_offset: int = 0) -> AgreementStep:
+        """The master's decision on our epochs and its history, given what the log holds:
+        [local_min_offset, local_max_offset)."""
         if decision.agreement is not Agreement.AGREED:
             self.refusal = decision.agreement.name.lower()
             return AgreementStep(self.refusal, None, ())
@@ -75,7 +78,9 @@ class SlaveCore:
         self.master_epoch = master_history[-1].number if master_history else 0
         if agreed >= local_max_offset:
             return AgreementStep(None, None, master_history)
-        self.truncated_bytes_total += local_max_offset - agreed
+        # Below the first byte held (retention, or an empty slave that started at its
+        # master's min offset) the cut empties the log: only what it held is lost.
+        self.truncated_bytes_total += local_max_offset - max(agreed, local_min_offset)
         return AgreementStep(None, agreed, master_history)
 
     def linked(self, now_ms: int) -> None:
@@ -111,11 +116,16 @@ class SlaveCore:
     def store_refused(self, reason: str) -> None:
         self.apply_error = reason
 
-    def report_offset(self, local_max_offset: int) -> int:
-        """What a report says the slave holds: its max offset, never past what this
-        connection agreed and applied."""
+    @property
+    def flushes_before_reporting(self) -> bool:
+        """Whether the caller flushes what it applied before it reports (SYNC_FLUSH)."""
+        return self._sync_flush
+
+    def report_offset(self, local_max_offset: int, flushed_offset: int) -> int:
+        """What a report says the slave holds: its max offset, or under SYNC_FLUSH what of it
+        is flushed, since a SYNC_MASTER counts the report as the message being held there."""
         assert self.agreed_offset >= 0, "a report before the epochs were agreed"
-        return local_max_offset
+        return min(local_max_offset, flushed_offset) if self._sync_flush else local_max_offset
 
     def reported(self, now_ms: int) -> None:
         self.last_write_ms = now_ms

@@ -3,6 +3,8 @@ store's answers and the report and housekeeping clocks, each seen without a sock
 
 from __future__ import annotations
 
+from typing import Any
+
 from ha.classic.core.epochs import Agreement, Decision, Epoch
 from ha.classic.core.slave import AgreementStep, ApplyOutcome, SlaveCore
 from ha.config import HAConfig
@@ -11,11 +13,12 @@ from store.status import AppendRawStatus, BrokerRole
 HISTORY = [Epoch(1, 0, b"m" * 16), Epoch(3, 500, b"n" * 16)]
 
 
-def slave(**overrides: object) -> SlaveCore:
+def slave(sync_flush: bool = False, **overrides: Any) -> SlaveCore:
     return SlaveCore(HAConfig(**{"broker_role": BrokerRole.SLAVE,
                                  "ha_master_address": "127.0.0.1:1",
                                  "ha_send_heartbeat_interval_ms": 100,
-                                 "ha_housekeeping_interval_ms": 1000, **overrides}))
+                                 "ha_housekeeping_interval_ms": 1000, **overrides}),
+                     sync_flush=sync_flush)
 
 
 def test_an_agreement_below_the_local_end_cuts_back_and_counts_it() -> None:
@@ -28,6 +31,14 @@ def test_an_agreement_below_the_local_end_cuts_back_and_counts_it() -> None:
     core.disconnected()
     core.agreement(Decision(Agreement.AGREED, 100), HISTORY, 150)
     assert core.truncated_bytes_total == 350
+
+
+def test_a_cut_below_the_first_byte_held_counts_only_what_was_held() -> None:
+    """A slave that started at its master's min offset (4096) agreeing at 1000 cuts its whole
+    log: what it loses is what it held, [4096, 9000), not [1000, 9000)."""
+    core = slave()
+    step = core.agreement(Decision(Agreement.AGREED, 1000), HISTORY, 9000, 4096)
+    assert step.cut_to_offset == 1000 and core.truncated_bytes_total == 4904
 
 
 def test_an_agreement_at_the_local_end_cuts_nothing() -> None:
@@ -88,7 +99,7 @@ def test_reports_follow_writes_and_housekeeping_follows_reads() -> None:
     core.agreement(Decision(Agreement.AGREED, 0), [], 0)
     core.linked(1_000)
     assert core.connected and core.report_due(1_000)
-    assert core.report_offset(0) == 0
+    assert core.report_offset(0, 0) == 0 and not core.flushes_before_reporting
     core.reported(1_000)
     assert not core.report_due(1_099) and core.report_due(1_100)
     assert not core.silent_too_long(2_000) and core.silent_too_long(2_001)
@@ -97,3 +108,16 @@ def test_reports_follow_writes_and_housekeeping_follows_reads() -> None:
     assert not core.silent_too_long(2_500) and core.silent_too_long(2_501)
     core.disconnected()
     assert not core.connected and core.agreed_offset == -1
+
+
+
+def test_an_async_flush_slave_reports_its_end_a_sync_flush_one_what_it_flushed() -> None:
+    """Under ASYNC_FLUSH a report is the slave's max offset; under SYNC_FLUSH it is what of
+    it is flushed (the caller flushes first), because a SYNC_MASTER takes the report as the
+    message held there."""
+    for sync_flush, expected in ((False, 900), (True, 600)):
+        core = slave(sync_flush=sync_flush)
+        core.agreement(Decision(Agreement.AGREED, 0), [], 0)
+        assert core.flushes_before_reporting is sync_flush
+        assert core.report_offset(900, 600) == expected
+        assert core.report_offset(900, 900) == 900
