@@ -131,6 +131,7 @@ class SimDisk:
         """Retention removes whole files below `offset` (a file start)."""
         assert offset % FILE_SIZE_BYTES == 0 and self.min_offset <= offset <= self.end
         self.min_offset = offset
+        self.flushed_end = max(self.flushed_end, offset)  # no power cut reaches a file gone
         for queue in self.queues.values():
             queue[:] = [entry for entry in queue if entry >= offset]
         self.dispatched_end = max(self.dispatched_end, offset)
