@@ -44,7 +44,7 @@ class AckStep:
     answer FLUSH_SLAVE_TIMEOUT, then those at or below `replicated_offset` PUT_OK."""
 
     replicated_offset: int
-    unreplicable_end_offset: int = 0
+    unreplicable_end_offset: int
 
 
 @dataclass(frozen=True, slots=True)

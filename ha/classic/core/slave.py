@@ -31,9 +31,9 @@ STORE_REFUSALS = frozenset({AppendRawStatus.CREATE_MAPPED_FILE_FAILED,
 
 
 class ApplyOutcome(enum.Enum):
-    APPLIED = "applied"
-    STORE_REFUSED = "store_refused"  # a full disk, a write fault: reconnect and retry later
-    MISMATCH = "mismatch"  # not at the slave's end: a protocol error, reconnect
+    APPLIED = enum.auto()
+    STORE_REFUSED = enum.auto()  # a full disk, a write fault: reconnect and retry later
+    MISMATCH = enum.auto()  # not at the slave's end: a protocol error, reconnect
 
 
 @dataclass(frozen=True, slots=True)

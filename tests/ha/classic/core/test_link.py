@@ -35,7 +35,9 @@ def streaming_link(sent_end_offset: int = 0) -> SlaveLink:
 def test_a_new_link_is_in_the_handshake_with_nothing_known() -> None:
     """Before the handshake the link names no slave, holds no slot and has acked nothing."""
     link = SlaveLink("slave-1", connected_ms=5)
-    assert (link.state, link.slave_id, link.is_open) == (LinkState.HANDSHAKE, "", True)
+    assert (link.address, link.state, link.slave_id) == ("slave-1", LinkState.HANDSHAKE, "")
+    assert link.is_open is True and link.ack_beyond_max is False
+    assert link.missing_below_offset == 0
     assert (link.agreed_offset, link.request_offset, link.ack_offset) == (-1, -1, -1)
     assert (link.transfer_from_offset, link.sent_end_offset, link.bytes_sent_total) == (-1, -1, 0)
     assert (link.last_ack_ms, link.last_write_ms, link.connected_ms) == (None, 5, 5)
@@ -68,7 +70,8 @@ def test_an_agreement_keeps_the_offset_and_a_refusal_names_the_state() -> None:
         LinkState.NEEDS_RESET, 900, 50)
     diverged = SlaveLink("s", 0)
     reason = diverged.agreed(Decision(Agreement.DIVERGED, -1), 300)
-    assert reason.startswith("slave at 300 shares no epoch with the master")
+    assert reason == ("slave at 300 shares no epoch with the master: its log is not this "
+                      "master's history (a foreign or reset master); it needs a reset")
     assert (diverged.state, diverged.request_offset) == (LinkState.DIVERGED, 300)
 
 
@@ -81,6 +84,16 @@ def test_an_empty_slave_is_streamed_from_the_masters_min_offset() -> None:
     assert (link.state, link.request_offset, link.ack_offset, link.last_ack_ms) == (
         LinkState.TRANSFERRING, 0, 0, 77)
     assert (link.transfer_from_offset, link.sent_end_offset) == (4096, 4096)
+    # It never gets what retention removed below 4096: the master is told (MasterCore).
+    assert link.missing_below_offset == 4096
+
+
+def test_an_empty_slave_of_an_empty_master_starts_at_zero() -> None:
+    """A first report of 0 on a master holding nothing starts the stream at 0, with nothing
+    missing below it."""
+    link = agreed_link()
+    assert link.report(0, 0, 0, now_ms=1).started
+    assert (link.transfer_from_offset, link.missing_below_offset) == (0, 0)
 
 
 def test_a_slave_with_data_is_streamed_from_its_report() -> None:
@@ -89,6 +102,7 @@ def test_a_slave_with_data_is_streamed_from_its_report() -> None:
     link = agreed_link(agreed_offset=5000)
     assert link.report(4096, MASTER_MAX, 4096, 1).started
     assert (link.transfer_from_offset, link.ack_offset) == (4096, 4096)
+    assert link.missing_below_offset == 0  # it holds what came before, from its own log
 
 
 def test_a_first_report_below_the_min_offset_needs_a_reset() -> None:
@@ -134,8 +148,9 @@ def test_an_ack_beyond_what_was_sent_closes() -> None:
     link = streaming_link(sent_end_offset=500)
     assert link.report(500, MASTER_MAX, MASTER_MIN, 1).acked
     outcome = link.report(501, MASTER_MAX, MASTER_MIN, 2)
-    assert outcome.close_reason == "ack 501 is beyond what this connection was sent (500)"
-    assert not outcome.acked and link.ack_beyond_max and link.ack_offset == 500
+    assert outcome == ReportOutcome("ack 501 is beyond what this connection was sent (500)",
+                                    acked=False, started=False)
+    assert link.ack_beyond_max is True and link.ack_offset == 500
 
 
 def test_an_ack_beyond_the_masters_max_closes() -> None:
@@ -158,6 +173,21 @@ def test_an_ack_counts_from_the_moment_the_batch_is_handed_over() -> None:
     assert link.transfer_from_offset == 0  # the writer has not returned yet
     link.sent(0, 300, now_ms=9)
     assert (link.transfer_from_offset, link.bytes_sent_total, link.last_write_ms) == (300, 300, 9)
+    link.sending(300, 1)  # down to a single byte
+    link.sent(300, 1, now_ms=10)
+    assert (link.transfer_from_offset, link.bytes_sent_total) == (301, 301)
+
+
+def test_a_batch_must_follow_the_last_and_hold_bytes() -> None:
+    """`sending` takes only the next batch, and only one with bytes (pair assertions: a
+    writer that skipped or repeated bytes is a bug, not a condition)."""
+    link = streaming_link(sent_end_offset=100)
+    with pytest.raises(AssertionError):
+        link.sending(100, 0)
+    with pytest.raises(AssertionError):
+        link.sending(99, 5)
+    with pytest.raises(AssertionError):
+        SlaveLink("s", 0).identified("")
 
 
 def test_bytes_to_send_only_while_transferring() -> None:
@@ -195,7 +225,7 @@ def test_close_happens_once_and_keeps_a_refusal() -> None:
     """The first close wins (reason and state); a refused link keeps its state on a plain
     close, and any other link becomes CLOSED or the state asked for."""
     link = streaming_link()
-    assert link.close("gone") and not link.is_open
+    assert link.close("gone") and link.is_open is False
     assert not link.close("again", LinkState.NEEDS_RESET)
     assert (link.close_reason, link.state) == ("gone", LinkState.CLOSED)
     ahead = agreed_link(agreed_offset=0)
@@ -221,3 +251,10 @@ def test_eligibility_and_diff() -> None:
     assert link.is_eligible(59, 10) and not link.is_eligible(60, 10)
     link.close("done")
     assert not link.is_eligible(50, 10)
+
+
+def test_state_names_are_the_ones_the_admin_views_show() -> None:
+    """The states' values are the names /admin/ha and the rejected-slave list report."""
+    assert [state.value for state in LinkState] == [
+        "handshake", "waiting_report", "transferring", "needs_reset", "ahead_of_master",
+        "diverged", "closed"]

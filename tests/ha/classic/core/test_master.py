@@ -101,6 +101,16 @@ def test_one_slave_on_two_links_counts_once() -> None:
     assert ack(core, new, 100) == 80
 
 
+def test_a_link_closed_but_not_yet_reported_closed_does_not_count() -> None:
+    """Between a link's close and the core hearing of it (the caller's next step), another
+    ack does not count the closed link."""
+    core = master(in_sync_replicas=2)
+    gone, other = stream(core, "a"), connect(core, "b")
+    ack(core, gone, 300)
+    gone.link.close("socket error")
+    assert core.acked(other).replicated_offset == -1
+
+
 def test_a_closed_link_stops_counting_and_its_ack_is_gone() -> None:
     """Closing the only slave's link takes the replicated offset back to -1 at once."""
     core = master()
@@ -148,6 +158,10 @@ def test_slots_are_bounded_and_a_refusal_is_counted() -> None:
     assert refusal == "no slot: 2 slaves connected already" and stale == []
     assert third.link.state is LinkState.HANDSHAKE
     assert core.refused_connection_count == 1 and core.slot_count == 2
+    fourth = Conn(SlaveLink("addr-d", 0))
+    core.opened(fourth)
+    fourth.link.identified("d")
+    assert core.handshake_done(fourth)[0] and core.refused_connection_count == 2
 
 
 def test_a_reconnecting_slave_takes_its_own_slot_when_all_are_taken() -> None:
@@ -166,15 +180,20 @@ def test_closes_are_counted_and_refusals_kept_bounded() -> None:
     """A fake ack and a protocol error are counted; a refused slave is recorded with its
     state, reason and offset, the newest kept up to the bound."""
     core = master()
-    liar = stream(core, "a")
-    liar.link.report(MASTER_MAX + 1, MASTER_MAX, 0, 0)
-    liar.link.close("ack beyond")
-    assert core.closed(liar) is None and core.ack_beyond_max_count == 1
-    broken = Conn()
-    core.opened(broken)
-    broken.link.close("protocol error: bad tag")
-    core.closed(broken)
-    assert core.protocol_error_count == 1
+    for count in (1, 2):  # each one counts
+        liar = stream(core, f"liar{count}")
+        liar.link.report(MASTER_MAX + 1, MASTER_MAX, 0, 0)
+        liar.link.close("ack beyond")
+        assert core.closed(liar) is None and core.ack_beyond_max_count == count
+        broken = Conn()
+        core.opened(broken)
+        broken.link.close("protocol error: bad tag")
+        core.closed(broken)
+        assert core.protocol_error_count == count
+    plain = stream(core, "plain")
+    plain.link.close("slave closed the connection")
+    core.closed(plain)
+    assert (core.ack_beyond_max_count, core.protocol_error_count) == (2, 2)
     for offset in range(40):
         ahead = connect(core, f"s{offset}")
         ahead.link.report(offset + 1, MASTER_MAX, 0, 0)

@@ -21,6 +21,18 @@ def slave(sync_flush: bool = False, **overrides: Any) -> SlaveCore:
                      sync_flush=sync_flush)
 
 
+def test_a_new_slave_knows_nothing_of_its_master() -> None:
+    """Before any connection: not connected, no agreement, nothing seen, read, written,
+    applied or cut, epoch 0, no refusal and no apply error; ASYNC_FLUSH unless told."""
+    core = SlaveCore(HAConfig(broker_role=BrokerRole.SLAVE, ha_master_address="h:1"))
+    assert (core.connected, core.agreed_offset, core.master_offset_seen) == (False, -1, 0)
+    assert (core.last_read_ms, core.last_write_ms) == (None, None)
+    assert (core.applied_bytes_total, core.truncated_bytes_total, core.master_epoch) == (0, 0, 0)
+    assert (core.refusal, core.apply_error) == (None, None)
+    assert core.connected is False and core.flushes_before_reporting is False
+    assert core.report_due(0)
+
+
 def test_an_agreement_below_the_local_end_cuts_back_and_counts_it() -> None:
     """Agreed below what the slave holds: cut to there, counted in truncated_bytes_total;
     the master's history and last epoch are kept."""
@@ -29,8 +41,11 @@ def test_an_agreement_below_the_local_end_cuts_back_and_counts_it() -> None:
     assert step == AgreementStep(None, 600, HISTORY)
     assert (core.truncated_bytes_total, core.agreed_offset, core.master_epoch) == (300, 600, 3)
     core.disconnected()
-    core.agreement(Decision(Agreement.AGREED, 100), HISTORY, 150)
+    core.agreement(Decision(Agreement.AGREED, 100), HISTORY, 150)  # a log held from 0
     assert core.truncated_bytes_total == 350
+    three = [*HISTORY, Epoch(7, 800, b"o" * 16)]
+    core.agreement(Decision(Agreement.AGREED, 100), three, 100)
+    assert core.master_epoch == 7  # the last epoch's number
 
 
 def test_a_cut_below_the_first_byte_held_counts_only_what_was_held() -> None:
@@ -71,9 +86,11 @@ def test_frames_heartbeats_and_the_master_offset_seen() -> None:
     (never back)."""
     core = slave()
     assert core.frame(100, 50) and core.master_offset_seen == 150
-    assert not core.frame(150, 0) and core.master_offset_seen == 150
-    assert not core.frame(120, 0) and core.master_offset_seen == 150
-    assert core.diff_bytes(140) == 10 and core.diff_bytes(200) == 0
+    assert core.frame(150, 1) and core.master_offset_seen == 151
+    core.frame(100, 50)
+    assert not core.frame(151, 0) and core.master_offset_seen == 151
+    assert not core.frame(120, 0) and core.master_offset_seen == 151
+    assert core.diff_bytes(141) == 10 and core.diff_bytes(200) == 0
 
 
 def test_the_stores_answers() -> None:
@@ -81,14 +98,17 @@ def test_the_stores_answers() -> None:
     store refusal (reconnect later); anything else is a mismatch."""
     core = slave()
     core.store_refused("CREATE_MAPPED_FILE_FAILED: full")
+    assert core.apply_error == "CREATE_MAPPED_FILE_FAILED: full"
     assert core.applied(AppendRawStatus.OK, 40) is ApplyOutcome.APPLIED
     assert core.applied_bytes_total == 40 and core.apply_error is None
+    assert core.applied(AppendRawStatus.OK, 2) is ApplyOutcome.APPLIED
+    assert core.applied_bytes_total == 42
     for status in (AppendRawStatus.CREATE_MAPPED_FILE_FAILED,
                    AppendRawStatus.STORE_NOT_WRITABLE):
         assert core.applied(status, 40) is ApplyOutcome.STORE_REFUSED
     for status in (AppendRawStatus.OFFSET_MISMATCH, AppendRawStatus.SPANS_FILES):
         assert core.applied(status, 40) is ApplyOutcome.MISMATCH
-    assert core.applied_bytes_total == 40
+    assert core.applied_bytes_total == 42
 
 
 def test_reports_follow_writes_and_housekeeping_follows_reads() -> None:
@@ -107,7 +127,7 @@ def test_reports_follow_writes_and_housekeeping_follows_reads() -> None:
     core.reported(1_900)  # writes do not keep the link alive
     assert not core.silent_too_long(2_500) and core.silent_too_long(2_501)
     core.disconnected()
-    assert not core.connected and core.agreed_offset == -1
+    assert core.connected is False and core.agreed_offset == -1
 
 
 
