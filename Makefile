@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test lint types contracts unit suite bench mutate faults sim sim-timing clean
+.PHONY: setup run test lint types contracts unit suite bench mutate faults sim sim-ha sim-timing clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,13 @@ clean:
 # The timing model (failover p50/max, quiet healthy group): `make sim-timing`.
 sim: setup
 	$(BIN)/python -m ha.dledger.simulation.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
+
+# The classic (master/slave) replication simulation over many seeds (`make test` runs seeds
+# 0-299): `make sim-ha` runs 10,000 over 2 processes and prints how many and how long
+# (`SEEDS=N`, `WORKERS=N`); a failure prints its seed, and
+# `python -m ha.classic.simulation.sim --seed N` replays it (docs/replication.md).
+sim-ha: setup
+	$(BIN)/python -m ha.classic.simulation.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
 
 sim-timing: setup
 	$(BIN)/python -m ha.dledger.simulation.scenarios --seeds $(or $(SEEDS),200)

@@ -1,6 +1,8 @@
-"""The slave's HA client: connects to the master, reports its max offset, appends every
-frame with the store's append-at-offset and reports again. On a mismatch, a protocol error or
-silence it closes and reconnects after `ha_reconnect_interval_ms`.
+"""The slave's HA client (the seed's HAClient): the IO around `SlaveCore`
+(ha/classic/core/slave.py), which makes the decisions. It connects to the master, reports its
+max offset, appends every frame with the store's append-at-offset and reports again. On a
+mismatch, a protocol error or silence it closes and reconnects after
+`ha_reconnect_interval_ms`.
 
 The handshake (ha/auth.py) names the slave by its stable id and, with a secret, checks the
 master's proof as the master checks the slave's: a slave never applies bytes from a peer that
@@ -27,10 +29,10 @@ from ha.auth import (
     new_nonce,
     recv_exactly,
 )
+from ha.classic.core.slave import ApplyOutcome, SlaveCore
 from ha.config import HAConfig
 from ha.epochs import (
     DECISION_SIZE,
-    Agreement,
     decode_decision,
     encode_history,
     encode_offset,
@@ -40,18 +42,15 @@ from ha.epochs import (
 )
 from ha.identity import load_or_create_node_id
 from ha.protocol import FrameParser, ProtocolError, encode_report
+from store.clock import monotonic_ms
 from store.message_store import MessageStore
 from store.paths import StorePaths
 from store.service import ServiceThread
-from store.status import AppendRawStatus
+from store.status import AppendRawStatus, FlushDiskType
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.1
-# The slave's own store refused the bytes: it reconnects (the master resends from the offset
-# it reports) every ha_reconnect_interval_ms and applies again once the store can write.
-_STORE_REFUSALS = frozenset({AppendRawStatus.CREATE_MAPPED_FILE_FAILED,
-                             AppendRawStatus.STORE_NOT_WRITABLE})
 
 
 class SlaveStoreError(OSError):
@@ -87,19 +86,45 @@ class HAClient(ServiceThread):
         assert config.ha_master_address
         self.config = config
         self.store = store
-        self.connected = False
-        self.master_offset_seen = 0
-        self.last_read_s: float | None = None
-        self.last_write_s: float | None = None
+        self.core = SlaveCore(
+            config, sync_flush=store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         self.reconnect_count = 0
-        self.applied_bytes_total = 0
-        self.truncated_bytes_total = 0
-        self.master_epoch = 0
-        self.refusal: str | None = None  # why the master last refused to stream to us
         self.slave_id = load_or_create_node_id(store.config.data_dir)
-        self.apply_error: str | None = None
         self._sock: socket.socket | None = None
         self._send_tags = FrameTagger(None)
+
+    # -- what the core keeps, read by the views, the broker and tests ----------------------
+
+    @property
+    def connected(self) -> bool:
+        return self.core.connected
+
+    @property
+    def master_offset_seen(self) -> int:
+        return self.core.master_offset_seen
+
+    @property
+    def applied_bytes_total(self) -> int:
+        return self.core.applied_bytes_total
+
+    @property
+    def truncated_bytes_total(self) -> int:
+        return self.core.truncated_bytes_total
+
+    @property
+    def master_epoch(self) -> int:
+        return self.core.master_epoch
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the master last refused to stream to us."""
+        return self.core.refusal
+
+    @property
+    def apply_error(self) -> str | None:
+        return self.core.apply_error
+
+    # -- the connection's life -------------------------------------------------------------
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -121,7 +146,7 @@ class HAClient(ServiceThread):
                 log.warning("ha client: %s; reconnecting in %d ms", self.last_error,
                             self.config.ha_reconnect_interval_ms)
         finally:
-            self.connected = False
+            self.core.disconnected()
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
@@ -138,26 +163,27 @@ class HAClient(ServiceThread):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         parser = self._handshake(sock)
         sock.settimeout(_POLL_S)
-        self.connected = True
-        self.last_read_s = time.monotonic()
+        core = self.core
+        core.linked(monotonic_ms())
         self._report(sock)
-        housekeeping_s = self.config.ha_housekeeping_interval_ms / 1000
-        heartbeat_s = self.config.ha_send_heartbeat_interval_ms / 1000
         while not self._stop_event.is_set():
             try:
                 size = sock.recv_into(parser.free_view())
             except TimeoutError:
                 size = -1
-            now = time.monotonic()
+            now_ms = monotonic_ms()
             if size == 0:
                 raise ConnectionError("master closed the connection")
             if size > 0:
-                self.last_read_s = now
+                core.received(now_ms)
                 if self._apply(parser.received(size)):
+                    if core.flushes_before_reporting:
+                        self.store.flush.flush_commit_log()
                     self._report(sock)
-            elif now - self.last_read_s > housekeeping_s:
-                raise TimeoutError(f"nothing from the master for {housekeeping_s} s")
-            if self.last_write_s is None or now - self.last_write_s >= heartbeat_s:
+            elif core.silent_too_long(now_ms):
+                raise TimeoutError("nothing from the master for "
+                                   f"{self.config.ha_housekeeping_interval_ms / 1000} s")
+            if core.report_due(now_ms):
                 self._report(sock)
 
     def _handshake(self, sock: socket.socket) -> FrameParser:
@@ -200,37 +226,34 @@ class HAClient(ServiceThread):
         history_bytes, master_history = read_history(read)
         receive_tags.check(read(receive_tags.tag_size), decision_bytes, history_bytes)
         decision = decode_decision(decision_bytes)
-        if decision.agreement is not Agreement.AGREED:
-            self.refusal = decision.agreement.name.lower()
+        local_max = self.store.max_offset
+        step = self.core.agreement(decision, master_history, local_max, self.store.min_offset)
+        if step.refusal is not None:
             raise ProtocolError(
-                f"the master refuses to stream to this slave ({self.refusal}): its log agrees "
+                f"the master refuses to stream to this slave ({step.refusal}): its log agrees "
                 f"with the master's only up to {decision.agreed_offset}; reset this slave")
-        self.refusal = None
-        if decision.agreed_offset < self.store.max_offset:
+        if step.cut_to_offset is not None:
             log.warning("ha client: cutting the log back from %d to %d, where it agrees with "
-                        "the master's epochs", self.store.max_offset, decision.agreed_offset)
-            self.truncated_bytes_total += self.store.max_offset - decision.agreed_offset
-            self.store.truncate_log(decision.agreed_offset)
-        save_history(paths.ha_epochs, master_history)
-        self.master_epoch = master_history[-1].number if master_history else 0
+                        "the master's epochs", local_max, step.cut_to_offset)
+            self.store.truncate_log(step.cut_to_offset)
+        save_history(paths.ha_epochs, step.history)
 
     def _apply(self, frames: list[tuple[int, memoryview]]) -> bool:
         """Append every frame at its offset; return whether anything was written."""
         wrote = False
+        core = self.core
         for offset, body in frames:
-            self.master_offset_seen = max(self.master_offset_seen, offset + len(body))
-            if not body:
+            if not core.frame(offset, len(body)):
                 continue  # heartbeat
             status = self.store.append_raw(offset, body)
-            if status in _STORE_REFUSALS:
-                self.apply_error = self._store_refusal(status)
-                raise SlaveStoreError(f"cannot apply offset {offset}: {self.apply_error}")
-            if status is not AppendRawStatus.OK:
+            outcome = core.applied(status, len(body))
+            if outcome is ApplyOutcome.STORE_REFUSED:
+                core.store_refused(self._store_refusal(status))
+                raise SlaveStoreError(f"cannot apply offset {offset}: {core.apply_error}")
+            if outcome is ApplyOutcome.MISMATCH:
                 raise ProtocolError(
                     f"master pushed offset {offset} but the slave's max offset is "
                     f"{self.store.max_offset} ({status.value})")
-            self.applied_bytes_total += len(body)
-            self.apply_error = None
             wrote = True
         return wrote
 
@@ -241,27 +264,29 @@ class HAClient(ServiceThread):
         return f"{status.value}: {fault.describe() if fault is not None else ''}"
 
     def _report(self, sock: socket.socket) -> None:
-        report = encode_report(self.store.max_offset)
+        commit_log = self.store.commit_log
+        report = encode_report(self.core.report_offset(commit_log.max_offset,
+                                                       commit_log.flushed_offset))
         sock.sendall(report + self._send_tags.tag(report))
-        self.last_write_s = time.monotonic()
+        self.core.reported(monotonic_ms())
 
     def view(self) -> SlaveLinkView:
-        now = time.monotonic()
+        now_ms = monotonic_ms()
+        core = self.core
         local = self.store.max_offset
         return SlaveLinkView(
             master_address=self.config.ha_master_address or "",
-            connected=self.connected,
+            connected=core.connected,
             local_max_offset=local,
-            master_offset_seen=self.master_offset_seen,
-            diff_bytes=max(0, self.master_offset_seen - local),
-            last_read_age_ms=None if self.last_read_s is None
-            else int((now - self.last_read_s) * 1000),
-            last_write_age_ms=None if self.last_write_s is None
-            else int((now - self.last_write_s) * 1000),
+            master_offset_seen=core.master_offset_seen,
+            diff_bytes=core.diff_bytes(local),
+            last_read_age_ms=None if core.last_read_ms is None else now_ms - core.last_read_ms,
+            last_write_age_ms=None if core.last_write_ms is None
+            else now_ms - core.last_write_ms,
             reconnect_count=self.reconnect_count,
             last_error=self.last_error,
-            master_epoch=self.master_epoch,
-            refusal=self.refusal,
-            truncated_bytes_total=self.truncated_bytes_total,
-            apply_error=self.apply_error,
+            master_epoch=core.master_epoch,
+            refusal=core.refusal,
+            truncated_bytes_total=core.truncated_bytes_total,
+            apply_error=core.apply_error,
         )

@@ -1,11 +1,13 @@
-"""One slave's connection on the master: a reader thread (handshake, then reports/acks) and a
-writer thread (transfers and heartbeats). The handshake (ha/auth.py) names the slave; the
-service gives the connection a slot only after it, and counts acks per slave id. An ack above
-what was sent on this connection closes it: only bytes the slave was given can be acked."""
+"""One slave's connection on the master (the seed's HAConnection): the IO around its
+`SlaveLink` (ha/classic/core/link.py), which makes every decision. A reader thread runs the
+handshake (ha/auth.py names the slave), the epoch exchange, then reads reports and hands each to
+the link; a writer thread asks the link what to send and sends it (`os.sendfile` on an open
+link, a tagged copy on an authenticated one) and the heartbeats. The service gives the
+connection a slot only after the handshake and counts acks per slave id; an ack above what was
+sent on this connection closes it: only bytes the slave was given can be acked."""
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import select
@@ -24,10 +26,10 @@ from ha.auth import (
     new_nonce,
     recv_exactly,
 )
+from ha.classic.core.link import LinkState, SlaveLink
 from ha.config import HAConfig
 from ha.epochs import (
     OFFSET_SIZE,
-    Agreement,
     Decision,
     Epoch,
     decode_offset,
@@ -45,18 +47,8 @@ _RECV_SIZE_BYTES = 64 * 1024
 _WRITER_IDLE_WAIT_S = 0.1
 
 
-class ConnectionState(enum.Enum):
-    HANDSHAKE = "handshake"
-    WAITING_REPORT = "waiting_report"
-    TRANSFERRING = "transferring"
-    NEEDS_RESET = "needs_reset"  # the slave wants an offset the master no longer holds
-    AHEAD_OF_MASTER = "ahead_of_master"  # the slave reports more than it agreed to keep
-    DIVERGED = "diverged"  # no epoch in common: the slave's bytes are not this master's
-    CLOSED = "closed"
-
-
-_REFUSED_STATES = (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER,
-                   ConnectionState.DIVERGED)
+# The link's states, named as the admin views show them (ha/classic/core/link.py).
+ConnectionState = LinkState
 
 
 # Its fields, in their order, are also the admin API's view of it (app/api/schemas/ha.py):
@@ -88,34 +80,72 @@ class HAConnection:
         agree: Callable[[Sequence[Epoch], int], tuple[Decision, Sequence[Epoch]]],
     ) -> None:
         self.sock = sock
-        self.address = address
         self._config = config
         self._commit_log = commit_log
         self._on_ack = on_ack
         self._on_close = on_close
         self._on_handshake = on_handshake
         self._agree = agree
-        self.agreed_offset = -1  # where the slave's log agrees with ours (epoch exchange)
-        self.state = ConnectionState.HANDSHAKE
-        self.slave_id = ""  # hex, known once the handshake is done
+        self.link = SlaveLink(address, monotonic_ms())
         self._send_tags = FrameTagger(None)
-        self.ack_offset = -1
-        self.request_offset = -1
-        self.transfer_from_offset = -1
-        # One past the last byte handed to the socket; an ack above it was never sent here.
-        self.sent_end_offset = -1
-        self.bytes_sent_total = 0
-        self.last_ack_ms: int | None = None
-        self.connected_ms = monotonic_ms()
-        self.close_reason = ""
-        self.ack_beyond_max = False
         self._wakeup = threading.Event()
         self._closed = threading.Event()
+        self._close_lock = threading.Lock()
         self._rate = _RateMeter()
         self._threads: list[threading.Thread] = []
         # A seam for tests: runs in the writer between taking a transfer source and sending
         # it, where a blocked sendfile would let retention run.
         self.before_send: Callable[[TransferSource], None] = _no_step
+
+    # -- the link's state, read by the service, the views and tests ------------------------
+
+    @property
+    def address(self) -> str:
+        return self.link.address
+
+    @property
+    def state(self) -> LinkState:
+        return self.link.state
+
+    @property
+    def slave_id(self) -> str:
+        return self.link.slave_id
+
+    @property
+    def agreed_offset(self) -> int:
+        return self.link.agreed_offset
+
+    @property
+    def request_offset(self) -> int:
+        return self.link.request_offset
+
+    @property
+    def ack_offset(self) -> int:
+        return self.link.ack_offset
+
+    @property
+    def transfer_from_offset(self) -> int:
+        return self.link.transfer_from_offset
+
+    @property
+    def sent_end_offset(self) -> int:
+        return self.link.sent_end_offset
+
+    @property
+    def bytes_sent_total(self) -> int:
+        return self.link.bytes_sent_total
+
+    @property
+    def last_ack_ms(self) -> int | None:
+        return self.link.last_ack_ms
+
+    @property
+    def close_reason(self) -> str:
+        return self.link.close_reason
+
+    @property
+    def ack_beyond_max(self) -> bool:
+        return self.link.ack_beyond_max
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -132,13 +162,11 @@ class HAConnection:
         for thread in self._threads:
             thread.start()
 
-    def close(self, reason: str, state: ConnectionState = ConnectionState.CLOSED) -> None:
-        if self._closed.is_set():
-            return
+    def close(self, reason: str, state: LinkState = LinkState.CLOSED) -> None:
+        with self._close_lock:  # the reader and the writer may both fail at once
+            if not self.link.close(reason, state):
+                return
         self._closed.set()
-        self.close_reason = reason
-        if state is not ConnectionState.CLOSED or self.state not in _REFUSED_STATES:
-            self.state = state
         self._wakeup.set()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -155,7 +183,7 @@ class HAConnection:
 
     @property
     def is_open(self) -> bool:
-        return not self._closed.is_set()
+        return self.link.is_open
 
     def wake(self) -> None:
         if not self._wakeup.is_set():
@@ -163,28 +191,23 @@ class HAConnection:
 
     def view(self, master_max_offset: int, fall_behind_bytes_max: int) -> SlaveView:
         now = monotonic_ms()
-        diff = master_max_offset - self.ack_offset if self.ack_offset >= 0 else master_max_offset
+        link = self.link
         return SlaveView(
-            address=self.address,
-            slave_id=self.slave_id,
-            state=self.state.value,
-            ack_offset=self.ack_offset,
-            transfer_from_offset=self.transfer_from_offset,
-            diff_bytes=max(0, diff),
-            in_sync=self.is_eligible(master_max_offset, fall_behind_bytes_max),
+            address=link.address,
+            slave_id=link.slave_id,
+            state=link.state.value,
+            ack_offset=link.ack_offset,
+            transfer_from_offset=link.transfer_from_offset,
+            diff_bytes=link.diff_bytes(master_max_offset),
+            in_sync=link.is_eligible(master_max_offset, fall_behind_bytes_max),
             transfer_bytes_per_s=self._rate.per_second(),
-            last_ack_age_ms=None if self.last_ack_ms is None else now - self.last_ack_ms,
-            connected_for_ms=now - self.connected_ms,
+            last_ack_age_ms=None if link.last_ack_ms is None else now - link.last_ack_ms,
+            connected_for_ms=now - link.connected_ms,
         )
 
     def is_eligible(self, master_max_offset: int, fall_behind_bytes_max: int) -> bool:
         """Connected, transferring and less than the allowed bytes behind the master."""
-        return (
-            self.is_open
-            and self.state is ConnectionState.TRANSFERRING
-            and self.ack_offset >= 0
-            and master_max_offset - self.ack_offset < fall_behind_bytes_max
-        )
+        return self.link.is_eligible(master_max_offset, fall_behind_bytes_max)
 
     # -- reader ----------------------------------------------------------------------------
 
@@ -230,15 +253,14 @@ class HAConnection:
         handshake = Handshake(secret, hello.master_nonce, answer.slave_nonce, answer.slave_id)
         handshake.check_slave_proof(answer.proof)
         self.sock.sendall(handshake.master_proof())
-        self.slave_id = answer.slave_id.hex()
+        self.link.identified(answer.slave_id.hex())
         self._send_tags = handshake.master_to_slave()
         receive_tags = handshake.slave_to_master()
         # The service moves an accepted connection out of HANDSHAKE under its lock (that is
         # taking the slot); a refused one stays there until it is closed, holding no slot.
         refusal = self._on_handshake(self)
         if not refusal:
-            if self.state is ConnectionState.HANDSHAKE:
-                self.state = ConnectionState.WAITING_REPORT
+            self.link.slotted()
             refusal = self._agree_on_epochs(receive_tags, deadline_s)
         if refusal:
             self.close(refusal)
@@ -260,114 +282,74 @@ class HAConnection:
         decision, master_history = self._agree(slave_history, slave_max)
         message = encode_decision(decision) + encode_history(master_history)
         self.sock.sendall(message + self._send_tags.tag(message))
-        self.agreed_offset = decision.agreed_offset
-        if decision.agreement is Agreement.AGREED:
-            return ""
-        self.request_offset = slave_max
-        if decision.agreement is Agreement.NEEDS_RESET:
-            self.state = ConnectionState.NEEDS_RESET
-            return (f"slave at {slave_max} agrees with the master only up to "
-                    f"{decision.agreed_offset}, which the master no longer holds; "
-                    "it needs a reset")
-        self.state = ConnectionState.DIVERGED
-        return (f"slave at {slave_max} shares no epoch with the master: its log is not this "
-                "master's history (a foreign or reset master); it needs a reset")
+        return self.link.agreed(decision, slave_max)
 
     def _on_report(self, offset: int) -> str:
-        """Apply a report; return a reason to close, or "" to go on."""
-        master_max = self._commit_log.max_offset
-        if self.request_offset < 0:
-            return self._first_report(offset, master_max)
-        if offset > master_max:
-            self.ack_beyond_max = True
-            return f"ack {offset} is beyond the master's max offset {master_max}"
-        if offset > self.sent_end_offset:
-            self.ack_beyond_max = True
-            return (f"ack {offset} is beyond what this connection was sent "
-                    f"({self.sent_end_offset})")
-        if offset >= self.ack_offset:
-            self.ack_offset = offset
-        self.last_ack_ms = monotonic_ms()
+        """Hand a report to the link; return a reason to close, or "" to go on."""
+        commit_log = self._commit_log
+        outcome = self.link.report(offset, commit_log.max_offset, commit_log.min_offset,
+                                   monotonic_ms())
+        if outcome.close_reason:
+            return outcome.close_reason
+        if outcome.started:
+            log.info("ha: slave %s reports %d, streaming from %d", self.address, offset,
+                     self.link.transfer_from_offset)
         self._on_ack(self)
-        return ""
-
-    def _first_report(self, offset: int, master_max: int) -> str:
-        """Where the stream starts: an empty slave gets the whole retained history."""
-        master_min = self._commit_log.min_offset
-        self.request_offset = offset
-        if offset > self.agreed_offset:
-            self.state = ConnectionState.AHEAD_OF_MASTER
-            return (f"slave at {offset} is ahead of the offset {self.agreed_offset} where its "
-                    "log agrees with the master's (it did not cut back)")
-        if offset == 0:
-            start = master_min
-        elif offset < master_min:
-            self.state = ConnectionState.NEEDS_RESET
-            return (f"slave at {offset} wants data the master no longer holds "
-                    f"(min offset {master_min}); it needs a reset")
-        else:
-            start = offset
-        self.ack_offset = offset
-        self.last_ack_ms = monotonic_ms()
-        self.transfer_from_offset = start
-        self.sent_end_offset = start
-        self.state = ConnectionState.TRANSFERRING
-        log.info("ha: slave %s reports %d, streaming from %d", self.address, offset, start)
-        self._on_ack(self)
-        self.wake()
+        if outcome.started:
+            self.wake()
         return ""
 
     # -- writer ----------------------------------------------------------------------------
 
     def _write_loop(self) -> None:
-        heartbeat_s = self._config.ha_send_heartbeat_interval_ms / 1000
-        last_write_s = time.monotonic()
+        heartbeat_ms = self._config.ha_send_heartbeat_interval_ms
+        idle_wait_s = min(_WRITER_IDLE_WAIT_S, heartbeat_ms / 1000)
+        link = self.link
         try:
             while self.is_open:
-                if self.state is not ConnectionState.TRANSFERRING:
+                if link.state is not LinkState.TRANSFERRING:
                     self._wakeup.wait(_WRITER_IDLE_WAIT_S)
                     self._wakeup.clear()
                     continue
                 self._wakeup.clear()
                 if self._transfer_some():
-                    last_write_s = time.monotonic()
                     continue
-                if time.monotonic() - last_write_s >= heartbeat_s:
-                    header = encode_header(self.transfer_from_offset, 0)
+                if link.heartbeat_due(monotonic_ms(), heartbeat_ms):
+                    header = encode_header(link.transfer_from_offset, 0)
                     self.sock.sendall(header + self._send_tags.tag(header))
-                    last_write_s = time.monotonic()
-                self._wakeup.wait(min(_WRITER_IDLE_WAIT_S, heartbeat_s))
+                    link.heartbeat_sent(monotonic_ms())
+                self._wakeup.wait(idle_wait_s)
         except OSError as error:
             self.close(f"send failed: {error}")
 
     def _transfer_some(self) -> bool:
         """Send one batch (never across two files); False when there is nothing to send."""
-        start = self.transfer_from_offset
-        if start >= self._commit_log.max_offset:
+        link = self.link
+        if link.bytes_to_send(self._commit_log.max_offset) == 0:
             return False
+        start = link.transfer_from_offset
         source = self._commit_log.transfer_source(start, self._config.ha_transfer_batch_size_bytes)
         if source is None:
-            self.close(f"offset {start} is no longer held by the master",
-                       ConnectionState.NEEDS_RESET)
+            self.close(link.source_gone(start))
             return False
         with source:  # held: retention cannot close the fd (and free its number) under us
-            if source.size_bytes == 0:
+            size = source.size_bytes
+            if size == 0:
                 return False
             self.before_send(source)
-            header = encode_header(start, source.size_bytes)
-            self.sent_end_offset = start + source.size_bytes
+            link.sending(start, size)
+            header = encode_header(start, size)
             if self._send_tags.tag_size:
                 # A tag covers the bytes it is sent with, so they are read once, then sent.
-                body = os.pread(source.fd, source.size_bytes, source.file_position)
-                assert len(body) == source.size_bytes
+                body = os.pread(source.fd, size, source.file_position)
+                assert len(body) == size
                 self.sock.sendall(header + body + self._send_tags.tag(header, body))
             else:
                 self.sock.sendall(header)
-                _sendfile_all(self.sock, source.fd, source.file_position, source.size_bytes,
+                _sendfile_all(self.sock, source.fd, source.file_position, size,
                               self._config.ha_housekeeping_interval_ms / 1000)
-        self.transfer_from_offset = start + source.size_bytes
-        self.bytes_sent_total += source.size_bytes
-        self._rate.add(source.size_bytes)
+        link.sent(start, size, monotonic_ms())
+        self._rate.add(size)
         return True
 
 

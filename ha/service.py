@@ -1,6 +1,8 @@
-"""The master's HA service: accepts slaves, tracks each slave's ack, and completes SYNC_MASTER
-waits when enough distinct slaves have acknowledged an offset. Implements the store's
-`ReplicationGuard`.
+"""The master's HA service (the seed's HAService, AcceptSocketService and the put side of its
+GroupTransferService): the IO around `MasterCore` (ha/classic/core/master.py), which makes the
+decisions. It accepts slaves (one HAConnection each), tells the core what happens to them
+under one lock, completes SYNC_MASTER waits at every new replicated offset, and implements the
+store's `ReplicationGuard`.
 
 What it fixes from the seed's HAService (reference section 7): acks are per slave id (a
 slave that reconnects replaces its old connection and never counts twice) and a closed
@@ -19,16 +21,16 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from ha.classic.core.master import MasterCore
+from ha.classic.core.master import RejectedSlave as RejectedSlave
 from ha.config import HAConfig
-from ha.connection import ConnectionState, HAConnection, SlaveView
+from ha.connection import HAConnection, SlaveView
 from ha.epochs import (
     Agreement,
     Decision,
     Epoch,
     begin_epoch,
-    decide,
     load_history,
     save_history,
 )
@@ -38,21 +40,13 @@ from store.message_store import MessageStore
 from store.paths import StorePaths
 from store.service import ServiceThread
 from store.status import PutMessageStatus
-from store.waits.completion import Pending
+from store.waits.completion import PutCompletion
 from store.waits.offset_waits import OffsetWaits
 
 log = logging.getLogger(__name__)
 
-_REJECTED_MAX = 32
 _ACCEPT_POLL_S = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class RejectedSlave:
-    address: str
-    state: str
-    reason: str
-    request_offset: int
+_SLAVE_NOT_AVAILABLE = PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
 
 
 class HAService:
@@ -60,20 +54,11 @@ class HAService:
         self.config = config
         self.store = store
         self.waits = OffsetWaits(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
-        self._connections: list[HAConnection] = []
-        self._lock = threading.Lock()
+        self.core: MasterCore[HAConnection] = MasterCore(config, [])
+        self._lock = threading.Lock()  # every call into the core holds it
         self._listener: socket.socket | None = None
         self._accept = _AcceptThread(self)
-        self.rejected: deque[RejectedSlave] = deque(maxlen=_REJECTED_MAX)
-        self.refused_connection_count = 0
-        self.handshake_evicted_count = 0
-        self.ack_beyond_max_count = 0
-        self.protocol_error_count = 0
-        self._replicated = -1
-        self._fall_behind_bytes_max = config.ha_slave_fall_behind_bytes_max
-        self._slave_timeout_ms = config.slave_timeout_ms
         self.node_id = b""
-        self.epochs: list[Epoch] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -81,11 +66,11 @@ class HAService:
         # Every start as master is a new epoch: recovery may have cleared bytes a slave holds.
         paths = StorePaths(self.store.config.data_dir)
         self.node_id = load_or_create_node_id(self.store.config.data_dir)
-        self.epochs = begin_epoch(load_history(paths.ha_epochs), self.store.max_offset,
-                                  self.node_id)
-        save_history(paths.ha_epochs, self.epochs)
-        log.info("ha: master epoch %d from offset %d", self.epochs[-1].number,
-                 self.epochs[-1].start_offset)
+        epochs = begin_epoch(load_history(paths.ha_epochs), self.store.max_offset, self.node_id)
+        save_history(paths.ha_epochs, epochs)
+        self.core.epochs = epochs
+        log.info("ha: master epoch %d from offset %d", epochs[-1].number,
+                 epochs[-1].start_offset)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((self.config.ha_listen_host, self.config.ha_listen_port))
@@ -121,15 +106,44 @@ class HAService:
         host, port = self._listener.getsockname()[:2]
         return str(host), int(port)
 
+    # -- what the core keeps, read by the views, metrics and tests -------------------------
+
+    @property
+    def epochs(self) -> list[Epoch]:
+        return self.core.epochs
+
+    @property
+    def rejected(self) -> deque[RejectedSlave]:
+        return self.core.rejected
+
+    @property
+    def refused_connection_count(self) -> int:
+        return self.core.refused_connection_count
+
+    @property
+    def handshake_evicted_count(self) -> int:
+        return self.core.handshake_evicted_count
+
+    @property
+    def ack_beyond_max_count(self) -> int:
+        return self.core.ack_beyond_max_count
+
+    @property
+    def protocol_error_count(self) -> int:
+        return self.core.protocol_error_count
+
     @property
     def connections(self) -> list[HAConnection]:
         with self._lock:
-            return list(self._connections)
+            return list(self.core.connections)
 
     @property
     def connection_count(self) -> int:
         """Slaves holding a slot (past the handshake)."""
-        return sum(1 for c in self.connections if c.state is not ConnectionState.HANDSHAKE)
+        with self._lock:
+            return self.core.slot_count
+
+    # -- connections: the core decides, the connections carry it out -----------------------
 
     def _admit(self, sock: socket.socket, address: str) -> None:
         """Start the handshake of a new connection; it holds no slot yet."""
@@ -137,11 +151,8 @@ class HAService:
                                   on_ack=self._on_ack, on_close=self._on_close,
                                   on_handshake=self._on_handshake, agree=self._agree)
         with self._lock:
-            waiting = [c for c in self._connections if c.state is ConnectionState.HANDSHAKE]
-            oldest = waiting[0] if len(waiting) >= self.config.ha_handshakes_max else None
-            self._connections.append(connection)
+            oldest = self.core.opened(connection)
         if oldest is not None:
-            self.handshake_evicted_count += 1
             oldest.close("dropped: too many connections in the handshake")
         connection.start()
 
@@ -151,19 +162,12 @@ class HAService:
         The same slave id on an older connection is that slave's stale link (a reconnect
         after a cut, a half-open socket): the old one is closed so the slave counts once.
         """
-        with self._lock:
-            stale = [c for c in self._connections
-                     if c is not connection and c.slave_id == connection.slave_id]
-            slotted = [c for c in self._connections if c is not connection
-                       and c not in stale and c.state is not ConnectionState.HANDSHAKE]
-            full = len(slotted) >= self.config.ha_connections_max
-            if not full:  # the slot is taken under the lock: two handshakes cannot share it
-                connection.state = ConnectionState.WAITING_REPORT
-        if full:
-            self.refused_connection_count += 1
-            log.warning("ha: refusing slave %s at %s: all %d slots are taken",
-                        connection.slave_id, connection.address, len(slotted))
-            return f"no slot: {len(slotted)} slaves connected already"
+        with self._lock:  # the slot is taken under the lock: two handshakes cannot share it
+            refusal, stale = self.core.handshake_done(connection)
+        if refusal:
+            log.warning("ha: refusing slave %s at %s: %s", connection.slave_id,
+                        connection.address, refusal)
+            return refusal
         for old in stale:
             old.close(f"replaced by a new connection of the same slave from "
                       f"{connection.address}")
@@ -171,65 +175,54 @@ class HAService:
 
     def _agree(self, slave_history: Sequence[Epoch],
                slave_max: int) -> tuple[Decision, Sequence[Epoch]]:
-        history = self.epochs
-        decision = decide(history, self.store.max_offset, self.store.min_offset, slave_history,
-                          slave_max)
+        decision = self.core.agree(slave_history, slave_max, self.store.max_offset,
+                                   self.store.min_offset)
         if decision.agreement is Agreement.AGREED and decision.agreed_offset < slave_max:
             log.warning("ha: slave at %d holds bytes this master does not; it cuts back to %d",
                         slave_max, decision.agreed_offset)
-        return decision, history
-
-    # -- acks and waits --------------------------------------------------------------------
+        return decision, self.core.epochs
 
     def _on_ack(self, connection: HAConnection) -> None:
-        self._replicated = self.replicated_offset()
-        self.waits.advance(self._replicated)
+        with self._lock:
+            step = self.core.acked(connection)
+            if step.unreplicable_end_offset:  # rare: before any other ack can count it
+                self.waits.complete_through(step.unreplicable_end_offset,
+                                            PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self.waits.advance(step.replicated_offset)
 
     def _on_close(self, connection: HAConnection, reason: str) -> None:
         with self._lock:
-            if connection in self._connections:
-                self._connections.remove(connection)
-        self._replicated = self.replicated_offset()
-        if connection.ack_beyond_max:
-            self.ack_beyond_max_count += 1
-        if reason.startswith("protocol error"):
-            self.protocol_error_count += 1
-        if connection.state in (ConnectionState.NEEDS_RESET, ConnectionState.AHEAD_OF_MASTER,
-                                ConnectionState.DIVERGED):
-            self.rejected.append(RejectedSlave(connection.address, connection.state.value,
-                                               reason, connection.request_offset))
-            log.error("ha: slave %s rejected (%s): %s", connection.address,
-                      connection.state.value, reason)
+            rejected = self.core.closed(connection)
+        if rejected is not None:
+            log.error("ha: slave %s rejected (%s): %s", rejected.address, rejected.state,
+                      reason)
+
+    # -- the store's ReplicationGuard ------------------------------------------------------
 
     def replicated_offset(self) -> int:
         """The offset that `slaves_needed` distinct connected slaves have all acknowledged."""
-        ack_by_slave: dict[str, int] = {}
-        for c in self.connections:
-            if c.is_open and c.state is ConnectionState.TRANSFERRING:
-                ack_by_slave[c.slave_id] = max(c.ack_offset, ack_by_slave.get(c.slave_id, -1))
-        acks = sorted(ack_by_slave.values(), reverse=True)
-        needed = self.config.slaves_needed
-        return acks[needed - 1] if len(acks) >= needed else -1
+        return self.core.replicated_offset
 
     def is_slave_ok(self, end_offset: int) -> bool:
-        """Enough slaves connected and less than ha_slave_fall_behind_bytes_max behind.
+        """Enough slaves connected and less than ha_slave_fall_behind_bytes_max behind (O(1):
+        the core keeps the replicated offset at every ack and every close)."""
+        return self.core.is_slave_ok(end_offset)
 
-        `_replicated` is the offset the needed number of distinct slaves have acked (kept by
-        every ack and every close), so the question costs O(1) on the put path.
-        """
-        replicated = self._replicated
-        return replicated >= 0 and end_offset - replicated < self._fall_behind_bytes_max
-
-    def wait_replicated(self, end_offset: int) -> Pending:
-        # The append already woke the writers (append listener): nothing more to do here.
-        return self.waits.add(end_offset, monotonic_ms() + self._slave_timeout_ms)
+    def replication_completion(self, end_offset: int) -> PutCompletion:
+        """What a SYNC_MASTER put ending at `end_offset` awaits: SLAVE_NOT_AVAILABLE at once,
+        or PUT_OK when replicated, FLUSH_SLAVE_TIMEOUT at its deadline. The append already
+        woke the writers (append listener): nothing more to do here."""
+        deadline_ms = self.core.put_deadline_ms(end_offset, monotonic_ms())
+        if deadline_ms is None:
+            return _SLAVE_NOT_AVAILABLE
+        return PutCompletion(pending=self.waits.add(end_offset, deadline_ms))
 
     @property
     def pending_count(self) -> int:
         return len(self.waits)
 
     def _wake_writers(self) -> None:
-        for connection in self._connections:
+        for connection in self.core.connections:
             connection.wake()
 
     # -- views -----------------------------------------------------------------------------

@@ -55,6 +55,20 @@ MODULE_TESTS: dict[str, list[str]] = {
         "tests/ha/dledger/core/test_election.py", "tests/ha/dledger/core/test_replication.py",
         "tests/ha/dledger/core/test_transfer.py", "tests/ha/dledger/core/test_throttle.py",
     ],
+    # The classic replication core is pure: its own tests drive it event by event.
+    "ha/classic/core/link.py": ["tests/ha/classic/core/test_link.py"],
+    "ha/classic/core/master.py": ["tests/ha/classic/core/test_master.py"],
+    "ha/classic/core/slave.py": ["tests/ha/classic/core/test_slave.py"],
+    "ha/classic/core/epochs.py": [
+        f"tests/ha/test_epochs.py::{name}" for name in (
+            "test_an_empty_slave_starts_from_the_beginning",
+            "test_a_slave_ahead_of_a_master_that_lost_its_tail_cuts_back",
+            "test_a_deposed_master_cuts_back_to_where_its_successor_began",
+            "test_a_foreign_slave_is_refused_and_a_slave_behind_retention_needs_a_reset",
+            "test_a_master_drops_epochs_it_holds_no_byte_of",
+            "test_the_agreed_offset_is_exactly_the_common_prefix",
+        )
+    ],
     "app/api/errors.py": [
         "tests/app/api/test_errors.py", "tests/app/api/test_openapi.py::test_file_matches_the_app",
     ],

@@ -217,6 +217,8 @@ class DispatchService(ServiceThread):
                 total_size, magic = _PREFIX.unpack_from(buffer, position)
                 queue_id = queue_offset = stored_ms = body_size = 0
             if magic == BLANK_MAGIC:
+                if position + total_size > limit:
+                    break  # the rest of the blank has not arrived yet (slave)
                 position = mapped.size_bytes  # the rest of the file is blank
                 count += 1
                 break

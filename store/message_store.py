@@ -65,11 +65,13 @@ log = logging.getLogger(__name__)
 
 
 class ReplicationGuard(Protocol):
-    """What SYNC_MASTER puts need from replication (implemented in ha/)."""
+    """What SYNC_MASTER puts need from replication (implemented in ha/, which decides)."""
 
-    def is_slave_ok(self, end_offset: int) -> bool: ...
-
-    def wait_replicated(self, end_offset: int) -> Pending: ...
+    def replication_completion(self, end_offset: int) -> PutCompletion:
+        """What a put of bytes ending at `end_offset` awaits: decided at once
+        (SLAVE_NOT_AVAILABLE: not enough slaves in sync), or pending until the slaves hold it
+        (PUT_OK) or its deadline passes (FLUSH_SLAVE_TIMEOUT)."""
+        ...
 
     def replicated_offset(self) -> int:
         """The offset the needed number of slaves have acknowledged (-1: not enough)."""
@@ -297,6 +299,14 @@ class MessageStore:
             # stopped, so the log does not grow under this loop.
             while self.dispatch.dispatch_available():
                 pass
+            # Frames are cut at any byte: a master that died mid-record left this log ending
+            # in part of one. Appended after it, every new record would sit behind a torn one
+            # (unreadable, and cut by the next recovery): a master appends after whole records.
+            torn_from = self.dispatch.dispatched_offset
+            if torn_from < self.commit_log.max_offset:
+                log.warning("promotion: cutting a torn record at [%d, %d) that the master did "
+                            "not finish sending", torn_from, self.commit_log.max_offset)
+                self.truncate_log(torn_from)
             self.commit_log.set_queue_offsets(self.queues.queue_offsets())
         self.config = dataclasses.replace(self.config, broker_role=role)
         self._is_slave = role is BrokerRole.SLAVE
@@ -444,11 +454,7 @@ class MessageStore:
         guard = self._replication
         if guard is None or not self._is_sync_master:
             return flushed
-        if not guard.is_slave_ok(end_offset):
-            replicated = PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
-        else:
-            replicated = PutCompletion(pending=guard.wait_replicated(end_offset))
-        return PutCompletion.combine(flushed, replicated)
+        return PutCompletion.combine(flushed, guard.replication_completion(end_offset))
 
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> AppendRawStatus:
         """The slave's write path: replicated bytes at exactly our max offset."""

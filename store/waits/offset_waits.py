@@ -60,6 +60,15 @@ class OffsetWaits:
                 done.append(heapq.heappop(self._by_offset)[2])
         return self._complete(done, PutMessageStatus.PUT_OK)
 
+    def complete_through(self, offset: int, status: PutMessageStatus) -> int:
+        """Complete with `status` every wait whose end offset is <= `offset` (waits that can
+        no longer be reached); return how many."""
+        done: list[_Wait] = []
+        with self._lock:
+            while self._by_offset and self._by_offset[0][0] <= offset:
+                done.append(heapq.heappop(self._by_offset)[2])
+        return self._complete(done, status)
+
     def expire(self, now_ms: int) -> int:
         """Complete with the timeout status every wait whose deadline has passed."""
         done: list[_Wait] = []

@@ -196,6 +196,53 @@ def test_promoted_slave_continues_each_queue(tmp_path: Path, open_store: OpenSto
         assert [message.body for message in read.messages] == [b"after promotion"]
 
 
+def test_promoted_slave_cuts_a_record_its_master_did_not_finish_sending(
+        tmp_path: Path, open_store: OpenStore) -> None:
+    """A slave whose master died mid-record (frames are cut at any byte) holds a torn tail;
+    promoted, it cuts it before its first put, so the new record follows the last whole one
+    and every record of its log reads back (found by the classic-replication simulation)."""
+    master = open_store(data_dir=tmp_path / "master")
+    _fill(master, 5)
+    whole_end = master.max_offset
+    _fill(master, 1)
+    wait_dispatched(master)
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    torn_end = whole_end + (master.max_offset - whole_end) // 2
+    assert slave.append_raw(0, master.commit_log.read_bytes(0, torn_end)) is AppendRawStatus.OK
+    slave.change_role(BrokerRole.ASYNC_MASTER)
+    assert slave.max_offset == whole_end
+    result, done = slave.put_message(Message("T", b"after promotion", queue_id=0))
+    assert done.result(5) is PutMessageStatus.PUT_OK and result.commit_log_offset == whole_end
+    assert slave.commit_log.read_record(whole_end).body == b"after promotion"
+    wait_dispatched(slave)
+    read = slave.get_messages("T", 0, result.queue_offset, 10)
+    assert [message.body for message in read.messages] == [b"after promotion"]
+
+
+def test_promoted_slave_cuts_an_end_of_file_blank_it_did_not_receive_whole(
+        tmp_path: Path, open_store: OpenStore) -> None:
+    """A slave that received only part of a file's end blank waits for the rest before it
+    dispatches past it; promoted, it cuts the part, so its first put is not written inside
+    a blank (where every reader would skip it) but readable where the blank began."""
+    master = open_store(data_dir=tmp_path / "master")
+    offsets = _fill(master, 2 * SMALL_FILE_BYTES // 1000)
+    wait_dispatched(master)
+    in_first_file = [o for o in offsets if o < SMALL_FILE_BYTES]
+    last = master.commit_log.read_record(in_first_file[-1])
+    blank_start = last.commit_log_offset + last.total_size
+    assert SMALL_FILE_BYTES - blank_start > 16  # a blank of more than its 8-byte header
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    assert slave.append_raw(0, master.commit_log.read_bytes(0, blank_start + 12)) is (
+        AppendRawStatus.OK)
+    slave.change_role(BrokerRole.ASYNC_MASTER)
+    assert slave.max_offset == blank_start
+    result, done = slave.put_message(Message("T", b"after promotion", queue_id=0))
+    assert done.result(5) is PutMessageStatus.PUT_OK
+    wait_dispatched(slave)
+    read = slave.get_messages("T", 0, result.queue_offset, 10)
+    assert [message.body for message in read.messages] == [b"after promotion"]
+
+
 def test_entry_writes_follow_the_position_rule_and_clear_a_failed_creation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """write_entry_record takes a record at the log's end while it fits with the blank, else

@@ -16,13 +16,9 @@ faults stop, every node comes back, and the group must commit every acknowledged
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import random
-import sys
-import time
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from ha.dledger.core.actions import (
@@ -43,6 +39,8 @@ from ha.dledger.core.member import HardState, Role
 from ha.dledger.core.messages import Message, VoteRequest
 from ha.dledger.core.node import DLedgerNode
 from ha.dledger.simulation.invariants import Invariants, InvariantViolation
+from ha.seeded_runs import main as seeded_main
+from ha.seeded_runs import run_pooled
 
 EVENTS_MAX = 400_000  # a bound on one run, whatever the seed draws
 CHUNK_SEEDS = 50  # seeds per task handed to a worker process
@@ -477,40 +475,17 @@ def run_seeds(first_seed: int, count: int) -> list[SimResult]:
 def run_seeds_pooled(first_seed: int, count: int, workers: int) -> list[SimResult]:
     """The same seeds over at most `workers` processes (chunks of CHUNK_SEEDS, so the pool's
     queue stays small); the first failure, in seed order, is raised as in `run_seeds`."""
-    if workers <= 1:
-        return run_seeds(first_seed, count)
-    end = first_seed + count
-    chunks = [(first, min(CHUNK_SEEDS, end - first))
-              for first in range(first_seed, end, CHUNK_SEEDS)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_seeds, first, size) for first, size in chunks]
-        try:
-            return [result for future in futures for result in future.result()]
-        except SimulationFailure:
-            pool.shutdown(cancel_futures=True)  # report now, not after every other chunk
-            raise
+    return run_pooled(run_seeds, first_seed, count, workers, CHUNK_SEEDS, SimulationFailure)
+
+
+def _summary(results: list[SimResult]) -> str:
+    return (f"{sum(r.events for r in results)} events, "
+            f"{sum(r.acknowledged for r in results)} acknowledged appends")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--seed", type=int, help="replay this one seed")
-    parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=1, help="processes (a bounded pool)")
-    args = parser.parse_args(argv)
-    first, count = (args.seed, 1) if args.seed is not None else (args.first_seed, args.seeds)
-    started = time.monotonic()
-    try:
-        results = run_seeds_pooled(first, count, args.workers)
-    except SimulationFailure as failure:
-        print(failure, file=sys.stderr)
-        return 1
-    elapsed_s = time.monotonic() - started
-    events = sum(r.events for r in results)
-    acknowledged = sum(r.acknowledged for r in results)
-    print(f"{count} seeds from {first} passed in {elapsed_s:.1f} s with {args.workers} "
-          f"worker(s) ({events} events, {acknowledged} acknowledged appends)")
-    return 0
+    description = __doc__.splitlines()[0] if __doc__ else None
+    return seeded_main(argv, description, run_seeds_pooled, _summary, SimulationFailure)
 
 
 if __name__ == "__main__":

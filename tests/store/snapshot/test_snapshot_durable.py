@@ -20,7 +20,7 @@ from store.snapshot import (
     export_snapshot,
 )
 from store.snapshot.log_reader import LogFile
-from store.waits.completion import Pending
+from store.waits.completion import PutCompletion
 from tests.support.store import wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
@@ -78,10 +78,7 @@ class FakeReplication:
     def __init__(self) -> None:
         self.replicated = -1
 
-    def is_slave_ok(self, end_offset: int) -> bool:
-        return True
-
-    def wait_replicated(self, end_offset: int) -> Pending:
+    def replication_completion(self, end_offset: int) -> PutCompletion:
         raise AssertionError("not used: the test puts nothing while it is set")
 
     @property

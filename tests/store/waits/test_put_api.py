@@ -16,7 +16,7 @@ from store import (
     PutMessageStatus,
     StoreStateError,
 )
-from store.waits.completion import Pending
+from store.waits.completion import PutCompletion
 from store.waits.offset_waits import OffsetWaits
 from tests.support.stalled_flush import stalled_flush
 from tests.support.store import small_config, wait_dispatched
@@ -85,11 +85,11 @@ class FakeReplication:
         self.slave_ok = slave_ok
         self.waits = OffsetWaits(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
 
-    def is_slave_ok(self, end_offset: int) -> bool:
-        return self.slave_ok
-
-    def wait_replicated(self, end_offset: int) -> Pending:
-        return self.waits.add(end_offset, deadline_ms=time.monotonic_ns() // 10**6 + 10_000)
+    def replication_completion(self, end_offset: int) -> PutCompletion:
+        if not self.slave_ok:
+            return PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+        return PutCompletion(pending=self.waits.add(
+            end_offset, deadline_ms=time.monotonic_ns() // 10**6 + 10_000))
 
     @property
     def pending_count(self) -> int:

@@ -1,0 +1,305 @@
+"""What the classic-replication simulation checks, after every event and at the end.
+
+- PUT_OK is held: a SYNC_MASTER answers PUT_OK only when `in_sync_replicas - 1` distinct
+  slaves hold the message: its bytes in their log at its offset, and flushed where the
+  slave's flush type (SYNC_FLUSH) promises it. (A lying slave "holds" what its link was sent:
+  the master cannot know more.) No two brokers answer PUT_OK for one offset range in one epoch.
+- Acks are true: no link's ack exceeds what it was sent or the master holds; the replicated
+  offset never exceeds what `in_sync_replicas - 1` distinct slaves (by who they are, not by
+  what they call themselves) acknowledged, so one slave never counts twice; what an honest
+  slave acked is byte for byte the master's log (a diverged slave can never reach a diff of
+  0), and a foreign slave never acks.
+- A slave never reports past its agreed offset: its first report on a connection is at most
+  the offset agreed in the epoch exchange, and no report is past its log's end.
+- A slave's `truncated_bytes_total` is exactly the bytes it cut back.
+- Failover: a slave promoted because its master is down holds every PUT_OK any slave holds;
+  at the end every broker is the last master's slave, caught up byte for byte, with the same
+  consume queues; every PUT_OK is on that master unless every broker that held it lost it (a
+  power cut of what its flush type did not promise, or a cut back to agree with a master that
+  never had it: a forced promotion's losses, counted in `truncated_bytes_total`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ha.classic.core.epochs import Epoch
+from ha.classic.core.link import LinkState
+from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SlaveSide
+from ha.classic.simulation.disk import BLANK_ID, SimDisk, parse_records
+from store.status import PutMessageStatus
+
+if TYPE_CHECKING:
+    from ha.classic.simulation.sim import SimBroker, Simulation
+
+
+class InvariantViolation(AssertionError):
+    """A safety property broke: the simulation stops and prints its seed."""
+
+
+@dataclass
+class Promise:
+    """A SYNC_MASTER PUT_OK, and which brokers hold its bytes now."""
+
+    master: str
+    put: Put
+    holders: set[str]
+
+
+@dataclass
+class Invariants:
+    in_sync_replicas: int
+    put_ok_count: int = 0
+    promises: dict[int, Promise] = field(default_factory=dict)  # by the record's start
+    # epoch -> broker -> (start, end) of each PUT_OK it answered in it. An epoch is its number,
+    # start and leader: without a controller two brokers may give theirs the same number
+    # (a slave promoted while away from the master that last led), so the number alone
+    # does not name one.
+    put_ok_ranges: dict[Epoch, dict[str, list[tuple[int, int]]]] = field(
+        default_factory=dict)
+    cut_bytes: dict[str, int] = field(default_factory=dict)  # cut back to agree, per broker
+    # broker -> (start, bytes) its power cuts took: what was in its page cache, not flushed
+    power_cut_losses: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)
+
+    @property
+    def slaves_needed(self) -> int:
+        return self.in_sync_replicas - 1
+
+    # -- puts ------------------------------------------------------------------------------
+
+    def put_taken(self, broker: str, put: Put) -> None:
+        assert put.end - put.start == len(put.payload)
+
+    def put_answered(self, sim: Simulation, master: MasterSide, put: Put,
+                     status: PutMessageStatus) -> None:
+        if status is not PutMessageStatus.PUT_OK or not master.is_sync_master:
+            return
+        self.put_ok_count += 1
+        holders = {b.name for b in sim.brokers.values() if _holds(b, put)}
+        # An ASYNC_FLUSH slave acks from its page cache: a power cut since may have taken
+        # what it held when it acked, as its flush type allows.
+        lost_by_power_cut = {name for name, losses in self.power_cut_losses.items()
+                             if not sim.brokers[name].sync_flush and any(
+                                 _covers(start, lost, put) for start, lost in losses)}
+        slaves = (holders | lost_by_power_cut) - {master.name}
+        liars = {conn.connection.slave_name for conn in master.core.connections
+                 if conn.link.sent_end_offset >= put.end and sim.brokers[
+                     conn.connection.slave_name].liar}
+        counted = {name for name in slaves | liars if not sim.brokers[name].foreign}
+        if len(counted) < self.slaves_needed:
+            raise InvariantViolation(
+                f"{master.name} answered PUT_OK for message {put.message_id} [{put.start}, "
+                f"{put.end}) held by {sorted(counted)}: {self.slaves_needed} slave(s) needed")
+        self._one_master_per_range(master.name, put)
+        self.promises[put.start] = Promise(master.name, put, holders)
+
+    def _one_master_per_range(self, name: str, put: Put) -> None:
+        by_broker = self.put_ok_ranges.setdefault(put.epoch, {})
+        for other, ranges in by_broker.items():
+            if other == name:
+                continue
+            for start, end in ranges:
+                if start < put.end and put.start < end:
+                    raise InvariantViolation(
+                        f"{name} and {other} both answered PUT_OK for "
+                        f"[{max(start, put.start)}, {min(end, put.end)}) in epoch {put.epoch}")
+        by_broker.setdefault(name, []).append((put.start, put.end))
+
+    def records_arrived(self, disk: SimDisk, broker: str, start: int) -> None:
+        """Whole records a slave completed from `start` (a record's start): it holds the
+        promises among them."""
+        records, _ = parse_records(disk.data, start, disk.end)
+        for record in records:
+            promise = self.promises.get(record.offset)
+            if promise is not None and disk.holds(record.offset, promise.put.payload):
+                promise.holders.add(broker)
+
+    def bytes_lost(self, broker: str, new_end: int, old_end: int, cut_bytes: int = 0) -> None:
+        """A broker's log lost [new_end, old_end): a power cut, a torn tail, or a cut back
+        to agree with its master (`cut_bytes` of it held)."""
+        self.cut_bytes[broker] = self.cut_bytes.get(broker, 0) + cut_bytes
+        for start, promise in self.promises.items():
+            if promise.put.end > new_end and start < old_end:
+                promise.holders.discard(broker)
+
+    def power_cut(self, broker: str, start: int, lost: bytes) -> None:
+        """A power cut took `lost` from `start` on (with the torn record recovery cut)."""
+        self.power_cut_losses.setdefault(broker, []).append((start, lost))
+
+    def master_started(self, broker: str, epoch: Epoch) -> None:
+        assert epoch.leader_id.startswith(broker.encode())
+
+    def restarted(self, broker: str, disk: SimDisk) -> None:
+        self.queues_readable(broker, disk)
+
+    # -- links and reports -----------------------------------------------------------------
+
+    def acked(self, sim: Simulation, master: MasterSide, conn: MasterConn) -> None:
+        """A report counted as an ack on `conn`: what it acked is what the slave holds,
+        byte for byte the master's."""
+        link = conn.link
+        slave = sim.brokers[conn.connection.slave_name]
+        if slave.foreign:
+            raise InvariantViolation(f"the foreign broker acked {link.ack_offset} on "
+                                     f"{master.name} ({link.state.value})")
+        _ack_within_sent(master, conn)
+        if slave.liar or slave.incarnation != conn.connection.slave_incarnation:
+            return  # a liar holds nothing it says; a restarted slave's old report is late
+        verified = conn.verified_offset
+        low = max(verified, slave.disk.min_offset, master.disk.min_offset)
+        ack = link.ack_offset
+        if ack > low and slave.disk.data[low:ack] != master.disk.data[low:ack]:
+            raise InvariantViolation(
+                f"{slave.name} acked {ack} on {master.name} but their logs differ in "
+                f"[{low}, {ack}): a diverged slave shows a diff of {master.disk.end - ack}")
+        conn.verified_offset = max(verified, ack)
+
+    def slave_reported(self, slave: SlaveSide, offset: int, first: bool) -> None:
+        if first and offset > slave.core.agreed_offset:
+            raise InvariantViolation(
+                f"{slave.name} reports {offset} first, past its agreed offset "
+                f"{slave.core.agreed_offset}")
+        if offset > slave.disk.end:
+            raise InvariantViolation(f"{slave.name} reports {offset}, past its log's end "
+                                     f"{slave.disk.end}")
+        if slave.sync_flush and offset > slave.disk.flushed_end:
+            raise InvariantViolation(
+                f"{slave.name} (SYNC_FLUSH) reports {offset}, past what it flushed "
+                f"({slave.disk.flushed_end})")
+
+    def slave_cut(self, slave: SlaveSide, cleared_bytes: int) -> None:
+        slave.cut_bytes_total += cleared_bytes
+        if slave.core.truncated_bytes_total != slave.cut_bytes_total:
+            raise InvariantViolation(
+                f"{slave.name} reports truncated_bytes_total "
+                f"{slave.core.truncated_bytes_total}, it cut {slave.cut_bytes_total}")
+
+    def after_event(self, sim: Simulation) -> None:
+        """Every master's replicated offset is what distinct slaves acknowledged."""
+        for broker in sim.brokers.values():
+            master = broker.master
+            if master is None or not master.running or master.core.replicated_offset < 0:
+                continue
+            acks: dict[str, int] = {}
+            for conn in master.core.connections:
+                _ack_within_sent(master, conn)
+                link = conn.link
+                if link.is_open and link.state is LinkState.TRANSFERRING:
+                    name = conn.connection.slave_name  # who it is, not what it says
+                    acks[name] = max(acks.get(name, -1), link.ack_offset)
+            ranked = sorted(acks.values(), reverse=True)
+            truth = ranked[self.slaves_needed - 1] if len(ranked) >= self.slaves_needed else -1
+            if master.core.replicated_offset > truth:
+                raise InvariantViolation(
+                    f"{broker.name} counts {master.core.replicated_offset} replicated; "
+                    f"{self.slaves_needed} distinct slave(s) acked only {truth} ({acks})")
+
+    # -- failover and the end --------------------------------------------------------------
+
+    def promoted_holds_promises(self, sim: Simulation, candidate: SimBroker, master: str,
+                                epoch_number: int) -> None:
+        """The slave promoted (furthest ahead of those that agreed with the master in its
+        last epoch) holds every PUT_OK of that epoch that any slave holds."""
+        retained_from = sim.brokers[master].disk.min_offset  # older ones retention removed
+        for promise in self.promises.values():
+            if promise.master != master or promise.put.epoch.number != epoch_number or \
+                    promise.put.start < retained_from:
+                continue
+            held_by_slaves = {name for name in promise.holders  # the promotable ones
+                              if name != promise.master and not sim.brokers[name].foreign
+                              and not sim.brokers[name].liar}
+            if held_by_slaves and not candidate.disk.holds(promise.put.start,
+                                                           promise.put.payload):
+                raise InvariantViolation(
+                    f"promoting {candidate.name}, which lacks the PUT_OK message "
+                    f"{promise.put.message_id} that {sorted(held_by_slaves)} hold")
+
+    def queues_readable(self, broker: str, disk: SimDisk) -> None:
+        for queue_id, offsets in disk.queues.items():
+            for offset in offsets[-3:]:
+                record = disk.record_at(offset)
+                if record is None or record.queue_id != queue_id or \
+                        record.message_id == BLANK_ID:
+                    raise InvariantViolation(f"{broker}: queue {queue_id} names {offset}, "
+                                             f"which holds {record}")
+
+    def converged(self, sim: Simulation) -> None:
+        leader = sim.brokers[sim.leader]
+        assert leader.is_master, f"{leader.name} is not master at the end"
+        for broker in sim.brokers.values():
+            if broker is leader:
+                continue
+            if broker.master is not None and broker.is_master:
+                raise InvariantViolation(f"{broker.name} is still a master at the end")
+            if broker.foreign:  # refused by name (or never given a slot), never streamed
+                assert broker.slave is not None
+                core = broker.slave.core
+                if core.refusal not in (None, "diverged") or core.applied_bytes_total:
+                    raise InvariantViolation(f"the foreign broker applied "
+                                             f"{core.applied_bytes_total} bytes, refusal "
+                                             f"{core.refusal}")
+                continue
+            _caught_up(leader, broker)
+        refused = {b.name for b in sim.brokers.values()
+                   if b.slave is not None and b.slave.core.refusal is not None}
+        for promise in self.promises.values():
+            put = promise.put
+            if put.start < leader.disk.min_offset or leader.disk.holds(put.start, put.payload):
+                continue
+            if promise.holders - refused:
+                raise InvariantViolation(
+                    f"PUT_OK message {put.message_id} [{put.start}, {put.end}) of "
+                    f"{promise.master} is not on the last master {leader.name}, yet "
+                    f"{sorted(promise.holders)} still hold it")
+
+
+def _holds(broker: SimBroker, put: Put) -> bool:
+    disk = broker.disk  # a broker down holds what its disk kept (a kill keeps it all)
+    if not disk.holds(put.start, put.payload):
+        return False
+    return not broker.sync_flush or broker.master is not None or disk.flushed_end >= put.end
+
+
+def _covers(start: int, lost: bytes, put: Put) -> bool:
+    position = put.start - start
+    return position >= 0 and lost[position:position + len(put.payload)] == put.payload
+
+
+def _ack_within_sent(master: MasterSide, conn: MasterConn) -> None:
+    link = conn.link
+    if link.ack_offset > link.sent_end_offset and link.state is LinkState.TRANSFERRING:
+        raise InvariantViolation(
+            f"{conn.connection.slave_name}'s ack {link.ack_offset} on {master.name} is past "
+            f"what its link was sent ({link.sent_end_offset})")
+    if link.ack_offset > master.disk.end:
+        raise InvariantViolation(
+            f"{conn.connection.slave_name}'s ack {link.ack_offset} is past {master.name}'s "
+            f"end {master.disk.end}")
+
+
+def _caught_up(leader: SimBroker, broker: SimBroker) -> None:
+    slave = broker.slave
+    if slave is None or not broker.up:
+        raise InvariantViolation(f"{broker.name} is not a running slave at the end")
+    if broker.liar:
+        return  # closed at each lie: it catches up a batch a connection
+    if slave.core.refusal == "diverged":
+        if set(broker.disk.epochs) & set(leader.disk.epochs):
+            raise InvariantViolation(f"{broker.name} was refused as diverged, yet it shares "
+                                     f"an epoch with {leader.name}")
+        return  # another lineage's log (a forced promotion's): left for an operator
+    if slave.core.refusal == "needs_reset":
+        return  # behind the master's retention: left for an operator
+    low = max(leader.disk.min_offset, broker.disk.min_offset)
+    if broker.disk.end != leader.disk.end or \
+            broker.disk.data[low:] != leader.disk.data[low:]:
+        raise InvariantViolation(
+            f"{broker.name} ends at {broker.disk.end}, the master {leader.name} at "
+            f"{leader.disk.end}: not caught up byte for byte (connected "
+            f"{slave.core.connected}, refusal {slave.core.refusal})")
+    for queue_id, offsets in leader.disk.queues.items():
+        mine = [o for o in broker.disk.queues.get(queue_id, []) if o >= low]
+        if mine != [o for o in offsets if o >= low]:
+            raise InvariantViolation(f"{broker.name}'s queue {queue_id} differs from the "
+                                     f"master's")
