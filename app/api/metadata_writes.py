@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from app.api.errors import from_put_status
 from app.broker.broker import Broker
+from app.broker.metadata_log import WriteOutcome
 from store import PutMessageStatus
 from store.metadata import SubscriptionGroup, TopicConfig
 from store.metadata.log_records import MetadataChange, TopicsPut
@@ -22,7 +23,19 @@ _TOPIC_RECORD_BYTES_MAX = 300
 
 
 def _write(broker: Broker, changes: Sequence[MetadataChange]) -> None:
-    outcome = broker.write_metadata(changes)
+    """Classic modes, on a worker thread: MetadataWriteFailed (a refusal, answered as its put
+    status) when nothing was written, a 202 ApiError when applied here but not held."""
+    assert broker.metadata_log is not None
+    _answer(broker.metadata_log.write_blocking(changes))
+
+
+async def write(broker: Broker, changes: Sequence[MetadataChange]) -> None:
+    """`_write` on the event loop."""
+    assert broker.metadata_log is not None
+    _answer(await broker.metadata_log.write(changes))
+
+
+def _answer(outcome: WriteOutcome) -> None:
     if outcome.status is not PutMessageStatus.PUT_OK:
         raise from_put_status(outcome.status, outcome.detail)
 

@@ -25,13 +25,12 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, rebuild
 from app.broker.leader_sync import LeaderSync
-from app.broker.metadata_log import MetadataLog, MetadataWriteFailed, WriteOutcome
+from app.broker.metadata_log import MetadataLog
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
@@ -41,7 +40,7 @@ from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
-from store.metadata.log_records import MetadataChange, TopicDelete, TopicPut, TopicsPut
+from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 
@@ -429,24 +428,10 @@ class Broker:
             if config is None:
                 plan = metadata.plan_create_topics([NewTopic(topic, metadata.default_queue_count,
                                                              metadata.default_queue_count)])
-                outcome = self.metadata_log.write_blocking(plan)
-                if not outcome.status.is_stored or (
-                        outcome.status is PutMessageStatus.SERVICE_NOT_AVAILABLE):
-                    raise MetadataWriteFailed(outcome)
+                self.metadata_log.write_blocking(plan)  # stored and applied, or it raises
                 config = metadata.cached_topic(name=topic)
                 assert config is not None, f"topic {topic} missing once applied"
         return config
-
-    def write_metadata(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
-        """Classic modes: the changes as records of the log, answered once applied here
-        (MetadataWriteFailed when refused or not applied in time); a degraded outcome
-        (applied here, not held as promised) is returned for the caller to answer."""
-        assert self.metadata_log is not None
-        outcome = self.metadata_log.write_blocking(changes)
-        if not outcome.status.is_stored or (
-                outcome.status is PutMessageStatus.SERVICE_NOT_AVAILABLE):
-            raise MetadataWriteFailed(outcome)
-        return outcome
 
     def topic_created(self, config: TopicConfig) -> None:
         """A topic just created: the store routes to its queues, and a writable one needs no

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store import Message, MessageStore, PutMessageResult, PutMessageStatus
+from store import Message, MessageStore, PutMessageStatus
 from store.metadata.log_records import MetadataChange, TopicDelete, encode, op_of
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP, PROPERTY_SUBJECT_TOPIC
 from store.waits.completion import PutCompletion
@@ -65,51 +65,43 @@ class MetadataLog:
 
     async def write(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
         """Put the changes' records (all in one append), then wait for their guarantees and
-        for this broker to apply them."""
-        results = self._append(changes)
-        refused = _refusal(results)
-        if refused is not None:
-            return refused
-        statuses = [await completion for _, completion in results]
-        end_offset = max(result.commit_log_offset + result.wrote_bytes for result, _ in results)
+        for this broker to apply them. The outcome is PUT_OK or a degraded stored status;
+        MetadataWriteFailed when nothing was written or it was not applied in time."""
+        completions, end_offset = self._append(changes)
+        statuses = [await completion for completion in completions]
         applied = await PutCompletion(pending=self._store.wait_dispatched(
             end_offset, self._apply_timeout_ms))
-        return _outcome(statuses, applied, self._apply_timeout_ms)
+        return _settled(statuses, applied, self._apply_timeout_ms)
 
     def write_blocking(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
-        """`write` for a caller on a worker thread (a sync route)."""
-        results = self._append(changes)
-        refused = _refusal(results)
-        if refused is not None:
-            return refused
-        statuses = [completion.result() for _, completion in results]
-        end_offset = max(result.commit_log_offset + result.wrote_bytes for result, _ in results)
+        """`write` for a caller on a worker thread (a sync route, an auto-created topic)."""
+        completions, end_offset = self._append(changes)
+        statuses = [completion.result() for completion in completions]
         applied = self._store.wait_dispatched(end_offset, self._apply_timeout_ms).wait(None)
-        return _outcome(statuses, applied, self._apply_timeout_ms)
+        return _settled(statuses, applied, self._apply_timeout_ms)
 
-    def _append(self, changes: Sequence[MetadataChange]
-                ) -> list[tuple[PutMessageResult, PutCompletion]]:
+    def _append(self, changes: Sequence[MetadataChange]) -> tuple[list[PutCompletion], int]:
+        """The records appended: their completions and the end of the last; a refusal raises."""
         assert changes
         if len(changes) == 1:
-            return [self._store.put_system_message(record_of(changes[0]))]
-        assert not any(isinstance(change, TopicDelete) for change in changes)
-        return self._store.put_system_messages([record_of(change) for change in changes])
+            results = [self._store.put_system_message(record_of(changes[0]))]
+        else:
+            assert not any(isinstance(change, TopicDelete) for change in changes)
+            results = self._store.put_system_messages([record_of(change) for change in changes])
+        for result, _ in results:
+            if result.status is not PutMessageStatus.PUT_OK:
+                raise MetadataWriteFailed(WriteOutcome(result.status, result.detail or ""))
+        end_offset = max(result.commit_log_offset + result.wrote_bytes for result, _ in results)
+        return [completion for _, completion in results], end_offset
 
 
-def _refusal(results: list[tuple[PutMessageResult, PutCompletion]]) -> WriteOutcome | None:
-    for result, _ in results:
-        if result.status is not PutMessageStatus.PUT_OK:
-            return WriteOutcome(result.status, result.detail or "")
-    return None
-
-
-def _outcome(statuses: list[PutMessageStatus], applied: PutMessageStatus,
+def _settled(statuses: list[PutMessageStatus], applied: PutMessageStatus,
              apply_timeout_ms: int) -> WriteOutcome:
     if applied is not PutMessageStatus.PUT_OK:
-        return WriteOutcome(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                            f"stored in the log, but not applied on this broker within "
-                            f"{apply_timeout_ms} ms (dispatch is behind); it applies when "
-                            "dispatch reaches it")
+        raise MetadataWriteFailed(WriteOutcome(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            f"stored in the log, but not applied on this broker within {apply_timeout_ms} ms "
+            "(dispatch is behind); it applies when dispatch reaches it"))
     for status in statuses:
         if status is not PutMessageStatus.PUT_OK:
             return WriteOutcome(status, "applied on this broker, but not held as its role "

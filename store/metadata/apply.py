@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import TypeVar
 
 from sqlalchemy import ColumnElement, Engine, delete
 from sqlmodel import Session, col, select
@@ -29,6 +30,7 @@ from store.metadata.models import (
 from store.metadata.versions import MetadataTable, bump_data_version
 
 METADATA_STREAM = "metadata"
+_Row = TypeVar("_Row", TopicConfigRow, SubscriptionGroupRow)
 
 
 def put_topic(engine: Engine, change: TopicPut) -> TopicConfig:
@@ -44,15 +46,9 @@ def put_topics(engine: Engine, changes: Sequence[TopicPut]) -> list[TopicConfig]
         existing = {row.name: row for row in session.exec(
             select(TopicConfigRow).where(col(TopicConfigRow.name).in_(names))).all()}
         for change in changes:
-            fields = asdict(change)
-            row = existing.get(change.name)
-            if row is None:
-                row = existing[change.name] = TopicConfigRow(**fields)
-                session.add(row)
-                changed_ms = max(changed_ms, change.updated_at_ms)
-            elif any(getattr(row, name) != value for name, value in fields.items()):
-                for name, value in fields.items():
-                    setattr(row, name, value)
+            row, changed = _put_row(session, TopicConfigRow, existing.get(change.name), change)
+            existing[change.name] = row
+            if changed:
                 changed_ms = max(changed_ms, change.updated_at_ms)
             configs.append(row)
         if changed_ms:
@@ -75,20 +71,29 @@ def delete_topic(engine: Engine, change: TopicDelete) -> bool:
 
 
 def put_group(engine: Engine, change: GroupPut) -> SubscriptionGroup:
-    fields = asdict(change)
     with transaction(engine) as session:
-        row = session.get(SubscriptionGroupRow, change.name)
-        if row is None:
-            row = SubscriptionGroupRow(**fields)
-            session.add(row)
-        elif all(getattr(row, name) == value for name, value in fields.items()):
-            return SubscriptionGroup.model_validate(row, from_attributes=True)
-        else:
-            for name, value in fields.items():
-                setattr(row, name, value)
-        bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP, now_ms=change.updated_at_ms)
+        row, changed = _put_row(session, SubscriptionGroupRow,
+                                session.get(SubscriptionGroupRow, change.name), change)
+        if changed:
+            bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP,
+                              now_ms=change.updated_at_ms)
         session.flush()
         return SubscriptionGroup.model_validate(row, from_attributes=True)
+
+
+def _put_row(session: Session, row_class: type[_Row], row: _Row | None,
+             change: TopicPut | GroupPut) -> tuple[_Row, bool]:
+    """The row as the record says (added when absent); whether anything changed."""
+    fields = asdict(change)
+    if row is None:
+        row = row_class(**fields)
+        session.add(row)
+        return row, True
+    if all(getattr(row, name) == value for name, value in fields.items()):
+        return row, False
+    for name, value in fields.items():
+        setattr(row, name, value)
+    return row, True
 
 
 def delete_group(engine: Engine, change: GroupDelete) -> bool:

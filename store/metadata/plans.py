@@ -82,18 +82,14 @@ def update_topic(engine: Engine, name: str, *, now_ms: int, read_queue_count: in
         row = session.get(TopicConfigRow, name)
         if row is None:
             raise TopicNotFound(f"topic {name!r} does not exist")
-        after = TopicPut(name,
-                         row.read_queue_count if read_queue_count is None else read_queue_count,
-                         row.write_queue_count if write_queue_count is None
-                         else write_queue_count,
-                         row.permission if permission is None else int(permission),
-                         row.created_at_ms, row.updated_at_ms)
-        check_queue_counts(after.read_queue_count, after.write_queue_count)
-        if (after.read_queue_count, after.write_queue_count, after.permission) == (
-                row.read_queue_count, row.write_queue_count, row.permission):
-            return None
-    return TopicPut(after.name, after.read_queue_count, after.write_queue_count,
-                    after.permission, after.created_at_ms, now_ms)
+        before = (row.read_queue_count, row.write_queue_count, row.permission)
+        created_at_ms = row.created_at_ms
+    read, write, perm = (old if new is None else int(new) for old, new in zip(
+        before, (read_queue_count, write_queue_count, permission), strict=True))
+    check_queue_counts(read, write)
+    if (read, write, perm) == before:
+        return None
+    return TopicPut(name, read, write, perm, created_at_ms, now_ms)
 
 
 def delete_topic(engine: Engine, name: str, *, now_ms: int) -> TopicDelete:

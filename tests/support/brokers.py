@@ -17,8 +17,6 @@ from app.server.port_file import read_port_file
 from tests.support.processes import terminate, terminate_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
 READY_TIMEOUT_S = 30.0
 
 

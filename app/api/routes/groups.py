@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api import metadata_writes
 from app.api.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
-from app.api.errors import ApiError, from_put_status
+from app.api.errors import ApiError
 from app.api.gateway import Gateway
 from app.api.lag import queue_lag
 from app.api.openapi import problem_responses
@@ -29,7 +29,6 @@ from app.api.schemas.groups import (
 )
 from app.broker.broker import Broker
 from app.settings import Scope
-from store import PutMessageStatus
 from store.metadata import ConsumerOffset, GroupAlreadyExists, GroupNotFound, SubscriptionGroup
 from store.metadata.groups import DEFAULT_RETRY_QUEUE_COUNT, DEFAULT_RETRY_TIMES_MAX
 
@@ -115,9 +114,7 @@ async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: Q
                                       queue_offset=commit.offset,
                                       reset=commit.allow_backwards)
         if change is not None:
-            outcome = await broker.metadata_log.write([change])
-            if outcome.status is not PutMessageStatus.PUT_OK:
-                raise from_put_status(outcome.status, outcome.detail)
+            await metadata_writes.write(broker, [change])
     else:
         await run_in_threadpool(_commit_creating_group, gateway, broker, group, topic,
                                 queue_id, commit)
