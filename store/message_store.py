@@ -621,6 +621,11 @@ class MessageStore:
     def unpark_reader(self, waiter: Waiter) -> None:
         self.arrivals.cancel(waiter)
 
+    def release_readers(self) -> None:
+        """The gateway stops: every parked reader, and every one that parks from now on,
+        answers at once with what there is (store/arrivals.py `release_all`)."""
+        self.arrivals.release_all()
+
     def queue_offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int | None:
         """The first queue offset of a message stored at or after `timestamp_ms` (the max
         offset when all are older); None when the queue has no entries yet."""
