@@ -144,6 +144,7 @@ class MessageStore:
         self.health.add_listener(self._update_fast_path)
         self.queues = ConsumeQueues(config, disk)
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
+        self.commit_log.reserve_queue = self.queues.reserve_for
         self.allocate = AllocateService(self.commit_log.files)
         self.arrivals = Arrivals(config.long_poll_waiters_max)
         self.tombstones = Tombstones(self.paths.deleted_topics, disk)
