@@ -84,8 +84,8 @@ def _delete_and_recreate(broker: BrokerProcess, model: Model, topic: str) -> Non
     assert deleted.status_code == (204 if topic in model.existing else 404), deleted.text
     for key in [key for key in model.live if key[0] == topic]:
         model.deleted_bodies.add(model.live.pop(key))
-    for key in [key for key in model.committed if key[0] == topic]:
-        del model.committed[key]  # a deleted topic's offsets go with it
+    for queue_key in [queue_key for queue_key in model.committed if queue_key[0] == topic]:
+        del model.committed[queue_key]  # a deleted topic's offsets go with it
     model.incarnation[topic] += 1
     model.existing.discard(topic)
     if model.rng.random() < 0.7:  # else the next produce creates it
