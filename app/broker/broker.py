@@ -135,8 +135,10 @@ class Broker:
             self.metadata.start()
             # Records the metadata has not applied yet (recovery redispatched them before
             # it was there), then each one dispatch reaches, in log order.
+            applied = self.metadata.log_position
             caught_up = self.store.attach_system_records(
-                self._apply_system_record, self.metadata.log_position.queue_offset)
+                self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
+                reset=self._reset_metadata)
             if caught_up:
                 log.info("metadata: %d records of the log applied at start", caught_up)
             for topic in self.metadata.list_topics():
@@ -399,8 +401,14 @@ class Broker:
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
 
+    def _reset_metadata(self) -> None:
+        """The log lost records the tables applied: empty them (the store feeds the records
+        it still holds again), and forget the writable queue counts they gave."""
+        self.metadata_store.reset_applied_state()
+        self._writable_queue_counts.clear()
+
     def _detach_system_records(self) -> None:
-        self.store.dispatch.on_system_record = None
+        self.store.detach_system_records()
 
     def ensure_writable_topic(self, topic: str) -> int:
         """The topic's write queue count, creating the topic if allowed (MetadataError if not;

@@ -458,6 +458,21 @@ class MetadataStore:
                                         updated_at_ms=self._clock_ms())
         return change
 
+    def reset_applied_state(self) -> None:
+        """The log lost records these tables applied: empty the tables its records fill and
+        go back to its start, so that its records, applied again, give exactly its state
+        (store/system_feed.py). Offsets committed but not persisted go too: they came from
+        records as well."""
+        self._check_open()
+        with self._write_lock:
+            now_ms = self._clock_ms()
+            apply.clear_applied(self._engine, now_ms)
+            self._offsets = ConsumerOffsetTable(())
+            self._topic_cache.clear()
+            self._applied = LogPosition(queue_offset=0, commit_log_offset=0,
+                                        updated_at_ms=now_ms)
+            self._persisted_position_queue_offset = 0
+
     def bootstrap_position(self, position: LogPosition) -> None:
         """After taking a master's tables (slave sync's bootstrap): records below `position`
         are in them, and apply from there on; persisted at once."""
