@@ -14,24 +14,17 @@ from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.metadata import MetadataStore
 from store.metadata.log_records import OffsetSet, TopicDelete, TopicPut
 from store.status import AppendRawStatus
-from tests.support.store import small_config, wait_dispatched
+from tests.support.store import wait_dispatched
 
 OpenStore = Callable[[str, BrokerRole], MessageStore]
 
 
 @pytest.fixture
-def opened(tmp_path: Path) -> Iterator[OpenStore]:
-    stores: list[MessageStore] = []
+def opened(open_store: Callable[..., MessageStore], tmp_path: Path) -> OpenStore:
+    def open_named(name: str, role: BrokerRole) -> MessageStore:
+        return open_store(data_dir=tmp_path / name, broker_role=role)
 
-    def open_store(name: str, role: BrokerRole) -> MessageStore:
-        store = MessageStore(small_config(tmp_path / name, broker_role=role))
-        store.start()
-        stores.append(store)
-        return store
-
-    yield open_store
-    for store in stores:
-        store.shutdown()
+    return open_named
 
 
 @pytest.fixture
