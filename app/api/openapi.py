@@ -30,8 +30,9 @@ twinlog's HTTP gateway: produce, consume and admin for a RocketMQ-style replicat
 * Errors are `application/problem+json` (RFC 9457) with an `error_code`, and `put_status`
   (the broker's PutMessageStatus) when a put was refused.
 * Offsets are JSON integers; the broker never hands out one at or above 2^53.
-* Auth: bearer tokens with scopes `produce`, `consume`, `admin` when the broker has tokens
-  configured; `/healthz`, `/readyz` never need one.
+* Auth: bearer tokens with scopes `produce`, `consume`, `admin`, `monitor` when the broker
+  has tokens configured. `monitor` reads (/metrics, every GET under /admin); `admin` also
+  changes the broker. `/healthz`, `/readyz` never need one.
 """
 
 
