@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.brokers import ROOT, wait_for
+from tests.support.brokers import ROOT, Launcher, caught_up, wait_for
 from tests.support.dledger_group import DLedgerGroup, Member
 from tests.support.processes import pause, resume
 
@@ -252,3 +252,87 @@ def test_dashboard_charts_a_paused_peer_lag_in_dledger_mode(dledger_group: DLedg
               "-"], [paused.node_id, f"127.0.0.1:{paused.dledger_port}", "-", "-", "-", "-"]])
         assert dashboard.state()["history"] == {}
         dashboard.finish("ui-dashboard-dledger-follower.png")
+
+
+def _facts(page: Any, table: str) -> dict[str, str]:
+    """A panel's label/value rows."""
+    rows: list[list[str]] = page.eval_on_selector_all(
+        f"#{table} tbody tr", "rows => rows.map((row) => [row.cells[0].textContent, "
+                              "row.cells[1].textContent])")
+    return dict(rows)
+
+
+def test_dashboard_time_axis_legend_panels_and_empty_tables(launch: Launcher) -> None:
+    """On a fresh SYNC_MASTER with its slave: the chart's x axis is the last five minutes with
+    a labelled tick (HH:MM) at each minute, and each sample sits at its own time (the page's
+    few seconds fill the right end only, not the width); the y axis of an all-zero diff runs
+    from 0 B to 1 KiB in labelled ticks; the legend is a list under the chart, nothing of it
+    inside; the readiness, disk and offsets panels show the broker's values; the empty lag and
+    topic tables say they are empty."""
+    master = launch("ui-master", "SYNC_MASTER")
+    launch("ui-slave", "SLAVE", master=master)
+    wait_for(lambda: caught_up(master), what="the slave connected")
+    with _dashboard() as dashboard:
+        page = dashboard.page
+        dashboard.open(master.url)
+        wait_for(lambda: dashboard.state()["polls"] >= 5
+                 and len(next(iter(dashboard.state()["history"].values()), [])) >= 5,
+                 what="the page charting the slave")
+        state = dashboard.state()
+        chart = state["chart"]
+        plot = chart["plot"]
+        width = plot["right"] - plot["left"]
+
+        ticks = chart["xTicks"]
+        assert len(ticks) in (5, 6), ticks
+        assert [tick["label"] for tick in ticks] == page.eval_on_selector_all(
+            "#diff-chart text.x-tick", "ticks => ticks.map((tick) => tick.textContent)")
+        for tick in ticks:
+            assert re.fullmatch(r"\d\d:\d\d", tick["label"]), tick
+            assert tick["t"] % 60_000 == 0 and chart["from"] <= tick["t"] <= chart["now"]
+            assert tick["x"] == pytest.approx(
+                plot["left"] + width * (tick["t"] - chart["from"]) / 300_000)
+
+        ((slave_id, samples),) = state["history"].items()
+        points = chart["series"][slave_id]
+        assert len(points) == len(samples)
+        for (x, _), sample in zip(points, samples, strict=True):
+            assert x == pytest.approx(plot["left"] + width * (sample["t"] - chart["from"])
+                                      / 300_000)
+        span_s = (samples[-1]["t"] - samples[0]["t"]) / 1000
+        assert points[-1][0] - points[0][0] == pytest.approx(width * span_s / 300, abs=1)
+        assert points[0][0] > plot["left"] + 0.8 * width, "the samples are stretched"
+
+        assert max(_diffs(state)) == 0
+        assert chart["yTop"] == 1024
+        assert [tick["label"] for tick in chart["yTicks"]] == [
+            "0 B", "256 B", "512 B", "768 B", "1 KiB"]
+        assert page.eval_on_selector_all(
+            "#diff-chart text.y-tick", "ticks => ticks.map((tick) => tick.textContent)") == [
+            "0 B", "256 B", "512 B", "768 B", "1 KiB"]
+
+        assert page.eval_on_selector_all("#legend li", "items => items.map((i) => "
+                                                       "i.textContent)") == [slave_id]
+        assert slave_id not in (page.text_content("#diff-chart") or "")
+        chart_box = page.locator("#diff-chart").bounding_box()
+        legend_box = page.locator("#legend").bounding_box()
+        assert chart_box is not None and legend_box is not None
+        assert legend_box["y"] >= chart_box["y"] + chart_box["height"]
+
+        store = master.get_json("/admin/store")
+        wait_for(lambda: _facts(page, "readiness").get("ready") == "yes",
+                 what="the readiness panel")
+        readiness = _facts(page, "readiness")
+        assert readiness["state"] == "RUNNING" and readiness["role"] == "SYNC_MASTER"
+        disk = _facts(page, "disk")
+        assert re.fullmatch(r"[\d.]+ (B|KiB|MiB|GiB)", disk["data dir on disk"]), disk
+        assert re.fullmatch(r"[\d.]+ %", disk["filesystem used"]), disk
+        assert disk["commit-log files"] == "none yet"  # the first put makes the first
+        offsets = _facts(page, "offsets")
+        assert offsets["max offset"] == str(store["max_offset"])
+        assert offsets["min offset"] == "0" and offsets["failed queues"] == "0"
+
+        assert page.text_content("#lag tbody td.empty") == (
+            "No consumer group yet: lag shows once a group exists or commits an offset.")
+        assert page.text_content("#topics tbody td.empty") == "No topic yet."
+        dashboard.finish("ui-dashboard-panels.png")
