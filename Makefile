@@ -74,6 +74,7 @@ bench: setup
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/hostile.py
 	$(BIN)/python bench/dledger.py
+	$(BIN)/python bench/idle_memory.py
 
 # Replication under seeded link faults between real processes, with many more seeds than
 # `make test` runs (3): `make faults SEEDS=100`. A failure names its seed.

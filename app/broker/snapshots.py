@@ -20,15 +20,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from store.service import ServiceThread
-from store.snapshot import (
-    ExportRequest,
-    HeldLogFiles,
-    Manifest,
-    SnapshotError,
-    SnapshotRangeRemoved,
-    export_snapshot,
-    metadata_rows,
-)
+from store.snapshot import Manifest, SnapshotError, SnapshotRangeRemoved  # light: no pyarrow
 
 if TYPE_CHECKING:
     from app.broker.broker import Broker  # which builds its Snapshots: an import cycle
@@ -61,6 +53,8 @@ class Snapshots:
             self._running.release()
 
     def _export_locked(self) -> Manifest:
+        from store.snapshot import ExportRequest, HeldLogFiles, export_snapshot, metadata_rows
+
         broker = self._broker
         settings = broker.settings
         asked_end = broker.store.max_offset  # what was put before this export was asked for

@@ -14,8 +14,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -27,6 +25,7 @@ import httpx
 import pytest
 
 from tests.support.brokers import ROOT, Launcher, caught_up, wait_for
+from tests.support.dev_pair import DevPair, running_dev_pair
 from tests.support.dledger_group import DLedgerGroup, Member
 from tests.support.processes import pause, resume
 
@@ -38,55 +37,15 @@ POLL_INTERVAL_MS = 200
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 
-@dataclass
-class DevPair:
-    process: subprocess.Popen[bytes]
-    master_url: str
-    slave_pid: int
-
-
-def _slave_pid(parent_pid: int) -> int:
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(fields[1]) == parent_pid and b"SLAVE" in cmdline:
-            return int(stat.parent.name)
-    raise AssertionError("the dev slave process was not found")
-
-
 @pytest.fixture
 def dev_pair(tmp_path: Path) -> Iterator[DevPair]:
-    log_path = tmp_path / "dev.log"
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("TWINLOG_")}
-    environment.update({"PYTHONPATH": str(ROOT), "TWINLOG_MAPPED_FILE_SIZE_BYTES": str(8 << 20),
-                        "TWINLOG_SLAVE_TIMEOUT_MS": "1000"})
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli.main", "dev", "--data-root", str(tmp_path / "data"),
-             "--master-http-port", "0", "--slave-http-port", "0", "--ha-port", "0"],
-            cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
-    slave_pid = None
-    try:
-        wait_for(lambda: "Ctrl-C stops both" in log_path.read_text(errors="replace"),
-                 timeout_s=60, what="dev banner")
-        found = re.search(r"master \(SYNC_MASTER\) (http://127\.0\.0\.1:\d+)",
-                          log_path.read_text())
-        assert found is not None, log_path.read_text()
-        slave_pid = _slave_pid(process.pid)
-        yield DevPair(process, found[1], slave_pid)
-    finally:
-        if slave_pid is not None:
-            os.kill(slave_pid, signal.SIGCONT)
-        process.send_signal(signal.SIGINT)
+    environment = {"TWINLOG_MAPPED_FILE_SIZE_BYTES": str(8 << 20),
+                   "TWINLOG_SLAVE_TIMEOUT_MS": "1000"}
+    with running_dev_pair(tmp_path, environment) as pair:
         try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield pair
+        finally:
+            os.kill(pair.pids["slave"], signal.SIGCONT)
 
 
 @dataclass
@@ -171,14 +130,14 @@ def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> N
                  and len(dashboard.state()["history"]) == 1, what="the page polling")
         assert page.text_content("#role") == "SYNC_MASTER"
 
-        pause(dev_pair.slave_pid)
+        pause(dev_pair.pids["slave"])
         try:
             statuses = _burst(dev_pair.master_url, "UiBurst")
             assert set(statuses) <= {201, 202, 503}, statuses
             wait_for(lambda: max(_diffs(dashboard.state())) > 0,
                      what="a diff above 0 on the chart")
         finally:
-            os.kill(dev_pair.slave_pid, signal.SIGCONT)
+            os.kill(dev_pair.pids["slave"], signal.SIGCONT)
 
         wait_for(lambda: _fell_back_to_zero(next(iter(dashboard.state()["history"].values()))),
                  timeout_s=30, what="the chart back at 0")
