@@ -24,11 +24,19 @@ from store.snapshot import Manifest, SnapshotError, SnapshotRangeRemoved  # ligh
 
 if TYPE_CHECKING:
     from app.broker.broker import Broker  # which builds its Snapshots: an import cycle
+    from store.snapshot import ExportRequest
 
 log = logging.getLogger(__name__)
 
 # Past the flush's own deadline, the most a snapshot waits for the flush to answer.
 _WAIT_MARGIN_S = 1.0
+
+
+def export_snapshot(request: ExportRequest) -> Manifest:
+    """store.snapshot's export, loaded (with pyarrow) by the first snapshot."""
+    from store.snapshot import export_snapshot as export
+
+    return export(request)
 
 
 class SnapshotBusy(Exception):
@@ -53,7 +61,7 @@ class Snapshots:
             self._running.release()
 
     def _export_locked(self) -> Manifest:
-        from store.snapshot import ExportRequest, HeldLogFiles, export_snapshot, metadata_rows
+        from store.snapshot import ExportRequest, HeldLogFiles, metadata_rows
 
         broker = self._broker
         settings = broker.settings
