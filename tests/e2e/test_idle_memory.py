@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.brokers import ROOT, Launcher
 
-pytestmark = pytest.mark.processes
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 NATIVE_LOADED_WHEN_USED = ("pyarrow", "numpy")
 # What a started master must not have imported (the snapshot export, the key index's check of
