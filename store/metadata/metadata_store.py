@@ -29,7 +29,7 @@ from store.metadata.log_records import (
     TopicsPut,
     decode,
 )
-from store.metadata.migrate import upgrade_connection_to_head
+from store.metadata.migrate import bring_to_head
 from store.metadata.models import (
     READ_WRITE,
     ConsumerOffset,
@@ -101,8 +101,8 @@ class MetadataStore:
         self._engine = create_metadata_engine(database_url)
         try:
             # Through our own engine, so an in-memory SQLite database is migrated too.
-            with self._engine.begin() as connection:
-                upgrade_connection_to_head(connection)
+            with self._engine.connect() as connection:
+                bring_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
             self._applied = apply.read_log_position(self._engine)
         except BaseException:
