@@ -108,8 +108,9 @@ class Broker:
         # Counters only, under `_rate_lock` (request threads sample too): no need for the loop.
         self._rate_sampler = IntervalService("put-rate-sampler", _RATE_SAMPLE_INTERVAL_MS,
                                              self.sample_put_rates)
-        # Classic modes: metadata changes are records of the log (app/broker/metadata_log.py).
-        self.metadata_log = MetadataLog(self.store) if self.dledger is None else None
+        # Metadata changes are records of the log (app/broker/metadata_log.py); in DLedger
+        # mode the group member puts them, as it puts messages.
+        self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
 
@@ -265,7 +266,7 @@ class Broker:
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
-            tables_in_the_log=self.dledger is None)
+            tables_in_the_log=True)
         sync.start()
         return sync
 
@@ -405,18 +406,12 @@ class Broker:
     def ensure_writable_topic(self, topic: str) -> int:
         """The topic's write queue count, creating the topic if allowed (MetadataError if not;
         MetadataWriteFailed when its creation could not be written). On a worker thread."""
-        if self.metadata_log is not None:
-            config = self._ensure_topic_through_the_log(topic)
-            check_writable(config)
-            self._writable_queue_counts[topic] = config.write_queue_count
-            return config.write_queue_count
-        config = self.metadata_store.ensure_writable_topic(name=topic)
-        self.store.set_queue_count(topic, config.write_queue_count)
+        config = self._ensure_topic_through_the_log(topic)
+        check_writable(config)
         self._writable_queue_counts[topic] = config.write_queue_count
         return config.write_queue_count
 
     def _ensure_topic_through_the_log(self, topic: str) -> TopicConfig:
-        assert self.metadata_log is not None
         metadata = self.metadata_store
         config = metadata.cached_topic(name=topic)
         if config is not None:
@@ -445,13 +440,6 @@ class Broker:
         self._writable_queue_counts.pop(topic, None)
         if write_queue_count is not None:
             self.store.set_queue_count(topic, write_queue_count)
-
-    def delete_topic(self, topic: str) -> None:
-        """Delete the topic's metadata (404 when unknown), then its queues in the store."""
-        self.metadata_store.delete_topic(name=topic)
-        self._writable_queue_counts.pop(topic, None)
-        removed = self.store.delete_topic(topic)
-        log.info("topic %s deleted: %d consume queues removed", topic, removed)
 
     # -- rates -------------------------------------------------------------------------------
 
