@@ -27,8 +27,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.dledger_member import build_dledger, leader_http_address
-from app.broker.idempotency import IdempotencyWindow, rebuild
+from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.slave_sync import SlaveSync
@@ -99,6 +100,8 @@ class Broker:
         self.leader_sync: LeaderSync | None = None  # DLedger mode: metadata follows the leader
         self.idempotency = IdempotencyWindow(settings.idempotency_window_s,
                                              settings.idempotency_keys_max)
+        if self.dledger is not None:
+            self.idempotency.check_indeterminate = self._check_indeterminate
         self.state = BrokerState.CREATED
         self.started_at_ms = 0
         # topic -> write queue count, for topics checked writable (the produce hot path).
@@ -286,10 +289,31 @@ class Broker:
         while store.dispatch.dispatched_offset < (store.commit_limit or 0) \
                 and time.monotonic() < deadline_s:
             time.sleep(0.01)
-        restored = rebuild(self.idempotency, store)
+        # The window as the committed log gives it, in place of the one this member had: an
+        # entry whose record a truncation removed (it led before, its tail was cut since)
+        # must not answer a retry.
+        window = self.idempotency
+        fresh = IdempotencyWindow(self.settings.idempotency_window_s,
+                                  self.settings.idempotency_keys_max)
+        restored = rebuild(fresh, store)
+        window.replace_entries(fresh)
         self._writable_term = term
         log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
                  restored)
+
+    def _check_indeterminate(self, topic: str, key: str,
+                             put: RememberedPut) -> RememberedPut | None:
+        """DLedger: a remembered COMMIT_INDETERMINATE put, checked against the log before it
+        is replayed (IdempotencyWindow.check_indeterminate)."""
+        found = self.store.record_at(put.commit_log_offset)
+        if found is None:
+            return None
+        record, committed = found
+        if record.topic != topic or record.properties.get(PROPERTY_IDEMPOTENCY_KEY) != key:
+            return None  # the offset holds another message now
+        if committed:
+            return dataclasses.replace(put, status=PutMessageStatus.PUT_OK)
+        return put  # still in this leader's log: it may commit yet
 
     # -- failover by hand --------------------------------------------------------------------
 

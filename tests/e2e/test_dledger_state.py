@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.support.dledger_group import DLedgerGroup, Member, wait_for
+from tests.support.dledger_group import DLedgerGroup, Member, ProxiedGroup, wait_for
 
 pytestmark = pytest.mark.processes
 
@@ -87,3 +88,73 @@ def test_a_topic_delete_applies_on_every_member_and_survives_a_leader_kill(
                      f"{member.node_id}'s queue equal to the others'")
     finally:
         group.stop_all()
+
+
+def _leader_of(members: list[Member]) -> Member | None:
+    """The member these members all name as leader and that says it leads."""
+    views = {member.node_id: member.dledger() for member in members}
+    named = {view["leader_id"] for view in views.values()}
+    if len(named) != 1:
+        return None
+    leader_id = named.pop()
+    if leader_id not in views or views[leader_id]["role"] != "LEADER" \
+            or not views[leader_id]["accepting_writes"]:
+        return None
+    return next(member for member in members if member.node_id == leader_id)
+
+
+def _converged(group: DLedgerGroup, leader: Member) -> bool:
+    views = [member.dledger() for member in group.members.values()]
+    return all(view["leader_id"] == leader.node_id for view in views) and len(
+        {(view["end_index"], view["committed_index"]) for view in views}) == 1 \
+        and views[0]["end_index"] == views[0]["committed_index"]
+
+
+def test_a_truncated_indeterminate_put_is_never_replayed(tmp_path: Path) -> None:
+    """The leader n is cut off; key K answers 202 COMMIT_INDETERMINATE there; the other two
+    elect a leader that stores other messages; after healing n truncates K's record, and
+    leadership goes back to n. A retry of K on n then stores K (or replays it only where it
+    is): its msg_id names a record with K's body, and K is consumable."""
+    group = ProxiedGroup(tmp_path, default_queue_count=1)
+    try:
+        group.start_all()
+        old = group.wait_leader()
+        for number in range(3):
+            _produce(old, "T", f"before-{number}")
+        group.isolate(old.node_id)
+        with httpx.Client(base_url=old.url, timeout=10.0) as client:
+            first = client.post("/v1/topics/T/messages", json={"body": "K-body"},
+                                headers={"idempotency-key": "K"})
+        assert first.status_code == 202, first.text
+        assert first.json()["status"] == "COMMIT_INDETERMINATE", first.text
+        others = [member for member in group.members.values() if member is not old]
+        found: list[Member] = []
+        wait_for(lambda: bool(leader := _leader_of(others)) and not found.append(leader),
+                 20, "a leader of the two connected members")
+        new = found[-1]
+        for number in range(5):
+            _produce(new, "T", f"other-{number}")
+        group.heal()
+        wait_for(lambda: _converged(group, new), 30, "the old leader follows, logs equal")
+        for _ in range(5):
+            handed = new.client.post("/admin/dledger/transfer-leadership",
+                                     json={"target_id": old.node_id}, timeout=30)
+            if handed.status_code == 200:
+                break
+            assert handed.status_code == 409, handed.text
+        wait_for(lambda: group.leader() is old, 20, f"{old.node_id} leads again")
+        retry = old.client.post("/v1/topics/T/messages", json={"body": "K-body"},
+                                headers={"idempotency-key": "K"})
+        assert retry.status_code == 201, retry.text
+        stored = old.client.get(f"/v1/messages/{retry.json()['msg_id']}",
+                                params={"body_encoding": "utf8"})
+        assert stored.status_code == 200, (retry.text, stored.text)
+        assert stored.json()["body"] == "K-body"
+        bodies = [body for _, body in _queue(old, "T")]
+        assert bodies.count("K-body") == 1, bodies
+        assert _queue(old, "T")[retry.json()["queue_offset"]][1] == "K-body"
+    finally:
+        try:
+            group.stop_all()
+        finally:
+            group.close_proxies()

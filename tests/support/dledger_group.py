@@ -28,8 +28,9 @@ from typing import Any
 import httpx
 
 from tests.support.processes import terminate, terminate_all, wait_for
+from tests.support.tcp_proxy import TcpProxy
 
-__all__ = ["DLedgerGroup", "Member", "wait_for"]
+__all__ = ["DLedgerGroup", "Member", "ProxiedGroup", "wait_for"]
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
@@ -210,3 +211,38 @@ class DLedgerGroup:
                 member.client.close()
                 member.http_socket.close()
                 member.dledger_socket.close()
+
+
+class ProxiedGroup(DLedgerGroup):
+    """Every DLedger link a -> b goes through its own TcpProxy to b's port, so a member can
+    be cut off from the others (stalled proxies: connections stay open, nothing passes)."""
+
+    def __init__(self, root: Path, **settings: Any) -> None:
+        super().__init__(root, **settings)
+        self.proxies = {(a, b): TcpProxy(("127.0.0.1", self.members[b].dledger_port))
+                        for a in self.members for b in self.members if a != b}
+
+    def arguments(self, member: Member) -> list[str]:
+        peers = ";".join(
+            f"{other.node_id}-127.0.0.1:" + str(
+                other.dledger_port if other is member
+                else self.proxies[(member.node_id, other.node_id)].port)
+            for other in self.members.values())
+        arguments = super().arguments(member)
+        position = arguments.index(f"dledger_peers={self.peers}")
+        arguments[position] = f"dledger_peers={peers}"
+        return arguments
+
+    def isolate(self, node_id: str) -> None:
+        for (a, b), proxy in self.proxies.items():
+            if node_id in (a, b):
+                proxy.stall()
+
+    def heal(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.resume()
+            proxy.cut()  # fresh connections, as after a real partition
+
+    def close_proxies(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.close()
