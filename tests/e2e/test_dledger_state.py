@@ -5,13 +5,15 @@ peer list than its group's."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.dledger_group import DLedgerGroup, Member, ProxiedGroup, wait_for
+from tests.support.dledger_group import ROOT, DLedgerGroup, Member, ProxiedGroup, wait_for
 
 pytestmark = pytest.mark.processes
 
@@ -158,3 +160,54 @@ def test_a_truncated_indeterminate_put_is_never_replayed(tmp_path: Path) -> None
             group.stop_all()
         finally:
             group.close_proxies()
+
+
+def _start_alone(group: DLedgerGroup, member: Member, *extra: str) -> subprocess.Popen[bytes]:
+    """`member` started with itself as the whole group (the wrong peer list of finding 5)."""
+    arguments = group.arguments(member)
+    alone = f"{member.node_id}-127.0.0.1:{member.dledger_port}"
+    arguments[arguments.index(f"dledger_peers={group.peers}")] = f"dledger_peers={alone}"
+    arguments[arguments.index(f"dledger_http_peers={group.http_peers}")] = (
+        f"dledger_http_peers={member.node_id}-127.0.0.1:{member.http_port}")
+    for setting in extra:
+        arguments += ["--set", setting]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TWINLOG_")}
+    env["PYTHONPATH"] = str(ROOT)
+    with member.log_path.open("ab") as log:
+        return subprocess.Popen(arguments, cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT,
+                                pass_fds=(member.http_socket.fileno(),
+                                          member.dledger_socket.fileno()))
+
+
+def test_a_member_started_with_another_peer_list_is_refused(tmp_path: Path) -> None:
+    """A member of a 3-member group restarted with itself alone as the peer list exits at
+    once, naming the stored list and the given one, and never serves; restarted with the
+    group's list it rejoins and holds what the group committed meanwhile."""
+    group = DLedgerGroup(tmp_path, default_queue_count=1)
+    try:
+        group.start_all()
+        leader = group.wait_leader()
+        member = next(m for m in group.members.values() if m is not leader)
+        _produce(leader, "M", "first")
+        wait_for(lambda: _queue(member, "M") == [(0, "first")], 15, "replicated")
+        assert group.stop(member.node_id) == 0
+        alone = _start_alone(group, member)
+        try:
+            exit_code = alone.wait(30)
+        except subprocess.TimeoutExpired:
+            alone.kill()
+            alone.wait()
+            raise AssertionError(f"{member.node_id} started alone and ran:\n"
+                                 f"{member.log()}") from None
+        assert exit_code != 0
+        log_text = member.log()
+        assert f"peers {group.peers}" in log_text, log_text
+        assert f"peers {member.node_id}-127.0.0.1:{member.dledger_port}" in log_text, log_text
+        assert "dledger_membership_override" in log_text, log_text
+        _produce(leader, "M", "second")
+        group.start(member.node_id)
+        wait_for(lambda: _queue(member, "M") == [(0, "first"), (1, "second")], 15,
+                 "the rejoined member holds what the group committed")
+    finally:
+        group.stop_all()
