@@ -6,6 +6,8 @@ peer list than its group's."""
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -211,3 +213,165 @@ def test_a_member_started_with_another_peer_list_is_refused(tmp_path: Path) -> N
                  "the rejoined member holds what the group committed")
     finally:
         group.stop_all()
+
+
+SEEDS = (1, 2, 3)
+STEPS = 36
+KILLS_MAX = 2
+QUEUES = 2
+
+
+class Workload:
+    """One client thread against a DLedger group, driven by a seed: produces, a group's offset
+    commits, deletes and re-creates of the topic, and kill -9 of the leader (restarted once the
+    others elected one). What each answer promised is recorded for the checks at the end."""
+
+    def __init__(self, group: DLedgerGroup, seed: int) -> None:
+        self.group = group
+        self.rng = random.Random(seed)
+        self.leader = group.wait_leader()
+        self.incarnation = 0
+        self.acked: dict[str, tuple[int, int]] = {}  # body -> (queue id, queue offset)
+        self.maybe: set[str] = set()  # 202: may or may not be there
+        self.sequence = 0
+        self.kills = 0
+
+    def run(self) -> None:
+        for _ in range(STEPS):
+            choice = self.rng.random()
+            if choice < 0.6:
+                for _ in range(self.rng.randint(1, 4)):
+                    self._produce()
+            elif choice < 0.8:
+                self._commit()
+            elif choice < 0.9:
+                self._delete()
+            elif self.kills < KILLS_MAX:
+                self._kill_leader()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """To the leader; a 503 (not the leader, an election) finds the leader and retries."""
+        for _ in range(20):
+            try:
+                response = self.leader.client.request(method, path, **kwargs)
+            except httpx.HTTPError:
+                response = None
+            if response is not None and response.status_code != 503:
+                return response
+            self.leader = self.group.wait_leader()
+        raise AssertionError(f"{method} {path}: no leader took it in 20 tries")
+
+    def _produce(self) -> None:
+        self.sequence += 1
+        body = f"i{self.incarnation}-m{self.sequence}"
+        response = self._request("POST", f"/v1/topics/{TOPIC}/messages", json={"body": body})
+        if response.status_code == 201:
+            answer = response.json()
+            self.acked[body] = (answer["queue_id"], answer["queue_offset"])
+        else:
+            assert response.status_code == 202, response.text
+            self.maybe.add(body)
+
+    def _commit(self) -> None:
+        queue_id = self.rng.randrange(QUEUES)
+        page = self._request("GET", f"/v1/topics/{TOPIC}/queues/{queue_id}/messages",
+                             params={"offset": 0, "max_messages": 1})
+        if page.status_code == 404:
+            return  # the topic is not there now
+        assert page.status_code == 200, page.text
+        offset = self.rng.randint(0, page.json()["max_offset"])
+        response = self._request("PUT", f"/v1/groups/{GROUP}/offsets/{TOPIC}/queues/{queue_id}",
+                                 json={"offset": offset})
+        assert response.status_code in (200, 202, 400, 404, 409), response.text
+
+    def _delete(self) -> None:
+        """Until it is known applied: a 202 may or may not commit, so ask again (404: gone)."""
+        for _ in range(10):
+            response = self._request("DELETE", f"/v1/topics/{TOPIC}")
+            if response.status_code in (204, 404):
+                self.incarnation += 1
+                return
+            assert response.status_code == 202, response.text
+        raise AssertionError("the delete never settled")
+
+    def _kill_leader(self) -> None:
+        killed = self.leader
+        self.group.kill(killed.node_id)
+        self.kills += 1
+        found: list[Member] = []
+
+        def elected() -> bool:
+            leader = self.group.leader()
+            if leader is not None and leader is not killed:
+                found.append(leader)
+            return bool(found)
+
+        wait_for(elected, 20, "a new leader")
+        self.leader = found[-1]
+        self.group.start(killed.node_id)
+
+    def current(self, body: str) -> bool:
+        return body.startswith(f"i{self.incarnation}-")
+
+
+TOPIC, GROUP = "S", "G"
+
+
+def _messages(member: Member, queue_id: int) -> tuple[list[tuple[int, str]], int]:
+    response = member.client.get(f"/v1/topics/{TOPIC}/queues/{queue_id}/messages",
+                                 params={"offset": 0, "max_messages": 500,
+                                         "body_encoding": "utf8"})
+    if response.status_code == 404:
+        return [], 0
+    assert response.status_code == 200, response.text
+    page = response.json()
+    return [(m["queue_offset"], m["body"]) for m in page["messages"]], page["max_offset"]
+
+
+def _tables(member: Member) -> list[Any]:
+    return [member.client.get(f"/admin/sync/{table}").json()["rows"]
+            for table in ("topics", "subscription-groups", "consumer-offsets")]
+
+
+@pytest.mark.slow
+def test_seeded_produces_commits_deletes_and_leader_kills_keep_every_promise(
+        tmp_path: Path) -> None:
+    """Over a few seeds, one client produces, commits a group's offsets, deletes and
+    re-creates the topic, and kill -9s the leader. At the end, on the final leader: every 201
+    of the topic's current incarnation is at its queue offset, no message of a deleted
+    incarnation is served, the group's offsets are within the queues; and every member's
+    topic, group and offset tables are the same."""
+    for seed in SEEDS:
+        root = tmp_path / f"seed{seed}"
+        root.mkdir()
+        group = DLedgerGroup(root, default_queue_count=QUEUES)
+        try:
+            group.start_all()
+            workload = Workload(group, seed)
+            workload.run()
+            leader = group.wait_leader()
+            for member in group.members.values():
+                wait_for(lambda m=member, lead=leader: _tables(m) == _tables(lead), 30,
+                         f"seed {seed}: {member.node_id}'s tables equal the leader's")
+            served: dict[int, dict[int, str]] = {}
+            for queue_id in range(QUEUES):
+                messages, _ = _messages(leader, queue_id)
+                served[queue_id] = dict(messages)
+                stale = [body for _, body in messages if not workload.current(body)]
+                assert not stale, f"seed {seed}: deleted messages served: {stale}"
+                unknown = [body for _, body in messages
+                           if body not in workload.acked and body not in workload.maybe]
+                assert not unknown, f"seed {seed}: messages nobody stored: {unknown}"
+            for body, (queue_id, queue_offset) in workload.acked.items():
+                if workload.current(body):
+                    assert served[queue_id].get(queue_offset) == body, (
+                        f"seed {seed}: {body} acknowledged at {queue_id}/{queue_offset}, "
+                        f"served {served[queue_id].get(queue_offset)}")
+            offsets = leader.client.get(f"/v1/groups/{GROUP}/offsets")
+            if offsets.status_code == 200:
+                for offset in offsets.json()["offsets"]:
+                    _, max_offset = _messages(leader, offset["queue_id"])
+                    assert offset["offset"] <= max_offset, (seed, offset, max_offset)
+        finally:
+            group.stop_all()
+            shutil.rmtree(root, ignore_errors=True)

@@ -129,6 +129,12 @@ class DLedgerGroup:
 
     def start(self, node_id: str) -> Member:
         """Start (or restart) one member on its ports; returns once it answers /readyz."""
+        member = self.launch(node_id)
+        self.wait_ready(member)
+        return member
+
+    def launch(self, node_id: str) -> Member:
+        """Start (or restart) one member on its ports, without waiting for it."""
         member = self.members[node_id]
         assert not member.is_alive, f"{node_id} runs already"
         env = {key: value for key, value in os.environ.items()
@@ -139,12 +145,14 @@ class DLedgerGroup:
                 self.arguments(member), cwd=ROOT, env=env, stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(member.http_socket.fileno(), member.dledger_socket.fileno()))
-        self.wait_ready(member)
         return member
 
     def start_all(self) -> None:
+        """Every member at once, then wait until each answers /readyz."""
         for node_id in self.members:
-            self.start(node_id)
+            self.launch(node_id)
+        for member in self.members.values():
+            self.wait_ready(member)
 
     def wait_ready(self, member: Member) -> None:
         def ready() -> bool:
