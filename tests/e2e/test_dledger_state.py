@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -126,11 +127,18 @@ def test_a_truncated_indeterminate_put_is_never_replayed(tmp_path: Path) -> None
         for number in range(3):
             _produce(old, "T", f"before-{number}")
         group.isolate(old.node_id)
-        with httpx.Client(base_url=old.url, timeout=10.0) as client:
-            first = client.post("/v1/topics/T/messages", json={"body": "K-body"},
-                                headers={"idempotency-key": "K"})
+        with httpx.Client(base_url=old.url, timeout=10.0) as client, \
+                ThreadPoolExecutor(2) as pool:
+            # Both taken by the cut-off leader before it steps down: neither can commit.
+            produced = pool.submit(client.post, "/v1/topics/T/messages",
+                                   json={"body": "K-body"}, headers={"idempotency-key": "K"})
+            created = pool.submit(client.post, "/v1/topics", json={"name": "Cut"})
+            first, topic = produced.result(), created.result()
         assert first.status_code == 202, first.text
         assert first.json()["status"] == "COMMIT_INDETERMINATE", first.text
+        # A metadata change answers as a produce does: not known committed, 202.
+        assert topic.status_code == 202, topic.text
+        assert topic.json()["error_code"] == "COMMIT_INDETERMINATE", topic.text
         others = [member for member in group.members.values() if member is not old]
         found: list[Member] = []
         wait_for(lambda: bool(leader := _leader_of(others)) and not found.append(leader),
@@ -157,6 +165,8 @@ def test_a_truncated_indeterminate_put_is_never_replayed(tmp_path: Path) -> None
         bodies = [body for _, body in _queue(old, "T")]
         assert bodies.count("K-body") == 1, bodies
         assert _queue(old, "T")[retry.json()["queue_offset"]][1] == "K-body"
+        for member in group.members.values():  # truncated with K: applied nowhere
+            assert member.client.get("/v1/topics/Cut").status_code == 404, member.node_id
     finally:
         try:
             group.stop_all()
