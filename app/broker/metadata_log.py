@@ -133,9 +133,13 @@ def _committed(decided: Sequence[tuple[PutMessageResult, PutMessageStatus]]
                ) -> WriteOutcome | int:
     """DLedger mode: the end offset of the last record once every one committed; the outcome
     to answer when one did not (a refusal raises: nothing of it was written)."""
-    for result, status in decided:
+    for number, (result, status) in enumerate(decided):
         if not status.is_stored:
-            raise MetadataWriteFailed(WriteOutcome(status, result.detail or ""))
+            detail = result.detail or ""
+            if number:  # a batch of topics: the records before it went in, each whole
+                detail += (f" ({number} of {len(decided)} records of this change were written "
+                           "before it and apply if they commit)")
+            raise MetadataWriteFailed(WriteOutcome(status, detail))
     for result, status in decided:
         if status is not PutMessageStatus.PUT_OK:
             return WriteOutcome(status, (result.detail or status.value) + "; a metadata "
