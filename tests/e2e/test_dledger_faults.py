@@ -156,20 +156,6 @@ def _assert_byte_identical(group: DLedgerGroup, leader: Member) -> None:
     assert len(set(logs.values())) == 1, {node_id: len(log) for node_id, log in logs.items()}
 
 
-def _new_leader(group: DLedgerGroup, old: Member) -> Member:
-    found: list[Member] = []
-
-    def elected() -> bool:
-        leader = group.leader()
-        if leader is not None and leader is not old:
-            found.append(leader)
-            return True
-        return False
-
-    wait_for(elected, 20, "a new leader among the others")
-    return found[-1]
-
-
 def test_kill_9_of_the_leader_under_16_producers_loses_no_put_ok(tmp_path: Path) -> None:
     """A leader killed with SIGKILL under 16 producers is replaced; every 201 (message id and
     offset) is readable on both survivors, and the restarted old leader converges to the
@@ -184,7 +170,7 @@ def test_kill_9_of_the_leader_under_16_producers_loses_no_put_ok(tmp_path: Path)
             wait_for(lambda: producers.acked_count() >= 300, 60, "300 PUT_OK before the kill")
             group.kill(old.node_id)
             killed_at = producers.acked_count()
-            leader = _new_leader(group, old)
+            leader = group.wait_new_leader(old)
             producers.url = leader.url
             wait_for(lambda: producers.acked_count() >= killed_at + 200, 60,
                      "200 more PUT_OK on the new leader")

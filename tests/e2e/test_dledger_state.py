@@ -17,25 +17,14 @@ import httpx
 import pytest
 
 from tests.support.dledger_group import ROOT, DLedgerGroup, Member, ProxiedGroup, wait_for
+from tests.support.queue_reads import produce, queue
 
 pytestmark = pytest.mark.processes
 
-
-def _produce(member: Member, topic: str, body: str, **fields: Any) -> dict[str, Any]:
-    response = member.client.post(f"/v1/topics/{topic}/messages", json={"body": body, **fields})
-    assert response.status_code == 201, response.text
-    document: dict[str, Any] = response.json()
-    return document
-
-
-def _queue(member: Member, topic: str, queue_id: int = 0) -> list[tuple[int, str]]:
-    response = member.client.get(f"/v1/topics/{topic}/queues/{queue_id}/messages",
-                                 params={"offset": 0, "max_messages": 100,
-                                         "body_encoding": "utf8"})
-    if response.status_code == 404:
-        return []
-    assert response.status_code == 200, response.text
-    return [(m["queue_offset"], m["body"]) for m in response.json()["messages"]]
+# Elections only when a member is killed or cut off: a member of a group on a loaded machine
+# that hears no heartbeat for the default 600 ms would start one, and a test's leader would
+# change under it.
+QUIET = {"dledger_election_timeout_ms": 1500}
 
 
 def _by_key(member: Member, topic: str, key: str) -> list[str]:
@@ -47,49 +36,36 @@ def _by_key(member: Member, topic: str, key: str) -> list[str]:
     return sorted(m["body"] for m in response.json()["messages"])
 
 
-def _new_leader(group: DLedgerGroup, old: Member) -> Member:
-    found: list[Member] = []
-
-    def elected() -> bool:
-        leader = group.leader()
-        if leader is not None and leader is not old:
-            found.append(leader)
-        return bool(found)
-
-    wait_for(elected, 20, "a new leader among the others")
-    return found[-1]
-
-
 def test_a_topic_delete_applies_on_every_member_and_survives_a_leader_kill(
         tmp_path: Path) -> None:
     """4 keyed messages to D, DELETE, 2 more answered at queue offsets 0 and 1: every member's
     queue holds the 2 new ones only and its key index no deleted message; kill -9 the
     leader: the new leader serves the same, and its next produce gets queue offset 2."""
-    group = DLedgerGroup(tmp_path, default_queue_count=1)
+    group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET)
     try:
         group.start_all()
         leader = group.wait_leader()
         for number in range(4):
-            _produce(leader, "D", f"old-{number}", keys=["k"])
+            produce(leader, "D", f"old-{number}", keys=["k"])
         deleted = leader.client.delete("/v1/topics/D")
         assert deleted.status_code == 204, deleted.text
-        assert [_produce(leader, "D", f"new-{number}", keys=["k"])["queue_offset"]
+        assert [produce(leader, "D", f"new-{number}", keys=["k"])["queue_offset"]
                 for number in range(2)] == [0, 1]
         expected = [(0, "new-0"), (1, "new-1")]
         for member in group.members.values():
-            wait_for(lambda m=member: _queue(m, "D") == expected, 15,
+            wait_for(lambda m=member: queue(m, "D") == expected, 15,
                      f"{member.node_id}'s queue holds the new incarnation only "
-                     f"(it holds {_queue(member, 'D')})")
+                     f"(it holds {queue(member, 'D')})")
             assert _by_key(member, "D", "k") == ["new-0", "new-1"], member.node_id
         group.kill(leader.node_id)
-        survivor = _new_leader(group, leader)
-        assert _queue(survivor, "D") == expected
+        survivor = group.wait_new_leader(leader)
+        assert queue(survivor, "D") == expected
         assert _by_key(survivor, "D", "k") == ["new-0", "new-1"]
-        assert _produce(survivor, "D", "after")["queue_offset"] == 2
+        assert produce(survivor, "D", "after")["queue_offset"] == 2
         group.start(leader.node_id)
         final = [*expected, (2, "after")]
         for member in group.members.values():
-            wait_for(lambda m=member: _queue(m, "D") == final, 30,
+            wait_for(lambda m=member: queue(m, "D") == final, 30,
                      f"{member.node_id}'s queue equal to the others'")
     finally:
         group.stop_all()
@@ -120,12 +96,12 @@ def test_a_truncated_indeterminate_put_is_never_replayed(tmp_path: Path) -> None
     elect a leader that stores other messages; after healing n truncates K's record, and
     leadership goes back to n. A retry of K on n then stores K (or replays it only where it
     is): its msg_id names a record with K's body, and K is consumable."""
-    group = ProxiedGroup(tmp_path, default_queue_count=1)
+    group = ProxiedGroup(tmp_path, default_queue_count=1, **QUIET)
     try:
         group.start_all()
         old = group.wait_leader()
         for number in range(3):
-            _produce(old, "T", f"before-{number}")
+            produce(old, "T", f"before-{number}")
         group.isolate(old.node_id)
         with httpx.Client(base_url=old.url, timeout=10.0) as client, \
                 ThreadPoolExecutor(2) as pool:
@@ -145,26 +121,30 @@ def test_a_truncated_indeterminate_put_is_never_replayed(tmp_path: Path) -> None
                  20, "a leader of the two connected members")
         new = found[-1]
         for number in range(5):
-            _produce(new, "T", f"other-{number}")
+            produce(new, "T", f"other-{number}")
         group.heal()
         wait_for(lambda: _converged(group, new), 30, "the old leader follows, logs equal")
-        for _ in range(5):
-            handed = new.client.post("/admin/dledger/transfer-leadership",
-                                     json={"target_id": old.node_id}, timeout=30)
-            if handed.status_code == 200:
+        retry: httpx.Response | None = None
+        for _ in range(5):  # leadership back to the member that remembers K
+            leader = group.wait_leader()
+            if leader is not old:
+                handed = leader.client.post("/admin/dledger/transfer-leadership",
+                                            json={"target_id": old.node_id}, timeout=30)
+                assert handed.status_code in (200, 409), handed.text
+                continue
+            retry = old.client.post("/v1/topics/T/messages", json={"body": "K-body"},
+                                    headers={"idempotency-key": "K"})
+            if retry.status_code != 503:  # 503: it lost leadership meanwhile
                 break
-            assert handed.status_code == 409, handed.text
-        wait_for(lambda: group.leader() is old, 20, f"{old.node_id} leads again")
-        retry = old.client.post("/v1/topics/T/messages", json={"body": "K-body"},
-                                headers={"idempotency-key": "K"})
+        assert retry is not None, f"{old.node_id} never led again"
         assert retry.status_code == 201, retry.text
         stored = old.client.get(f"/v1/messages/{retry.json()['msg_id']}",
                                 params={"body_encoding": "utf8"})
         assert stored.status_code == 200, (retry.text, stored.text)
         assert stored.json()["body"] == "K-body"
-        bodies = [body for _, body in _queue(old, "T")]
+        bodies = [body for _, body in queue(old, "T")]
         assert bodies.count("K-body") == 1, bodies
-        assert _queue(old, "T")[retry.json()["queue_offset"]][1] == "K-body"
+        assert queue(old, "T")[retry.json()["queue_offset"]][1] == "K-body"
         for member in group.members.values():  # truncated with K: applied nowhere
             assert member.client.get("/v1/topics/Cut").status_code == 404, member.node_id
     finally:
@@ -196,13 +176,13 @@ def test_a_member_started_with_another_peer_list_is_refused(tmp_path: Path) -> N
     """A member of a 3-member group restarted with itself alone as the peer list exits at
     once, naming the stored list and the given one, and never serves; restarted with the
     group's list it rejoins and holds what the group committed meanwhile."""
-    group = DLedgerGroup(tmp_path, default_queue_count=1)
+    group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET)
     try:
         group.start_all()
         leader = group.wait_leader()
         member = next(m for m in group.members.values() if m is not leader)
-        _produce(leader, "M", "first")
-        wait_for(lambda: _queue(member, "M") == [(0, "first")], 15, "replicated")
+        produce(leader, "M", "first")
+        wait_for(lambda: queue(member, "M") == [(0, "first")], 15, "replicated")
         assert group.stop(member.node_id) == 0
         alone = _start_alone(group, member)
         try:
@@ -217,9 +197,9 @@ def test_a_member_started_with_another_peer_list_is_refused(tmp_path: Path) -> N
         assert f"peers {group.peers}" in log_text, log_text
         assert f"peers {member.node_id}-127.0.0.1:{member.dledger_port}" in log_text, log_text
         assert "dledger_membership_override" in log_text, log_text
-        _produce(leader, "M", "second")
+        produce(leader, "M", "second")
         group.start(member.node_id)
-        wait_for(lambda: _queue(member, "M") == [(0, "first"), (1, "second")], 15,
+        wait_for(lambda: queue(member, "M") == [(0, "first"), (1, "second")], 15,
                  "the rejoined member holds what the group committed")
     finally:
         group.stop_all()
@@ -251,7 +231,7 @@ class Workload:
             choice = self.rng.random()
             if choice < 0.6:
                 for _ in range(self.rng.randint(1, 4)):
-                    self._produce()
+                    self.produce()
             elif choice < 0.8:
                 self._commit()
             elif choice < 0.9:
@@ -271,7 +251,7 @@ class Workload:
             self.leader = self.group.wait_leader()
         raise AssertionError(f"{method} {path}: no leader took it in 20 tries")
 
-    def _produce(self) -> None:
+    def produce(self) -> None:
         self.sequence += 1
         body = f"i{self.incarnation}-m{self.sequence}"
         response = self._request("POST", f"/v1/topics/{TOPIC}/messages", json={"body": body})
@@ -308,16 +288,7 @@ class Workload:
         killed = self.leader
         self.group.kill(killed.node_id)
         self.kills += 1
-        found: list[Member] = []
-
-        def elected() -> bool:
-            leader = self.group.leader()
-            if leader is not None and leader is not killed:
-                found.append(leader)
-            return bool(found)
-
-        wait_for(elected, 20, "a new leader")
-        self.leader = found[-1]
+        self.leader = self.group.wait_new_leader(killed)
         self.group.start(killed.node_id)
 
     def current(self, body: str) -> bool:
@@ -354,7 +325,7 @@ def test_seeded_produces_commits_deletes_and_leader_kills_keep_every_promise(
     for seed in SEEDS:
         root = tmp_path / f"seed{seed}"
         root.mkdir()
-        group = DLedgerGroup(root, default_queue_count=QUEUES)
+        group = DLedgerGroup(root, default_queue_count=QUEUES, **QUIET)
         try:
             group.start_all()
             workload = Workload(group, seed)

@@ -197,6 +197,19 @@ class DLedgerGroup:
         wait_for(elected, timeout_s, "one leader named by every live member")
         return found[-1]
 
+    def wait_new_leader(self, old: Member, timeout_s: float = 20.0) -> Member:
+        """The leader every live member names, once it is not `old` (a killed one)."""
+        found: list[Member] = []
+
+        def elected() -> bool:
+            leader = self.leader()
+            if leader is not None and leader is not old:
+                found.append(leader)
+            return bool(found)
+
+        wait_for(elected, timeout_s, "a new leader among the others")
+        return found[-1]
+
     def kill(self, node_id: str) -> None:
         """SIGKILL: nothing flushed, nothing answered."""
         member = self.members[node_id]
