@@ -275,6 +275,10 @@ class Settings(BaseSettings):
     dledger_allow_unauthenticated: bool = Field(False, description="run the DLedger port "
                                                 "open (anyone who reaches it can vote and "
                                                 "push entries)")
+    dledger_membership_override: bool = Field(
+        False, description="start even though dledger_group, dledger_self_id or the ids of "
+        "dledger_peers differ from the membership stored in the data dir (refused otherwise), "
+        "and store the new one: a deliberate change of the group")
     dledger_listen_fd: int | None = Field(
         None, ge=0, description="a bound TCP socket inherited from the parent to serve the "
                                 "DLedger port on (tests, supervisors); default: bind this "

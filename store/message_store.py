@@ -610,6 +610,16 @@ class MessageStore:
                     break
         return found
 
+    def record_at(self, offset: int) -> tuple[StoredMessage, bool] | None:
+        """The whole record that starts at `offset` and whether it is committed (always, in
+        the classic modes), or None when no valid record starts there (never written, cut
+        by a truncation, removed by retention, or the middle of another record)."""
+        message = self._record_or_none(offset)
+        if message is None:
+            return None
+        limit = self.dispatch.limit_offset
+        return message, limit is None or offset + message.total_size <= limit
+
     def _record_or_none(self, offset: int) -> StoredMessage | None:
         try:
             return self.commit_log.read_record(offset)
