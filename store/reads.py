@@ -58,22 +58,29 @@ def get_messages(
     if queue_offset > high:
         return GetMessagesResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, high, low, high)
     result = GetMessagesResult(GetMessageStatus.FOUND, queue_offset, low, high)
+    messages = result.messages
     size_total = 0
     offset = queue_offset
-    while offset < high and len(result.messages) < max_count:
-        entry = queue.get(offset)
-        if entry is not None:
-            commit_log_offset, size, _ = entry
-            if result.messages and size_total + size > max_bytes:
-                break
-            try:
-                message = commit_log.read_record(commit_log_offset)
-            except (OffsetNotAvailableError, RecordError):
-                message = None  # removed by retention between the two reads: skip it
-            if message is not None:
-                result.messages.append(message)
-                size_total += size
-        offset += 1
+    # The entries in runs (one pass over the queue's files each): more than one run only when
+    # some entries were invalid or their records gone.
+    while offset < high and len(messages) < max_count:
+        entries = queue.entries(offset, max_count - len(messages))
+        if not entries:
+            break  # the queue lost its start to retention meanwhile
+        for entry in entries:
+            if entry is not None:
+                commit_log_offset, size, _ = entry
+                if messages and size_total + size > max_bytes:
+                    result.next_offset = offset
+                    return result
+                try:
+                    message = commit_log.read_record(commit_log_offset)
+                except (OffsetNotAvailableError, RecordError):
+                    message = None  # removed by retention between the two reads: skip it
+                if message is not None:
+                    messages.append(message)
+                    size_total += size
+            offset += 1
     result.next_offset = offset
     return result
 
