@@ -61,26 +61,30 @@ def get_messages(
     messages = result.messages
     size_total = 0
     offset = queue_offset
-    # The entries in runs (one pass over the queue's files each): more than one run only when
-    # some entries were invalid or their records gone.
+    # The entries in runs (one pass over the queue's files each), their records read together
+    # (one pass over the log's files): more than one run only when some entries were invalid
+    # or their records gone (removed by retention between the two reads: skipped).
     while offset < high and len(messages) < max_count:
         entries = queue.entries(offset, max_count - len(messages))
         if not entries:
             break  # the queue lost its start to retention meanwhile
+        wanted: list[int] = []
+        wanted_bytes = size_total
+        full = False
         for entry in entries:
             if entry is not None:
                 commit_log_offset, size, _ = entry
-                if messages and size_total + size > max_bytes:
-                    result.next_offset = offset
-                    return result
-                try:
-                    message = commit_log.read_record(commit_log_offset)
-                except (OffsetNotAvailableError, RecordError):
-                    message = None  # removed by retention between the two reads: skip it
-                if message is not None:
-                    messages.append(message)
-                    size_total += size
+                if (messages or wanted) and wanted_bytes + size > max_bytes:
+                    full = True
+                    break
+                wanted.append(commit_log_offset)
+                wanted_bytes += size
             offset += 1
+        for message in commit_log.read_records(wanted):
+            messages.append(message)
+            size_total += message.total_size
+        if full:
+            break
     result.next_offset = offset
     return result
 

@@ -419,7 +419,7 @@ class MetadataStore:
     def get_consumer_offset(self, *, group_name: str, topic: str, queue_id: int) -> int | None:
         """The group's next offset in the queue (including unpersisted commits), None if none."""
         self._check_open()
-        offset = self._offsets.get(OffsetKey(group_name, topic, queue_id))
+        offset = self._offsets.peek(OffsetKey(group_name, topic, queue_id))
         return None if offset is None else offset.queue_offset
 
     def consumer_offset(self, *, group_name: str, topic: str,
@@ -480,9 +480,10 @@ class MetadataStore:
             if record.queue_offset < self._applied.queue_offset:
                 return None  # in the tables already (a bootstrap from the master took it)
             self.apply_change(change)
-            self._applied = LogPosition(queue_offset=record.queue_offset + 1,
-                                        commit_log_offset=record.commit_log_offset,
-                                        updated_at_ms=self._clock_ms())
+            # Every record moves it: built from the record's ints without validating them.
+            self._applied = LogPosition.model_construct(
+                queue_offset=record.queue_offset + 1,
+                commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
         return change
 
     def bootstrap_position(self, position: LogPosition) -> None:
@@ -576,7 +577,7 @@ class MetadataStore:
         self._check_open()
         check_queue_offset(queue_offset)
         key = OffsetKey(group_name, topic, queue_id)
-        current = self._offsets.get(key)
+        current = self._offsets.peek(key)
         if current is None:
             plans.check_offset(self._engine, key)
         elif current.queue_offset == queue_offset:
