@@ -357,17 +357,18 @@ class CommitLog:
     def read_record(self, offset: int) -> StoredMessage:
         return self._decode_at(offset, decode_record)
 
-    def read_records(self, offsets: Sequence[int]) -> list[StoredMessage]:
+    def read_records(self, offsets: Sequence[int]) -> list[StoredMessage | None]:
         """The records at `offsets` (ascending, as a queue's entries point), each file held
         and viewed once for the run of offsets it holds: a consume read of many records pays
-        the file look-up once. A record no longer there (retention) or not whole is left out,
-        as `read_record` would raise for it."""
-        found: list[StoredMessage] = []
+        the file look-up once. None for a record no longer there (retention) or not whole,
+        where `read_record` would raise."""
+        found: list[StoredMessage | None] = []
         index = 0
         while index < len(offsets):
             try:
                 mapped = self._hold_file_for(offsets[index])
             except OffsetNotAvailableError:
+                found.append(None)
                 index += 1
                 continue
             try:
@@ -379,7 +380,8 @@ class CommitLog:
                         try:
                             found.append(decode_record(view, offsets[index] - start))
                         except RecordError:
-                            pass  # (the error, and the view its traceback holds, go here)
+                            # (the error, and the view its traceback holds, go here)
+                            found.append(None)
                         index += 1
             finally:
                 mapped.release()

@@ -62,13 +62,14 @@ def get_messages(
     size_total = 0
     offset = queue_offset
     # The entries in runs (one pass over the queue's files each), their records read together
-    # (one pass over the log's files): more than one run only when some entries were invalid
-    # or their records gone (removed by retention between the two reads: skipped).
+    # (one pass over the log's files). More than one run only when entries were invalid or a
+    # record was gone (removed by retention between the two reads: skipped, and the read
+    # goes on right after it, as entry by entry).
     while offset < high and len(messages) < max_count:
         entries = queue.entries(offset, max_count - len(messages))
         if not entries:
             break  # the queue lost its start to retention meanwhile
-        wanted: list[int] = []
+        wanted: list[tuple[int, int]] = []  # (queue offset, commit-log offset)
         wanted_bytes = size_total
         full = False
         for entry in entries:
@@ -77,10 +78,14 @@ def get_messages(
                 if (messages or wanted) and wanted_bytes + size > max_bytes:
                     full = True
                     break
-                wanted.append(commit_log_offset)
+                wanted.append((offset, commit_log_offset))
                 wanted_bytes += size
             offset += 1
-        for message in commit_log.read_records(wanted):
+        records = commit_log.read_records([position for _, position in wanted])
+        for (entry_offset, _), message in zip(wanted, records, strict=True):
+            if message is None:
+                offset, full = entry_offset + 1, False
+                break
             messages.append(message)
             size_total += message.total_size
         if full:
