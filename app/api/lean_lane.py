@@ -24,11 +24,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from starlette.datastructures import URL
 from starlette.types import Receive, Scope, Send
 
-from app.api.asgi_answer import send_answer, send_problem
+from app.api.asgi_answer import send_answer
 from app.api.asgi_body import Disconnected
-from app.api.errors import ApiError, from_metadata_error, from_put_status
+from app.api.errors import ApiError, from_metadata_error, from_put_status, render
 from app.api.gateway import Gateway
 from app.broker.broker import Broker
 from app.broker.metadata_log import MetadataWriteFailed
@@ -70,19 +71,26 @@ async def serve(handler: LeanHandler, scope: Scope, path_params: dict[str, str],
     except Fallback as fallback:
         return fallback
     except ApiError as error:
-        await send_problem(send, scope, error)
+        await _send_problem(send, scope, error)
     except MetadataError as error:
-        await send_problem(send, scope, from_metadata_error(error))
+        await _send_problem(send, scope, from_metadata_error(error))
     except MetadataWriteFailed as error:
-        await send_problem(send, scope, from_put_status(error.outcome.status,
-                                                        error.outcome.detail))
+        await _send_problem(send, scope, from_put_status(error.outcome.status,
+                                                         error.outcome.detail))
     except Disconnected:
         pass
     except Exception:
         log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-        await send_problem(send, scope, ApiError("INTERNAL_ERROR", "the broker failed; see "
-                                                 "its log"))
+        await _send_problem(send, scope, ApiError("INTERNAL_ERROR", "the broker failed; see "
+                                                  "its log"))
     return None
+
+
+async def _send_problem(send: Send, scope: Scope, error: ApiError) -> None:
+    """The problem FastAPI's handlers send: its `instance` is the path as Starlette's URL
+    gives it (without the tabs and line breaks URL parsing drops)."""
+    problem = render(error, URL(scope=scope).path)
+    await send_answer(send, problem.http_status, problem.body, problem.headers)
 
 
 async def send_json(send: Send, body: bytes, http_status: int = 200) -> None:

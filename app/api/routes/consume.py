@@ -9,6 +9,7 @@ consumer reads are in (bench/http_consume.py measured it against a hop to a thre
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import time
@@ -38,14 +39,17 @@ from app.api.schemas.messages import ConsumeResult
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
-from store import GetMessageStatus, StoredMessage
+from store import GetMessagesResult, GetMessageStatus, MessageStore, StoredMessage
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
+from store.reads import READ_BYTES_MAX
 
 router = APIRouter(tags=["consume"], dependencies=[requires(TokenScope.CONSUME)])
 PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
 
 _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
 READ_MESSAGES_MAX = 1024
+# A read's messages between two turns of the event loop (read_in_chunks).
+CHUNK_MESSAGES = 8
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
 _WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
@@ -108,14 +112,15 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
     """The ConsumeResult document of one read (after a long poll's wait, when asked)."""
     started_s = time.perf_counter()
     check_readable_queue(broker, topic, queue_id)
-    result = broker.store.get_messages(topic, queue_id, offset, max_messages)
+    result = await read_in_chunks(broker.store, topic, queue_id, offset, max_messages)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
     if wait_ms > 0 and result.status in _WAITABLE:
         arrived = await wait_for_arrival(broker.store, topic, queue_id, result.max_offset,
                                          wait_ms)
         if arrived and broker.is_running:  # not when woken by a stopping broker
             started_s = time.perf_counter()  # the latency of the read, not of the wait
-            result = broker.store.get_messages(topic, queue_id, offset, max_messages)
+            result = await read_in_chunks(broker.store, topic, queue_id, offset,
+                                          max_messages)
     messages = result.messages
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
                                     [message.store_timestamp_ms for message in messages])
@@ -124,6 +129,33 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
         "next_offset": result.next_offset, "min_offset": result.min_offset,
         "max_offset": result.max_offset,
         "messages": [consumed(message, body_encoding) for message in messages]})
+
+
+async def read_in_chunks(store: MessageStore, topic: str, queue_id: int, offset: int,
+                         max_messages: int) -> GetMessagesResult:
+    """The read `store.get_messages` makes, in chunks of CHUNK_MESSAGES with the event loop
+    free between them: a read of many messages runs on the loop (no thread hop), and a
+    produce or a short read arriving meanwhile waits for one chunk, not for the whole read
+    (bench/http_consume.py's consumer and producer together). The same messages, next_offset
+    and byte bound (READ_BYTES_MAX: past it only as a read's first message) as one call;
+    min_offset as the read began, max_offset as its last chunk saw it."""
+    result = store.get_messages(topic, queue_id, offset, min(max_messages, CHUNK_MESSAGES))
+    if result.status is not GetMessageStatus.FOUND:
+        return result
+    size_bytes = sum(message.total_size for message in result.messages)
+    messages = result.messages
+    while len(messages) < max_messages and result.next_offset < result.max_offset:
+        await asyncio.sleep(0)
+        more = store.get_messages(topic, queue_id, result.next_offset,
+                                  min(max_messages - len(messages), CHUNK_MESSAGES),
+                                  max(1, READ_BYTES_MAX - size_bytes))
+        if more.status is not GetMessageStatus.FOUND or (
+                more.messages and size_bytes + more.messages[0].total_size > READ_BYTES_MAX):
+            break  # the queue changed under the read (retention, a delete), or it is full
+        messages.extend(more.messages)
+        size_bytes += sum(message.total_size for message in more.messages)
+        result.next_offset, result.max_offset = more.next_offset, more.max_offset
+    return result
 
 
 def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
