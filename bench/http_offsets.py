@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import header, row  # noqa: E402
+from bench.http_consume import run_script  # noqa: E402
 from bench.http_produce import (  # noqa: E402
     _LUA,
     CONNECTIONS,
@@ -66,18 +66,12 @@ MESSAGES = 40_000  # in queue 0: past the offsets any run reaches
 def run_commits(wrk: str, url: str, duration_s: float, scratch: Path) -> Load:
     script = scratch / "commits.lua"
     script.write_text(_COMMITS.format(groups=GROUPS, topic=TOPIC, base=_next_base[0]))
-    command = [wrk, f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{duration_s:.0f}s", "-s",
-               str(script), url]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    line = next(line for line in output.splitlines() if line.startswith("WRK_JSON "))
-    figures = json.loads(line.removeprefix("WRK_JSON "))
-    if figures["non_2xx"]:
-        print(f"  ({figures['non_2xx']} commits were not 2xx)")
-    _next_base[0] += figures["requests"] // GROUPS + 2
+    load = run_script(wrk, script, url, duration_s)
+    # Each run's requests at most: the next starts past the offsets this one reached.
+    _next_base[0] += int(load.requests_per_s * (duration_s + 1)) // GROUPS + 2
     if _next_base[0] >= MESSAGES:
         raise SystemExit(f"commits reached offset {_next_base[0]}: raise MESSAGES")
-    return Load(figures["requests"] / (figures["duration_us"] / 1e6), figures["p50_us"] / 1000,
-                figures["p99_us"] / 1000, figures["non_2xx"], figures["socket_errors"])
+    return load
 
 
 def _prepare(url: str) -> None:

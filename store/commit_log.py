@@ -374,6 +374,36 @@ class CommitLog:
     def read_record(self, offset: int) -> StoredMessage:
         return self._decode_at(offset, decode_record)
 
+    def read_records(self, offsets: Sequence[int]) -> list[StoredMessage | None]:
+        """The records at `offsets` (ascending, as a queue's entries point), each file held
+        and viewed once for the run of offsets it holds: a consume read of many records pays
+        the file look-up once. None for a record no longer there (retention) or not whole,
+        where `read_record` would raise."""
+        found: list[StoredMessage | None] = []
+        index = 0
+        while index < len(offsets):
+            try:
+                mapped = self._hold_file_for(offsets[index])
+            except OffsetNotAvailableError:
+                found.append(None)
+                index += 1
+                continue
+            try:
+                start, end = mapped.start_offset, mapped.write_offset
+                with mapped.view(0, mapped.write_position) as view:
+                    while index < len(offsets) and start <= offsets[index] < end:
+                        if self.read_seam is not None:
+                            self.read_seam(mapped)
+                        try:
+                            found.append(decode_record(view, offsets[index] - start))
+                        except RecordError:
+                            # (the error, and the view its traceback holds, go here)
+                            found.append(None)
+                        index += 1
+            finally:
+                mapped.release()
+        return found
+
     def read_head(self, offset: int) -> RecordHead:
         """The record at `offset` without its body (neither copied nor CRC-checked)."""
         return self._decode_at(offset, decode_head)

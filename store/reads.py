@@ -58,22 +58,38 @@ def get_messages(
     if queue_offset > high:
         return GetMessagesResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, high, low, high)
     result = GetMessagesResult(GetMessageStatus.FOUND, queue_offset, low, high)
+    messages = result.messages
     size_total = 0
     offset = queue_offset
-    while offset < high and len(result.messages) < max_count:
-        entry = queue.get(offset)
-        if entry is not None:
-            commit_log_offset, size, _ = entry
-            if result.messages and size_total + size > max_bytes:
+    # The entries in runs (one pass over the queue's files each), their records read together
+    # (one pass over the log's files). More than one run only when entries were invalid or a
+    # record was gone (removed by retention between the two reads: skipped, and the read
+    # goes on right after it, as entry by entry).
+    while offset < high and len(messages) < max_count:
+        entries = queue.entries(offset, max_count - len(messages))
+        if not entries:
+            break  # the queue lost its start to retention meanwhile
+        wanted: list[tuple[int, int]] = []  # (queue offset, commit-log offset)
+        wanted_bytes = size_total
+        full = False
+        for entry in entries:
+            if entry is not None:
+                commit_log_offset, size, _ = entry
+                if (messages or wanted) and wanted_bytes + size > max_bytes:
+                    full = True
+                    break
+                wanted.append((offset, commit_log_offset))
+                wanted_bytes += size
+            offset += 1
+        records = commit_log.read_records([position for _, position in wanted])
+        for (entry_offset, _), message in zip(wanted, records, strict=True):
+            if message is None:
+                offset, full = entry_offset + 1, False
                 break
-            try:
-                message = commit_log.read_record(commit_log_offset)
-            except (OffsetNotAvailableError, RecordError):
-                message = None  # removed by retention between the two reads: skip it
-            if message is not None:
-                result.messages.append(message)
-                size_total += size
-        offset += 1
+            messages.append(message)
+            size_total += message.total_size
+        if full:
+            break
     result.next_offset = offset
     return result
 

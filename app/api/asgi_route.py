@@ -12,16 +12,26 @@ models). The endpoint itself is never called.
 `TwinlogAPI` matches its ASGIOperations (POST only) before anything else, with each route's own
 path regex, so their requests skip the middleware stack and the router too; the callables
 answer every error themselves (problem+json, 500 included), so no middleware is needed.
+
+It then matches its lean routes (app/api/lean_lane.py: reads and offset commits), also with
+their FastAPI routes' own regexes; a request a lean handler leaves (`Fallback`) goes on to
+FastAPI's lane. The lean lane is off while any middleware is installed (CORS): its answers
+would lack what the middleware adds.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api import lean_lane
+from app.api.body_guard import replay
 
 BodyGuardCall = Callable[[Scope, Receive, Send, ASGIApp], Awaitable[None]]
 
@@ -44,6 +54,8 @@ class TwinlogAPI(FastAPI):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._fast_operations: tuple[ASGIOperation, ...] = ()
+        self._lean_routes: dict[str, tuple[tuple[re.Pattern[str], lean_lane.LeanHandler],
+                                           ...]] = {}
         # Set by create_app (app/api/body_guard.py): the other routes' auth-before-body check.
         self.body_guard: BodyGuardCall | None = None
 
@@ -52,10 +64,18 @@ class TwinlogAPI(FastAPI):
         self.router.routes.insert(len(self._fast_operations), operation)
         self._fast_operations = (*self._fast_operations, operation)
 
+    def add_lean_route(self, lean: lean_lane.LeanRoute) -> None:
+        """Serve `lean.method` requests to `lean.path` with its handler first; FastAPI's
+        route of that path serves what the handler leaves (its regex is the one matched)."""
+        path_regex, _, _ = compile_path(lean.path)
+        self._lean_routes[lean.method] = (*self._lean_routes.get(lean.method, ()),
+                                          (path_regex, lean.handler))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # With a root_path the route path differs from scope["path"]: take the normal lane.
-        if scope["type"] == "http":
-            if scope["method"] == "POST" and not self.root_path and not scope.get("root_path"):
+        if scope["type"] == "http" and not self.root_path and not scope.get("root_path"):
+            method = scope["method"]
+            if method == "POST":
                 path = scope["path"]
                 for operation in self._fast_operations:
                     match = operation.path_regex.match(path)
@@ -65,7 +85,20 @@ class TwinlogAPI(FastAPI):
                         scope["path_params"] = match.groupdict()
                         await operation.app(scope, receive, send)
                         return
-            if self.body_guard is not None:
-                await self.body_guard(scope, receive, send, super().__call__)
-                return
+            lean_routes = self._lean_routes.get(method)
+            if lean_routes is not None and not self.user_middleware:
+                path = scope["path"]
+                for path_regex, handler in lean_routes:
+                    match = path_regex.match(path)
+                    if match is not None:
+                        fallback = await lean_lane.serve(handler, scope, match.groupdict(),
+                                                         receive, send, self.state.gateway)
+                        if fallback is None:
+                            return
+                        if fallback.body is not None:
+                            receive = replay(fallback.body, receive)
+                        break
+        if scope["type"] == "http" and self.body_guard is not None:
+            await self.body_guard(scope, receive, send, super().__call__)
+            return
         await super().__call__(scope, receive, send)

@@ -40,7 +40,7 @@ def carries_body(headers: list[tuple[bytes, bytes]]) -> tuple[bool, bytes | None
     return False, None
 
 
-def _too_large(size: int, size_max: int) -> ApiError:
+def too_large(size: int, size_max: int) -> ApiError:
     return ApiError("REQUEST_TOO_LARGE", f"request body of {size} bytes or more is over the "
                     f"limit of {size_max} bytes ({SETTING})", setting=SETTING)
 
@@ -80,13 +80,13 @@ class BodyGuard:
             if token_scope is not None:
                 gateway.auth.check(_authorization(scope), token_scope)
             body = await read_body(receive, content_length,
-                                   gateway.settings.max_metadata_body_size_bytes, _too_large)
+                                   gateway.settings.max_metadata_body_size_bytes, too_large)
         except ApiError as error:
             await send_problem(send, scope, error)
             return
         except Disconnected:
             return
-        await app(scope, _replay(body, receive), send)
+        await app(scope, replay(body, receive), send)
 
 
 def _authorization(scope: Scope) -> str | None:
@@ -96,7 +96,7 @@ def _authorization(scope: Scope) -> str | None:
     return None
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that gives the body read already, then whatever the client sends next
     (a disconnect)."""
     pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]

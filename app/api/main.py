@@ -62,6 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                dledger.router, health.router, ui.router)
     for router in routers:
         app.include_router(router)
+    for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES):
+        app.add_lean_route(lean)
     app.body_guard = BodyGuard(app, routers)
     _install_error_handlers(app)
     openapi.install(app)

@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Engine, delete
 from sqlmodel import Session, col, select
 
 from store.metadata.changes import delete_row_and_offsets
-from store.metadata.database import execute_delete, transaction
+from store.metadata.database import execute_delete, read_transaction, transaction
 from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, TopicPut
 from store.metadata.models import (
     ConsumerOffsetRow,
@@ -116,7 +116,7 @@ def _delete_offsets(session: Session, which: ColumnElement[bool], now_ms: int) -
 
 
 def read_log_position(engine: Engine) -> LogPosition:
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(LogPositionRow, METADATA_STREAM)
         if row is None:
             return LogPosition(queue_offset=0, commit_log_offset=0, updated_at_ms=0)

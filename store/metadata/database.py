@@ -16,6 +16,8 @@ from sqlmodel import Session
 DATABASE_FILE_NAME = "metadata.sqlite3"
 # How long a SQLite connection waits for another writer before it gives up with "locked".
 SQLITE_BUSY_TIMEOUT_MS = 5000
+# The execution option read_transaction sets: its BEGIN takes no lock.
+_READ_ONLY = "twinlog_read_only"
 
 
 def sqlite_database_url(database_path: Path) -> str:
@@ -68,15 +70,30 @@ def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def on_begin(connection: Connection) -> None:
-        # IMMEDIATE takes the write lock at the start, so a transaction that reads and then
-        # writes never fails half-way because another connection wrote in between.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # A transaction that writes takes the write lock at the start (IMMEDIATE), so one that
+        # reads and then writes never fails half-way because another connection wrote in
+        # between. One that only reads (read_transaction) takes no lock: in WAL mode it reads
+        # a snapshot beside the writer, never queuing on it or making it wait.
+        if connection.get_execution_options().get(_READ_ONLY, False):
+            connection.exec_driver_sql("BEGIN DEFERRED")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 @contextmanager
 def transaction(engine: Engine) -> Iterator[Session]:
-    """A session in one transaction: committed on success, rolled back on any exception."""
+    """A session in one transaction that may write: committed on success, rolled back on any
+    exception. On SQLite it holds the write lock from its start."""
     with Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Session]:
+    """A session in one transaction that only reads: on SQLite it takes no write lock (BEGIN
+    DEFERRED), so readers never queue behind a writer or each other."""
+    with Session(engine.execution_options(**{_READ_ONLY: True}),
+                 expire_on_commit=False) as session, session.begin():
         yield session
 
 

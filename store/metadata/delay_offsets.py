@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction, transaction
 from store.metadata.models import DelayOffset, DelayOffsetRow
 from store.metadata.rules import check_delay_level, check_queue_offset
 from store.metadata.versions import MetadataTable, bump_data_version
@@ -19,14 +19,14 @@ from store.metadata.versions import MetadataTable, bump_data_version
 
 def get_delay_offset(*, engine: Engine, delay_level: int) -> int | None:
     check_delay_level(delay_level)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(DelayOffsetRow, delay_level)
         return None if row is None else row.queue_offset
 
 
 def list_delay_offsets(*, engine: Engine) -> list[DelayOffset]:
     """Every stored delay offset, ordered by level."""
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         statement = select(DelayOffsetRow).order_by(col(DelayOffsetRow.delay_level))
         return [
             DelayOffset.model_validate(row, from_attributes=True)

@@ -7,7 +7,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from store.metadata.changes import delete_row_and_offsets, update_row
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction, transaction
 from store.metadata.errors import GroupAlreadyExists, GroupNotFound
 from store.metadata.models import ConsumerOffsetRow, SubscriptionGroup, SubscriptionGroupRow
 from store.metadata.rules import check_group_name, check_queue_count, check_retry_times_max
@@ -56,7 +56,7 @@ def create_group(
 
 def find_group(*, engine: Engine, name: str) -> SubscriptionGroup | None:
     check_group_name(name)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(SubscriptionGroupRow, name)
         return None if row is None else _public(row)
 
@@ -70,7 +70,7 @@ def get_group(*, engine: Engine, name: str) -> SubscriptionGroup:
 
 def list_groups(*, engine: Engine) -> list[SubscriptionGroup]:
     """Every subscription group, ordered by name."""
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         statement = select(SubscriptionGroupRow).order_by(col(SubscriptionGroupRow.name))
         return [_public(row) for row in session.exec(statement).all()]
 

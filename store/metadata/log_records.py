@@ -13,7 +13,7 @@ property (store/system_topics.py), so the store reads a topic delete without thi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -111,7 +111,14 @@ def op_of(change: MetadataChange) -> str:
 
 
 def encode(change: MetadataChange) -> bytes:
-    return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **asdict(change)})
+    # orjson writes the dataclasses TopicsPut nests itself (fields in declaration order).
+    return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **_shallow(change)})
+
+
+def _shallow(change: MetadataChange) -> dict[str, Any]:
+    """The change's fields (dataclasses.asdict without its deep copy: an offset commit's
+    record is encoded and decoded on the commit's path)."""
+    return {name: getattr(change, name) for name in change.__dataclass_fields__}
 
 
 def decode(op: str, body: bytes) -> MetadataChange:
@@ -152,7 +159,7 @@ def _checked(kind: Any, op: str, fields: Any) -> Any:
         change = kind(**fields)
     except TypeError as error:
         raise MetadataRecordError(f"{op} record fields do not match: {error}") from error
-    for name, value in asdict(change).items():
+    for name, value in _shallow(change).items():
         wanted = kind.__dataclass_fields__[name].type
         if not _is(value, str(wanted)):
             raise MetadataRecordError(f"{op} record field {name} is {value!r}, not {wanted}")

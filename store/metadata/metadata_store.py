@@ -1,9 +1,11 @@
 """MetadataStore: the broker's one handle on its metadata (engine, caches, offset persister).
 
 The store serializes every database write behind one lock: SQLite has a single writer anyway,
-and it keeps the in-memory offset table, the topic cache and the database in step. Two paths
-stay off that lock because they are hot: an offset commit for a queue already known, and a
-produce-time topic check for a topic already cached.
+and it keeps the in-memory offset table, the topic and group view (store/metadata/view.py) and
+the database in step. Reads of topics, groups and offsets never query: they come from the view
+and the offset table, which every write keeps current. Two writes stay off that lock because
+they are hot: an offset commit for a queue already known, and a produce-time topic check for a
+topic already known.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any
 from store.clock import ClockMs, wall_ms
 from store.dispatch import SystemRecord
 from store.metadata import apply, delay_offsets, groups, offsets, plans, sync, topics
-from store.metadata.database import create_metadata_engine, transaction
-from store.metadata.errors import MetadataStoreStateError
+from store.metadata.database import create_metadata_engine, read_transaction
+from store.metadata.errors import GroupNotFound, MetadataStoreStateError, TopicNotFound
 from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
@@ -44,12 +46,15 @@ from store.metadata.offsets import OffsetKey, check_offset_key, check_offset_tar
 from store.metadata.rules import (
     DEFAULT_QUEUE_COUNT,
     QUEUE_COUNT_MAX,
+    check_group_name,
     check_queue_count,
     check_queue_count_cap,
     check_queue_offset,
+    check_topic_name,
 )
 from store.metadata.sync import TableExport
 from store.metadata.versions import MetadataTable, get_data_version, get_data_versions
+from store.metadata.view import MetadataView
 from store.service import IntervalService
 
 # RocketMQ's flushConsumerOffsetInterval.
@@ -105,6 +110,8 @@ class MetadataStore:
                 bring_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
             self._applied = apply.read_log_position(self._engine)
+            self._view = MetadataView(topics.list_topics(engine=self._engine),
+                                      groups.list_groups(engine=self._engine))
         except BaseException:
             self._engine.dispose()
             raise
@@ -112,7 +119,6 @@ class MetadataStore:
         self._persisted_position_queue_offset = self._applied.queue_offset
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
-        self._topic_cache: dict[str, TopicConfig] = {}
         self._state = MetadataStoreState.CREATED
         self._persister = IntervalService(
             name="consumer-offset-persister",
@@ -175,7 +181,7 @@ class MetadataStore:
         TopicNotWritable.
         """
         self._check_open()
-        topic = self._topic_cache.get(name)
+        topic = self._view.topic(name)
         if topic is None:
             with self._write_lock:
                 topic = topics.find_or_create_topic(
@@ -186,8 +192,7 @@ class MetadataStore:
                     default_queue_count=self._default_queue_count,
                     topics_max=self._topics_max,
                 )
-                # Filled under the write lock, so no writer can change the topic in between.
-                self._topic_cache[name] = topic
+                self._view.put_topic(topic)
         topics.check_writable(topic)
         return topic.model_copy()
 
@@ -219,10 +224,8 @@ class MetadataStore:
         with self._write_lock:
             created = topics.create_topics(engine=self._engine, topics=new_topics,
                                            now_ms=self._clock_ms(), topics_max=self._topics_max)
-            # Under the write lock, as ensure_writable_topic fills it: the first produce to
-            # a topic just created needs no query.
             for config in created:
-                self._topic_cache[config.name] = config
+                self._view.put_topic(config)
             return [config.model_copy() for config in created]
 
     def _check_queue_counts(self, read_queue_count: int | None,
@@ -243,8 +246,7 @@ class MetadataStore:
         self._check_open()
         self._check_queue_counts(read_queue_count, write_queue_count)
         with self._write_lock:
-            self._topic_cache.pop(name, None)
-            return topics.update_topic(
+            updated = topics.update_topic(
                 engine=self._engine,
                 name=name,
                 now_ms=self._clock_ms(),
@@ -252,22 +254,28 @@ class MetadataStore:
                 write_queue_count=write_queue_count,
                 permission=permission,
             )
+            self._view.put_topic(updated)
+            return updated.model_copy()
 
     def delete_topic(self, *, name: str) -> None:
         """Delete a topic and its consumer offsets (stored and pending)."""
         self._check_open()
         with self._write_lock:
-            self._topic_cache.pop(name, None)
             topics.delete_topic(engine=self._engine, name=name, now_ms=self._clock_ms())
+            self._view.drop_topic(name)
             self._offsets.forget(topic=name)
 
     def cached_topic(self, *, name: str) -> TopicConfig | None:
-        """The topic's config from the cache the produce path fills, else the table's."""
+        """The topic's config (from the view; no query), None when there is no such topic."""
         self._check_open()
-        topic = self._topic_cache.get(name)
-        if topic is None:
-            topic = topics.find_topic(engine=self._engine, name=name)
+        topic = self._view.topic(name)
         return None if topic is None else topic.model_copy()
+
+    def topic_view(self, name: str) -> TopicConfig | None:
+        """find_topic for a hot read path: the view's own config, not a copy (the caller must
+        not change it). InvalidTopicName as find_topic."""
+        check_topic_name(name)
+        return self._view.topic(name)
 
     @property
     def auto_create_topics(self) -> bool:
@@ -275,15 +283,19 @@ class MetadataStore:
 
     def find_topic(self, *, name: str) -> TopicConfig | None:
         self._check_open()
-        return topics.find_topic(engine=self._engine, name=name)
+        check_topic_name(name)
+        topic = self._view.topic(name)
+        return None if topic is None else topic.model_copy()
 
     def get_topic(self, *, name: str) -> TopicConfig:
-        self._check_open()
-        return topics.get_topic(engine=self._engine, name=name)
+        topic = self.find_topic(name=name)
+        if topic is None:
+            raise TopicNotFound(f"topic {name!r} does not exist")
+        return topic
 
     def list_topics(self) -> list[TopicConfig]:
         self._check_open()
-        return topics.list_topics(engine=self._engine)
+        return [topic.model_copy() for topic in self._view.topics()]
 
     # ---- subscription groups -------------------------------------------------------------------
 
@@ -299,7 +311,7 @@ class MetadataStore:
         self._check_open()
         with self._write_lock:
             plans.check_groups_max(self._engine, name, self._groups_max)
-            return groups.create_group(
+            created = groups.create_group(
                 engine=self._engine,
                 name=name,
                 now_ms=self._clock_ms(),
@@ -308,6 +320,8 @@ class MetadataStore:
                 retry_queue_count=retry_queue_count,
                 retry_times_max=retry_times_max,
             )
+            self._view.put_group(created)
+            return created.model_copy()
 
     def update_group(
         self,
@@ -320,7 +334,7 @@ class MetadataStore:
     ) -> SubscriptionGroup:
         self._check_open()
         with self._write_lock:
-            return groups.update_group(
+            updated = groups.update_group(
                 engine=self._engine,
                 name=name,
                 now_ms=self._clock_ms(),
@@ -329,25 +343,32 @@ class MetadataStore:
                 retry_queue_count=retry_queue_count,
                 retry_times_max=retry_times_max,
             )
+            self._view.put_group(updated)
+            return updated.model_copy()
 
     def delete_group(self, *, name: str) -> None:
         """Delete a group and its consumer offsets (stored and pending)."""
         self._check_open()
         with self._write_lock:
             groups.delete_group(engine=self._engine, name=name, now_ms=self._clock_ms())
+            self._view.drop_group(name)
             self._offsets.forget(group_name=name)
 
     def find_group(self, *, name: str) -> SubscriptionGroup | None:
         self._check_open()
-        return groups.find_group(engine=self._engine, name=name)
+        check_group_name(name)
+        group = self._view.group(name)
+        return None if group is None else group.model_copy()
 
     def get_group(self, *, name: str) -> SubscriptionGroup:
-        self._check_open()
-        return groups.get_group(engine=self._engine, name=name)
+        group = self.find_group(name=name)
+        if group is None:
+            raise GroupNotFound(f"group {name!r} does not exist")
+        return group
 
     def list_groups(self) -> list[SubscriptionGroup]:
         self._check_open()
-        return groups.list_groups(engine=self._engine)
+        return [group.model_copy() for group in self._view.groups()]
 
     # ---- consumer offsets ----------------------------------------------------------------------
 
@@ -369,7 +390,7 @@ class MetadataStore:
             # Keys in the table were checked when they entered it; a new one is checked once.
             check_offset_key(key)
             with self._write_lock:
-                with transaction(self._engine) as session:
+                with read_transaction(self._engine) as session:
                     check_offset_target(session, key)
                 outcome = self._offsets.commit(key, queue_offset, now_ms=now_ms, allow_new=True)
         return outcome is CommitOutcome.ADVANCED
@@ -398,8 +419,14 @@ class MetadataStore:
     def get_consumer_offset(self, *, group_name: str, topic: str, queue_id: int) -> int | None:
         """The group's next offset in the queue (including unpersisted commits), None if none."""
         self._check_open()
-        offset = self._offsets.get(OffsetKey(group_name, topic, queue_id))
+        offset = self._offsets.peek(OffsetKey(group_name, topic, queue_id))
         return None if offset is None else offset.queue_offset
+
+    def consumer_offset(self, *, group_name: str, topic: str,
+                        queue_id: int) -> ConsumerOffset | None:
+        """The group's offset row of one queue (including unpersisted commits), None if none."""
+        self._check_open()
+        return self._offsets.get(OffsetKey(group_name, topic, queue_id))
 
     def list_consumer_offsets(
         self, *, group_name: str | None = None, topic: str | None = None
@@ -453,9 +480,10 @@ class MetadataStore:
             if record.queue_offset < self._applied.queue_offset:
                 return None  # in the tables already (a bootstrap from the master took it)
             self.apply_change(change)
-            self._applied = LogPosition(queue_offset=record.queue_offset + 1,
-                                        commit_log_offset=record.commit_log_offset,
-                                        updated_at_ms=self._clock_ms())
+            # Every record moves it: built from the record's ints without validating them.
+            self._applied = LogPosition.model_construct(
+                queue_offset=record.queue_offset + 1,
+                commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
         return change
 
     def reset_applied_state(self) -> None:
@@ -491,18 +519,19 @@ class MetadataStore:
                                     change.queue_offset, reset=change.reset,
                                     now_ms=change.at_ms)
             elif isinstance(change, TopicPut):
-                self._topic_cache[change.name] = apply.put_topic(self._engine, change)
+                self._view.put_topic(apply.put_topic(self._engine, change))
             elif isinstance(change, TopicsPut):
                 for config in apply.put_topics(self._engine, change.topics):
-                    self._topic_cache[config.name] = config
+                    self._view.put_topic(config)
             elif isinstance(change, TopicDelete):
-                self._topic_cache.pop(change.name, None)
                 apply.delete_topic(self._engine, change)
+                self._view.drop_topic(change.name)
                 self._offsets.forget(topic=change.name)
             elif isinstance(change, GroupPut):
-                apply.put_group(self._engine, change)
+                self._view.put_group(apply.put_group(self._engine, change))
             elif isinstance(change, GroupDelete):
                 apply.delete_group(self._engine, change)
+                self._view.drop_group(change.name)
                 self._offsets.forget(group_name=change.name)
             else:
                 raise AssertionError(f"unknown change {change!r}")
@@ -563,7 +592,7 @@ class MetadataStore:
         self._check_open()
         check_queue_offset(queue_offset)
         key = OffsetKey(group_name, topic, queue_id)
-        current = self._offsets.get(key)
+        current = self._offsets.peek(key)
         if current is None:
             plans.check_offset(self._engine, key)
         elif current.queue_offset == queue_offset:
@@ -612,13 +641,18 @@ class MetadataStore:
         """Replace the topics with a master's export when its version differs; True if applied."""
         self._check_open()
         with self._write_lock:
-            self._topic_cache.clear()
-            return sync.import_topics(engine=self._engine, export=export)
+            applied = sync.import_topics(engine=self._engine, export=export)
+            if applied:
+                self._view.replace_topics(topics.list_topics(engine=self._engine))
+            return applied
 
     def import_groups(self, export: Mapping[str, Any]) -> bool:
         self._check_open()
         with self._write_lock:
-            return sync.import_groups(engine=self._engine, export=export)
+            applied = sync.import_groups(engine=self._engine, export=export)
+            if applied:
+                self._view.replace_groups(groups.list_groups(engine=self._engine))
+            return applied
 
     def import_delay_offsets(self, export: Mapping[str, Any]) -> bool:
         self._check_open()

@@ -41,10 +41,15 @@ class ConsumerOffsetTable:
             return len(self._dirty)
 
     def get(self, key: OffsetKey) -> ConsumerOffset | None:
-        with self._lock:
-            offset = self._entries.get(key)
+        offset = self.peek(key)
         # Copies, so a caller changing what it got cannot change the table.
         return None if offset is None else offset.model_copy()
+
+    def peek(self, key: OffsetKey) -> ConsumerOffset | None:
+        """`get` without the copy, for the commit's hot path: the caller must not change it
+        (the table replaces an entry whole, never changes one)."""
+        with self._lock:
+            return self._entries.get(key)
 
     def select(
         self, *, group_name: str | None = None, topic: str | None = None
@@ -121,7 +126,8 @@ class ConsumerOffsetTable:
 
 
 def _entry(key: OffsetKey, queue_offset: int, now_ms: int) -> ConsumerOffset:
-    return ConsumerOffset(
+    # Fields of a checked key and offset: built without validating them again.
+    return ConsumerOffset.model_construct(
         group_name=key.group_name,
         topic=key.topic,
         queue_id=key.queue_id,

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction, transaction
 from store.metadata.errors import GroupNotFound, InvalidQueueId, OffsetMovesBackwards, TopicNotFound
 from store.metadata.models import (
     ConsumerOffset,
@@ -77,7 +77,7 @@ def get_consumer_offset(
 ) -> ConsumerOffset | None:
     key = OffsetKey(group_name, topic, queue_id)
     check_offset_key(key)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(ConsumerOffsetRow, key)
         return None if row is None else _public(row)
 
@@ -98,7 +98,7 @@ def list_consumer_offsets(
         col(ConsumerOffsetRow.topic),
         col(ConsumerOffsetRow.queue_id),
     )
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         return [_public(row) for row in session.exec(statement).all()]
 
 

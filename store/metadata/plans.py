@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from sqlalchemy import Engine, func
 from sqlmodel import col, select
 
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction
 from store.metadata.errors import (
     GroupAlreadyExists,
     GroupNotFound,
@@ -51,7 +51,7 @@ def create_topics(engine: Engine, new_topics: Sequence[NewTopic], *, now_ms: int
     twice = [name for name, count in Counter(names).items() if count > 1]
     if twice:
         raise TopicAlreadyExists(f"topic {twice[0]!r} is named twice")
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         existing = session.exec(select(TopicConfigRow.name).where(
             col(TopicConfigRow.name).in_(names))).first()
         if existing is not None:
@@ -78,7 +78,7 @@ def update_topic(engine: Engine, name: str, *, now_ms: int, read_queue_count: in
             check_queue_count_cap(field, count, queues_per_topic_max)
     if permission is not None:
         check_permission(permission)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(TopicConfigRow, name)
         if row is None:
             raise TopicNotFound(f"topic {name!r} does not exist")
@@ -94,7 +94,7 @@ def update_topic(engine: Engine, name: str, *, now_ms: int, read_queue_count: in
 
 def delete_topic(engine: Engine, name: str, *, now_ms: int) -> TopicDelete:
     check_topic_name(name)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         if session.get(TopicConfigRow, name) is None:
             raise TopicNotFound(f"topic {name!r} does not exist")
     return TopicDelete(name, now_ms)
@@ -106,7 +106,7 @@ def create_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: boo
     check_group_name(name)
     check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
     check_retry_times_max(retry_times_max)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         if session.get(SubscriptionGroupRow, name) is not None:
             raise GroupAlreadyExists(f"group {name!r} already exists")
     return GroupPut(name, consume_enabled, broadcast_enabled, retry_queue_count,
@@ -122,7 +122,7 @@ def update_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: boo
         check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
     if retry_times_max is not None:
         check_retry_times_max(retry_times_max)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(SubscriptionGroupRow, name)
         if row is None:
             raise GroupNotFound(f"group {name!r} does not exist")
@@ -140,7 +140,7 @@ def update_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: boo
 def check_groups_max(engine: Engine, name: str, groups_max: int | None) -> None:
     if groups_max is None:
         return
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         count = session.exec(select(func.count()).select_from(SubscriptionGroupRow)).one()
     if count >= groups_max:
         raise GroupsMaxReached(f"group {name!r} not created: the broker holds {count} groups "
@@ -149,7 +149,7 @@ def check_groups_max(engine: Engine, name: str, groups_max: int | None) -> None:
 
 def delete_group(engine: Engine, name: str, *, now_ms: int) -> GroupDelete:
     check_group_name(name)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         if session.get(SubscriptionGroupRow, name) is None:
             raise GroupNotFound(f"group {name!r} does not exist")
     return GroupDelete(name, now_ms)
@@ -158,5 +158,5 @@ def delete_group(engine: Engine, name: str, *, now_ms: int) -> GroupDelete:
 def check_offset(engine: Engine, key: OffsetKey) -> None:
     """The key's names and queue id, and that its group, topic and queue exist."""
     check_offset_key(key)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         check_offset_target(session, key)

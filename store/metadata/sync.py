@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session, SQLModel, col, select
 
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction, transaction
 from store.metadata.errors import InvalidExport, MetadataError
 from store.metadata.models import (
     ConsumerOffset,
@@ -128,7 +128,7 @@ def export_table(*, engine: Engine, table: MetadataTable) -> TableExport:
     """Every row of `table` and its data version, read in one transaction."""
     spec = _SPECS[table]
     order = [col(getattr(spec.row_class, field)) for field in spec.key_fields]
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         version = read_data_version(session, table)
         rows = session.exec(select(spec.row_class).order_by(*order)).all()
         return {

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from store.metadata.changes import delete_row_and_offsets, update_row
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction, transaction
 from store.metadata.errors import (
     TopicAlreadyExists,
     TopicNotFound,
@@ -119,7 +119,7 @@ def _check_topics_max(session: Session, names: list[str], topics_max: int | None
 
 def find_topic(*, engine: Engine, name: str) -> TopicConfig | None:
     check_topic_name(name)
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         row = session.get(TopicConfigRow, name)
         return None if row is None else _public(row)
 
@@ -133,7 +133,7 @@ def get_topic(*, engine: Engine, name: str) -> TopicConfig:
 
 def list_topics(*, engine: Engine) -> list[TopicConfig]:
     """Every topic, ordered by name."""
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         rows = session.exec(select(TopicConfigRow).order_by(col(TopicConfigRow.name))).all()
         return [_public(row) for row in rows]
 

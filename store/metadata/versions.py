@@ -11,7 +11,7 @@ import enum
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from store.metadata.database import transaction
+from store.metadata.database import read_transaction
 from store.metadata.models import DataVersion, DataVersionRow
 
 
@@ -25,12 +25,12 @@ class MetadataTable(enum.StrEnum):
 
 
 def get_data_version(*, engine: Engine, table: MetadataTable) -> DataVersion:
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         return read_data_version(session, table)
 
 
 def get_data_versions(*, engine: Engine) -> dict[MetadataTable, DataVersion]:
-    with transaction(engine) as session:
+    with read_transaction(engine) as session:
         return {table: read_data_version(session, table) for table in MetadataTable}
 
 

@@ -15,10 +15,14 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 
 from fastapi import APIRouter
+from pydantic import TypeAdapter
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import BrokerDep, GatewayDep, requires
 from app.api.dledger_views import dledger_view, leader_diff
 from app.api.errors import ApiError
+from app.api.gateway import Gateway
+from app.api.lean_lane import LeanRoute, admit, send_json
 from app.api.openapi import problem_responses
 from app.api.schemas.broker import (
     BrokerView,
@@ -44,7 +48,7 @@ from app.api.schemas.ha import (
 )
 from app.broker.broker import Broker, RoleChangeRefused
 from app.broker.snapshots import SnapshotBusy
-from app.settings import Scope
+from app.settings import Scope as TokenScope
 from ha import MasterDiff, SlaveLinkView
 from store import BrokerRole
 from store.metadata import MetadataTable, head_revision
@@ -55,8 +59,8 @@ from store.system_topics import METADATA_TOPIC
 
 # Reads are for dashboards too (the monitor scope, which admin includes); what changes the
 # broker needs admin. Per route, so that the body guard (app/api/body_guard.py) sees the scope.
-_READ = [requires(Scope.MONITOR)]
-_CHANGE = [requires(Scope.ADMIN)]
+_READ = [requires(TokenScope.MONITOR)]
+_CHANGE = [requires(TokenScope.ADMIN)]
 
 router = APIRouter(prefix="/admin", tags=["admin"],
                    responses=problem_responses(401, 403, 503))
@@ -75,6 +79,22 @@ def admin_diff(broker: BrokerDep) -> DiffView:
     """Master: max offset and, per slave, diff_bytes = master max offset - the slave's ack
     offset; 0 everywhere when the slaves have everything. Slave: its link and metadata sync.
     DLedger mode: a leader's peers as the master's slaves, and every peer in `dledger`."""
+    return diff_view(broker)
+
+
+async def diff_lean(scope: Scope, path_params: dict[str, str], receive: Receive, send: Send,
+                    gateway: Gateway) -> None:
+    """The lean lane's /admin/diff (app/api/lean_lane.py): polled by dashboards and by
+    scripts waiting for a slave, it is all in memory; serialized without validating again."""
+    view = diff_view(admit(scope, gateway, TokenScope.MONITOR))
+    await send_json(send, _DIFF_VIEW.dump_json(view, by_alias=True))
+
+
+_DIFF_VIEW = TypeAdapter(DiffView)
+LEAN_ROUTES = (LeanRoute("GET", "/admin/diff", diff_lean),)
+
+
+def diff_view(broker: Broker) -> DiffView:
     if broker.dledger is not None:
         view = dledger_view(broker, broker.dledger)
         return DiffView(role=view.role, master=leader_diff(view), dledger=view)

@@ -1,29 +1,55 @@
-"""Consume: `GET /v1/topics/{topic}/queues/{queue_id}/messages`, on a master or a slave."""
+"""Consume: `GET /v1/topics/{topic}/queues/{queue_id}/messages`, on a master or a slave.
+
+Served by the lean lane (app/api/lean_lane.py, `consume_lean`) and, for what that leaves, by
+FastAPI (`consume_messages`): both answer with `read_answer`. The queue check takes the topic
+from the metadata view (no query), and the read runs on the event loop, with no thread hop:
+it touches the consume queue's and the commit log's mapped pages, which the recent entries a
+consumer reads are in (bench/http_consume.py measured it against a hop to a thread).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import re
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
-from starlette.concurrency import run_in_threadpool
+import orjson
+from fastapi import APIRouter, Query, Response
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import BrokerDep, GatewayDep, QueueIdPath, TopicPath, requires
 from app.api.errors import ApiError
+from app.api.gateway import Gateway
+from app.api.lean_lane import (
+    LeanRoute,
+    admit,
+    choice_param,
+    name_matching,
+    query_of,
+    send_json,
+    whole_number,
+    whole_param,
+)
 from app.api.long_poll import wait_for_arrival
 from app.api.openapi import problem_responses
-from app.api.schemas.messages import ConsumedMessage, ConsumeResult
+from app.api.schemas.fields import QUEUE_ID_MAX, TOPIC_PATTERN
+from app.api.schemas.messages import ConsumeResult
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
-from app.settings import Scope
-from store import GetMessagesResult, GetMessageStatus, StoredMessage
+from app.settings import Scope as TokenScope
+from store import GetMessagesResult, GetMessageStatus, MessageStore, StoredMessage
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
+from store.reads import READ_BYTES_MAX
 
-router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
+router = APIRouter(tags=["consume"], dependencies=[requires(TokenScope.CONSUME)])
+PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
 
 _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
 READ_MESSAGES_MAX = 1024
+# A read's messages between two turns of the event loop (read_in_chunks).
+CHUNK_MESSAGES = 8
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
 _WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
@@ -31,7 +57,7 @@ _WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
                        GetMessageStatus.OFFSET_OVERFLOW_ONE})
 
 
-@router.get("/v1/topics/{topic}/queues/{queue_id}/messages", operation_id="consume-messages",
+@router.get(PATH, operation_id="consume-messages", response_model=ConsumeResult,
             responses=problem_responses(401, 403, 404, 429, 503))
 async def consume_messages(
     topic: TopicPath,
@@ -47,41 +73,95 @@ async def consume_messages(
     wait_ms: Annotated[int, Query(ge=0, le=WAIT_MS_LIMIT, description=(
         "Long poll: when nothing is there at `offset` yet, wait up to this long for a message "
         "to arrive (cut to the broker's long_poll_wait_ms_max). 0: answer at once."))] = 0,
-) -> ConsumeResult:
+) -> Response:
     """Messages of one queue from `offset` on, with `next_offset` for the next read. An offset
     below the queue's minimum answers OFFSET_TOO_SMALL with next_offset = the minimum. With
     `wait_ms`, a read that finds nothing waits until dispatch writes the queue's next entry
     (or the time is up, answering the empty result); 429 LONG_POLL_BUSY when
     long_poll_waiters_max reads wait already."""
+    answer = await read_answer(broker, gateway, topic, queue_id, offset, max_messages,
+                               body_encoding, wait_ms)
+    return Response(answer, media_type="application/json")
+
+
+_TOPIC = re.compile(TOPIC_PATTERN)
+_ENCODINGS = ("base64", "utf8")
+
+
+async def consume_lean(scope: Scope, path_params: dict[str, str], receive: Receive, send: Send,
+                       gateway: Gateway) -> None:
+    """The lean lane's consume (app/api/lean_lane.py): the same checks in the same order."""
+    broker = admit(scope, gateway, TokenScope.CONSUME)
+    topic = name_matching(path_params["topic"], _TOPIC)
+    queue_id = whole_number(path_params["queue_id"], 0, QUEUE_ID_MAX)
+    query = query_of(scope)
+    offset = whole_param(query, "offset", 0, 0, 2**53 - 1)
+    max_messages = whole_param(query, "max_messages", 32, 1, READ_MESSAGES_MAX)
+    body_encoding = choice_param(query, "body_encoding", "base64", _ENCODINGS)
+    wait_ms = whole_param(query, "wait_ms", 0, 0, WAIT_MS_LIMIT)
+    answer = await read_answer(broker, gateway, topic, queue_id, offset, max_messages,
+                               body_encoding, wait_ms)
+    await send_json(send, answer)
+
+
+LEAN = LeanRoute("GET", PATH, consume_lean)
+
+
+async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: int, offset: int,
+                      max_messages: int, body_encoding: str, wait_ms: int) -> bytes:
+    """The ConsumeResult document of one read (after a long poll's wait, when asked)."""
     started_s = time.perf_counter()
-    result = await run_in_threadpool(_checked_read, broker, topic, queue_id, offset,
-                                     max_messages)
+    check_readable_queue(broker, topic, queue_id)
+    result = await read_in_chunks(broker.store, topic, queue_id, offset, max_messages)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
     if wait_ms > 0 and result.status in _WAITABLE:
         arrived = await wait_for_arrival(broker.store, topic, queue_id, result.max_offset,
                                          wait_ms)
         if arrived and broker.is_running:  # not when woken by a stopping broker
             started_s = time.perf_counter()  # the latency of the read, not of the wait
-            result = await run_in_threadpool(broker.store.get_messages, topic, queue_id,
-                                             offset, max_messages)
+            result = await read_in_chunks(broker.store, topic, queue_id, offset,
+                                          max_messages)
+    messages = result.messages
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
-                                    [message.store_timestamp_ms for message in result.messages])
-    return ConsumeResult(
-        topic=topic, queue_id=queue_id, status=result.status, next_offset=result.next_offset,
-        min_offset=result.min_offset, max_offset=result.max_offset,
-        messages=[consumed(message, body_encoding) for message in result.messages])
+                                    [message.store_timestamp_ms for message in messages])
+    return orjson.dumps({
+        "topic": topic, "queue_id": queue_id, "status": result.status.value,
+        "next_offset": result.next_offset, "min_offset": result.min_offset,
+        "max_offset": result.max_offset,
+        "messages": [consumed(message, body_encoding) for message in messages]})
 
 
-def _checked_read(broker: Broker, topic: str, queue_id: int, offset: int,
-                  max_messages: int) -> GetMessagesResult:
-    check_readable_queue(broker, topic, queue_id)
-    return broker.store.get_messages(topic, queue_id, offset, max_messages)
+async def read_in_chunks(store: MessageStore, topic: str, queue_id: int, offset: int,
+                         max_messages: int) -> GetMessagesResult:
+    """The read `store.get_messages` makes, in chunks of CHUNK_MESSAGES with the event loop
+    free between them: a read of many messages runs on the loop (no thread hop), and a
+    produce or a short read arriving meanwhile waits for one chunk, not for the whole read
+    (bench/http_consume.py's consumer and producer together). The same messages, next_offset
+    and byte bound (READ_BYTES_MAX: past it only as a read's first message) as one call;
+    min_offset as the read began, max_offset as its last chunk saw it."""
+    result = store.get_messages(topic, queue_id, offset, min(max_messages, CHUNK_MESSAGES))
+    if result.status is not GetMessageStatus.FOUND:
+        return result
+    size_bytes = sum(message.total_size for message in result.messages)
+    messages = result.messages
+    while len(messages) < max_messages and result.next_offset < result.max_offset:
+        await asyncio.sleep(0)
+        more = store.get_messages(topic, queue_id, result.next_offset,
+                                  min(max_messages - len(messages), CHUNK_MESSAGES),
+                                  max(1, READ_BYTES_MAX - size_bytes))
+        if more.status is not GetMessageStatus.FOUND or (
+                more.messages and size_bytes + more.messages[0].total_size > READ_BYTES_MAX):
+            break  # the queue changed under the read (retention, a delete), or it is full
+        messages.extend(more.messages)
+        size_bytes += sum(message.total_size for message in more.messages)
+        result.next_offset, result.max_offset = more.next_offset, more.max_offset
+    return result
 
 
 def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
     """404 unless the topic is known (metadata, or the store on a slave not yet synced) and
-    the queue is one of its read queues."""
-    config = broker.metadata_store.find_topic(name=topic)
+    the queue is one of its read queues. From the metadata view: no query."""
+    config = broker.metadata_store.topic_view(topic)
     if config is not None:
         if not config.readable:
             raise ApiError("TOPIC_NOT_READABLE", f"topic {topic!r} does not allow reads")
@@ -96,10 +176,11 @@ def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
         raise ApiError("QUEUE_NOT_FOUND", f"topic {topic!r} has no queue {queue_id}")
 
 
-def consumed(message: StoredMessage, body_encoding: str) -> ConsumedMessage:
+def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:
+    """The ConsumedMessage document of a message (app/api/schemas/messages.py's field order)."""
     properties = message.properties
     body: str | None = None
-    encoding: Literal["base64", "utf8"] = "base64"
+    encoding = "base64"
     if body_encoding == "utf8":
         try:
             body = message.body.decode("utf-8")
@@ -111,13 +192,13 @@ def consumed(message: StoredMessage, body_encoding: str) -> ConsumedMessage:
     keys = properties.get(PROPERTY_KEYS)
     user_properties: dict[str, Any] = {name: value for name, value in properties.items()
                                        if name not in _SYSTEM_PROPERTIES}
-    return ConsumedMessage(
-        msg_id=message.msg_id, topic=message.topic, queue_id=message.queue_id,
-        queue_offset=message.queue_offset, commit_log_offset=message.commit_log_offset,
-        size_bytes=message.total_size, body=body, body_encoding=encoding,
-        keys=keys.split(" ") if keys else [], tags=properties.get(PROPERTY_TAGS),
-        properties=user_properties,
-        idempotency_key=properties.get(PROPERTY_IDEMPOTENCY_KEY),
-        born_timestamp_ms=message.born_timestamp_ms,
-        store_timestamp_ms=message.store_timestamp_ms,
-        reconsume_times=message.reconsume_times)
+    return {
+        "msg_id": message.msg_id, "topic": message.topic, "queue_id": message.queue_id,
+        "queue_offset": message.queue_offset, "commit_log_offset": message.commit_log_offset,
+        "size_bytes": message.total_size, "body": body, "body_encoding": encoding,
+        "keys": keys.split(" ") if keys else [], "tags": properties.get(PROPERTY_TAGS),
+        "properties": user_properties,
+        "idempotency_key": properties.get(PROPERTY_IDEMPOTENCY_KEY),
+        "born_timestamp_ms": message.born_timestamp_ms,
+        "store_timestamp_ms": message.store_timestamp_ms,
+        "reconsume_times": message.reconsume_times}

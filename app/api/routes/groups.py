@@ -1,20 +1,43 @@
 """Subscription groups: list, create, describe, delete; consumer offsets (commit, list, reset
-to a time) and lag."""
+to a time) and lag.
+
+Lag, the offset list and the offset commit are served by the lean lane (app/api/lean_lane.py)
+and, for what that leaves, by FastAPI, with the same answer functions: groups and topics from
+the metadata view, offsets from the in-memory offset table, no query.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Query, Response, status
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from app.api import metadata_writes
+from app.api.asgi_body import read_body
+from app.api.body_guard import carries_body
+from app.api.body_guard import too_large as body_too_large
 from app.api.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
 from app.api.errors import ApiError
 from app.api.gateway import Gateway
 from app.api.lag import queue_lag
+from app.api.lean_lane import (
+    Fallback,
+    LeanHandler,
+    LeanRoute,
+    admit,
+    authorization,
+    name_matching,
+    query_of,
+    send_json,
+    whole_number,
+)
 from app.api.openapi import problem_responses
-from app.api.schemas.fields import TOPIC_PATTERN
+from app.api.schemas.fields import GROUP_PATTERN, QUEUE_ID_MAX, TOPIC_PATTERN
 from app.api.schemas.groups import (
     ConsumerOffsetList,
     ConsumerOffsetView,
@@ -24,11 +47,9 @@ from app.api.schemas.groups import (
     LagReport,
     OffsetCommit,
     OffsetResetByTime,
-    QueueLag,
-    TopicLag,
 )
 from app.broker.broker import Broker
-from app.settings import Scope
+from app.settings import Scope as TokenScope
 from store.metadata import ConsumerOffset, GroupAlreadyExists, GroupNotFound, SubscriptionGroup
 from store.metadata.groups import DEFAULT_RETRY_QUEUE_COUNT, DEFAULT_RETRY_TIMES_MAX
 
@@ -42,12 +63,16 @@ def group_view(group: SubscriptionGroup) -> Group:
 
 
 def offset_view(offset: ConsumerOffset) -> ConsumerOffsetView:
-    return ConsumerOffsetView(group=offset.group_name, topic=offset.topic,
-                              queue_id=offset.queue_id, offset=offset.queue_offset,
-                              updated_at_ms=offset.updated_at_ms)
+    return ConsumerOffsetView(**offset_document(offset))
 
 
-@router.get("/v1/groups", operation_id="list-groups", dependencies=[requires(Scope.CONSUME)],
+def offset_document(offset: ConsumerOffset) -> dict[str, Any]:
+    """A ConsumerOffsetView's document."""
+    return {"group": offset.group_name, "topic": offset.topic, "queue_id": offset.queue_id,
+            "offset": offset.queue_offset, "updated_at_ms": offset.updated_at_ms}
+
+
+@router.get("/v1/groups", operation_id="list-groups", dependencies=[requires(TokenScope.CONSUME)],
             responses=problem_responses(401, 403, 503))
 def list_groups(broker: BrokerDep) -> GroupList:
     return GroupList(groups=[group_view(group)
@@ -55,7 +80,7 @@ def list_groups(broker: BrokerDep) -> GroupList:
 
 
 @router.post("/v1/groups", operation_id="create-group", status_code=status.HTTP_201_CREATED,
-             dependencies=[requires(Scope.ADMIN)],
+             dependencies=[requires(TokenScope.ADMIN)],
              responses=problem_responses(202, 400, 401, 403, 409, 429, 503, 507))
 def create_group(group: GroupCreate, gateway: GatewayDep) -> Group:
     return group_view(metadata_writes.create_group(
@@ -65,14 +90,14 @@ def create_group(group: GroupCreate, gateway: GatewayDep) -> Group:
 
 
 @router.get("/v1/groups/{group}", operation_id="describe-group",
-            dependencies=[requires(Scope.CONSUME)],
+            dependencies=[requires(TokenScope.CONSUME)],
             responses=problem_responses(400, 401, 403, 404, 503))
 def describe_group(group: GroupPath, broker: BrokerDep) -> Group:
     return group_view(broker.metadata_store.get_group(name=group))
 
 
 @router.delete("/v1/groups/{group}", operation_id="delete-group",
-               status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(Scope.ADMIN)],
+               status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(TokenScope.ADMIN)],
                responses=problem_responses(202, 400, 401, 403, 404, 429, 503, 507))
 def delete_group(group: GroupPath, gateway: GatewayDep) -> Response:
     """Delete a group and its committed offsets (404 GROUP_NOT_FOUND when unknown)."""
@@ -80,25 +105,62 @@ def delete_group(group: GroupPath, gateway: GatewayDep) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/v1/groups/{group}/offsets", operation_id="list-consumer-offsets",
-            dependencies=[requires(Scope.CONSUME)],
+_OFFSETS_PATH = "/v1/groups/{group}/offsets"
+
+
+@router.get(_OFFSETS_PATH, operation_id="list-consumer-offsets",
+            dependencies=[requires(TokenScope.CONSUME)], response_model=ConsumerOffsetList,
             responses=problem_responses(400, 401, 403, 503))
 def list_consumer_offsets(group: GroupPath, broker: BrokerDep,
-                          topic: TopicFilter = None) -> ConsumerOffsetList:
+                          topic: TopicFilter = None) -> Response:
     """The group's committed offsets (the next offset to consume, per queue)."""
+    return Response(offsets_answer(broker, group, topic), media_type="application/json")
+
+
+def offsets_answer(broker: Broker, group: str, topic: str | None) -> bytes:
+    """The ConsumerOffsetList document, from the in-memory offset table."""
     offsets = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
-    return ConsumerOffsetList(offsets=[offset_view(offset) for offset in offsets])
+    return orjson.dumps({"offsets": [offset_document(offset) for offset in offsets]})
 
 
-@router.put("/v1/groups/{group}/offsets/{topic}/queues/{queue_id}",
-            operation_id="commit-consumer-offset", dependencies=[requires(Scope.CONSUME)],
+_GROUP = re.compile(GROUP_PATTERN)
+_TOPIC = re.compile(TOPIC_PATTERN)
+
+
+def _topic_filter(scope: Scope) -> str | None:
+    topic = query_of(scope).get("topic")
+    return None if topic is None else name_matching(topic, _TOPIC)
+
+
+def _group_read(answer: Callable[[Broker, str, str | None], bytes]) -> LeanHandler:
+    """The lean lane's handler of a group's lag or offsets (app/api/lean_lane.py)."""
+    async def handler(scope: Scope, path_params: dict[str, str], receive: Receive, send: Send,
+                      gateway: Gateway) -> None:
+        broker = admit(scope, gateway, TokenScope.CONSUME)
+        group = name_matching(path_params["group"], _GROUP)
+        await send_json(send, answer(broker, group, _topic_filter(scope)))
+
+    return handler
+
+
+_COMMIT_PATH = "/v1/groups/{group}/offsets/{topic}/queues/{queue_id}"
+
+
+@router.put(_COMMIT_PATH, operation_id="commit-consumer-offset",
+            dependencies=[requires(TokenScope.CONSUME)], response_model=ConsumerOffsetView,
             responses=problem_responses(202, 400, 401, 403, 404, 409, 429, 503, 507))
 async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueIdPath,
-                                 commit: OffsetCommit,
-                                 gateway: GatewayDep) -> ConsumerOffsetView:
+                                 commit: OffsetCommit, gateway: GatewayDep) -> Response:
     """Commit the next offset to consume. It only moves forward unless allow_backwards (a
     reset); it may not pass the queue's max offset. The group is created on first commit when
     auto_create_groups is on."""
+    return Response(await commit_answer(gateway, group, topic, queue_id, commit),
+                    media_type="application/json")
+
+
+async def commit_answer(gateway: Gateway, group: str, topic: str, queue_id: int,
+                        commit: OffsetCommit) -> bytes:
+    """Commit, and the ConsumerOffsetView document of the queue's offset as it now is."""
     broker = gateway.master_broker()
     bounds = broker.store.queue_offset_range(topic, queue_id)
     max_offset = bounds[1] if bounds is not None else 0
@@ -118,15 +180,61 @@ async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: Q
     else:
         await run_in_threadpool(_commit_creating_group, gateway, broker, group, topic,
                                 queue_id, commit)
-    stored = metadata.list_consumer_offsets(group_name=group, topic=topic)
-    for offset in stored:
-        if offset.queue_id == queue_id:
-            return offset_view(offset)
-    raise AssertionError(f"offset of {group}/{topic}/{queue_id} missing after commit")
+    stored = metadata.consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
+    if stored is None:
+        raise AssertionError(f"offset of {group}/{topic}/{queue_id} missing after commit")
+    return orjson.dumps(offset_document(stored))
+
+
+async def commit_lean(scope: Scope, path_params: dict[str, str], receive: Receive, send: Send,
+                      gateway: Gateway) -> None:
+    """The commit's checks in the order the body guard and FastAPI make them: the token, the
+    body's size (413) and the body, then the parameters and the body's fields."""
+    headers = scope["headers"]
+    gateway.auth.check(authorization(scope), TokenScope.CONSUME)
+    has_body, content_length = carries_body(headers)
+    if not has_body:
+        raise Fallback
+    body = await read_body(receive, content_length,
+                           gateway.settings.max_metadata_body_size_bytes, body_too_large)
+    commit = _plain_commit(headers, body)
+    if commit is None:
+        raise Fallback(body)
+    try:
+        group = name_matching(path_params["group"], _GROUP)
+        topic = name_matching(path_params["topic"], _TOPIC)
+        queue_id = whole_number(path_params["queue_id"], 0, QUEUE_ID_MAX)
+    except Fallback:
+        raise Fallback(body) from None
+    await send_json(send, await commit_answer(gateway, group, topic, queue_id, commit))
+
+
+_COMMIT_FIELDS = frozenset({"offset", "allow_backwards"})
+
+
+def _plain_commit(headers: list[tuple[bytes, bytes]], body: bytes) -> OffsetCommit | None:
+    """The body as an OffsetCommit when it is JSON of exactly that shape and its content type
+    is JSON or absent; None for anything FastAPI must judge."""
+    for name, value in headers:
+        if name == b"content-type" and \
+                value.split(b";", 1)[0].strip().lower() != b"application/json":
+            return None
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if type(document) is not dict or not document.keys() <= _COMMIT_FIELDS:
+        return None
+    offset = document.get("offset")
+    allow_backwards = document.get("allow_backwards", False)
+    if type(offset) is not int or not 0 <= offset <= 2**53 - 1 \
+            or type(allow_backwards) is not bool:
+        return None
+    return OffsetCommit.model_construct(offset=offset, allow_backwards=allow_backwards)
 
 
 @router.post("/v1/groups/{group}/offsets/{topic}:reset", operation_id="reset-consumer-offsets",
-             dependencies=[requires(Scope.ADMIN)],
+             dependencies=[requires(TokenScope.ADMIN)],
              responses=problem_responses(202, 400, 401, 403, 404, 409, 429, 503, 507))
 def reset_consumer_offsets(group: GroupPath, topic: TopicPath, reset: OffsetResetByTime,
                            gateway: GatewayDep) -> ConsumerOffsetList:
@@ -169,13 +277,21 @@ def _commit(broker: Broker, group: str, topic: str, queue_id: int, commit: Offse
                                reset=commit.allow_backwards)
 
 
-@router.get("/v1/groups/{group}/lag", operation_id="get-consumer-lag",
-            dependencies=[requires(Scope.CONSUME)],
+_LAG_PATH = "/v1/groups/{group}/lag"
+
+
+@router.get(_LAG_PATH, operation_id="get-consumer-lag",
+            dependencies=[requires(TokenScope.CONSUME)], response_model=LagReport,
             responses=problem_responses(400, 401, 403, 404, 503))
-def get_consumer_lag(group: GroupPath, broker: BrokerDep, topic: TopicFilter = None) -> LagReport:
+def get_consumer_lag(group: GroupPath, broker: BrokerDep, topic: TopicFilter = None) -> Response:
     """Lag = the queue's max offset - the group's committed offset, per queue of every topic
     the group has committed to (or of `topic`); consumer_offset -1 means no commit yet (lag
     counts from the queue's min offset). Summaries: max and total, per topic and overall."""
+    return Response(lag_answer(broker, group, topic), media_type="application/json")
+
+
+def lag_answer(broker: Broker, group: str, topic: str | None) -> bytes:
+    """The LagReport document: offsets from memory, groups and topics from the view."""
     metadata = broker.metadata_store
     committed = {(offset.topic, offset.queue_id): offset.queue_offset
                  for offset in metadata.list_consumer_offsets(group_name=group, topic=topic)}
@@ -184,25 +300,33 @@ def get_consumer_lag(group: GroupPath, broker: BrokerDep, topic: TopicFilter = N
     topics = {topic} if topic is not None else {name for name, _ in committed}
     queues = [_queue_lag(broker, name, queue_id, committed.get((name, queue_id)))
               for name in sorted(topics) for queue_id in _queue_ids(broker, name)]
-    per_topic = [TopicLag(topic=name, max_lag=max((q.lag for q in queues if q.topic == name),
-                                                  default=0),
-                          total_lag=sum(q.lag for q in queues if q.topic == name))
+    per_topic = [{"topic": name,
+                  "max_lag": max((q["lag"] for q in queues if q["topic"] == name), default=0),
+                  "total_lag": sum(q["lag"] for q in queues if q["topic"] == name)}
                  for name in sorted(topics)]
-    return LagReport(group=group, max_lag=max((q.lag for q in queues), default=0),
-                     total_lag=sum(q.lag for q in queues), topics=per_topic, queues=queues)
+    return orjson.dumps({"group": group, "max_lag": max((q["lag"] for q in queues), default=0),
+                         "total_lag": sum(q["lag"] for q in queues), "topics": per_topic,
+                         "queues": queues})
 
 
 def _queue_ids(broker: Broker, topic: str) -> list[int]:
-    config = broker.metadata_store.find_topic(name=topic)
+    config = broker.metadata_store.topic_view(topic)
     from_store = broker.store.queues.topics().get(topic, [])
     count = max(config.read_queue_count if config is not None else 0,
                 max(from_store, default=-1) + 1)
     return list(range(count))
 
 
-def _queue_lag(broker: Broker, topic: str, queue_id: int, committed: int | None) -> QueueLag:
+def _queue_lag(broker: Broker, topic: str, queue_id: int,
+               committed: int | None) -> dict[str, Any]:
+    """A QueueLag's document."""
     bounds = broker.store.queue_offset_range(topic, queue_id)
     low, high = bounds if bounds is not None else (0, 0)
-    return QueueLag(topic=topic, queue_id=queue_id, broker_offset=high,
-                    consumer_offset=-1 if committed is None else committed,
-                    lag=queue_lag(low, high, committed))
+    return {"topic": topic, "queue_id": queue_id, "broker_offset": high,
+            "consumer_offset": -1 if committed is None else committed,
+            "lag": queue_lag(low, high, committed)}
+
+
+LEAN_ROUTES = (LeanRoute("GET", _LAG_PATH, _group_read(lag_answer)),
+               LeanRoute("GET", _OFFSETS_PATH, _group_read(offsets_answer)),
+               LeanRoute("PUT", _COMMIT_PATH, commit_lean))

@@ -1,0 +1,157 @@
+"""The lean lane: reads (and offset commits) served without FastAPI's per-request machinery.
+
+Produce skips FastAPI with ASGIOperations (app/api/asgi_route.py). The reads a consumer or a
+dashboard polls (consume, a message by id or key, lag, offsets, /admin/diff) and the offset
+commit do the same here, differently: their FastAPI routes stay as they are (they document
+the operation and still serve what the lean lane leaves them), and a `LeanRoute` answers first
+what it can check with a few string tests: the token, the broker, path and query parameters
+in their plain form (digits within the bounds, a name matching its pattern, a listed choice).
+Anything else (a parameter out of its plain form or bounds, a body that is not the plain JSON
+object) raises `Fallback` before a byte is sent, and FastAPI's lane answers it exactly as it
+always did: validation problems included, since FastAPI checks the token and the broker
+before it validates parameters, and the lean lane checks them in that order too.
+
+Errors a lean handler raises become the answers FastAPI's exception handlers make
+(app/api/main.py): the same problem+json through app/api/errors.py. Success answers are
+built with orjson, in the response model's field order.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import URL
+from starlette.types import Receive, Scope, Send
+
+from app.api.asgi_answer import send_answer
+from app.api.asgi_body import Disconnected
+from app.api.errors import ApiError, from_metadata_error, from_put_status, render
+from app.api.gateway import Gateway
+from app.broker.broker import Broker
+from app.broker.metadata_log import MetadataWriteFailed
+from app.settings import Scope as TokenScope
+from store.metadata import MetadataError
+
+log = logging.getLogger(__name__)
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+# Python's `$` also matches before a final newline, pydantic's patterns do not: a value with
+# anything but these characters takes FastAPI's lane, whatever the pattern says.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_%|-]+")
+
+
+class Fallback(Exception):
+    """Raised by a lean handler before it sends anything: FastAPI's lane serves the request
+    (with `body`, when the lean handler read it already)."""
+
+    def __init__(self, body: bytes | None = None) -> None:
+        super().__init__()
+        self.body = body
+
+
+LeanHandler = Callable[[Scope, dict[str, str], Receive, Send, Gateway], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class LeanRoute:
+    method: str
+    path: str  # the FastAPI route's path: the regex is that route's own
+    handler: LeanHandler
+
+
+async def serve(handler: LeanHandler, scope: Scope, path_params: dict[str, str],
+                receive: Receive, send: Send, gateway: Gateway) -> Fallback | None:
+    """Serve a request with `handler`; the Fallback when FastAPI's lane must serve it."""
+    try:
+        await handler(scope, path_params, receive, send, gateway)
+    except Fallback as fallback:
+        return fallback
+    except ApiError as error:
+        await _send_problem(send, scope, error)
+    except MetadataError as error:
+        await _send_problem(send, scope, from_metadata_error(error))
+    except MetadataWriteFailed as error:
+        await _send_problem(send, scope, from_put_status(error.outcome.status,
+                                                         error.outcome.detail))
+    except Disconnected:
+        pass
+    except Exception:
+        log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+        await _send_problem(send, scope, ApiError("INTERNAL_ERROR", "the broker failed; see "
+                                                  "its log"))
+    return None
+
+
+async def _send_problem(send: Send, scope: Scope, error: ApiError) -> None:
+    """The problem FastAPI's handlers send: its `instance` is the path as Starlette's URL
+    gives it (without the tabs and line breaks URL parsing drops)."""
+    problem = render(error, URL(scope=scope).path)
+    await send_answer(send, problem.http_status, problem.body, problem.headers)
+
+
+async def send_json(send: Send, body: bytes, http_status: int = 200) -> None:
+    """An answer of JSON `body` (built with orjson by the handler)."""
+    await send_answer(send, http_status, body, JSON_HEADERS)
+
+
+# -- the request's parts, in their plain form or Fallback ----------------------------------------
+
+
+def admit(scope: Scope, gateway: Gateway, token_scope: TokenScope) -> Broker:
+    """The checks FastAPI's dependencies make first on a read: the token's scope (401/403),
+    then a running broker (503)."""
+    gateway.auth.check(authorization(scope), token_scope)
+    return gateway.running_broker()
+
+
+def authorization(scope: Scope) -> str | None:
+    """The first Authorization header, as Starlette's `headers.get` gives it."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def query_of(scope: Scope) -> dict[str, str]:
+    """The query parameters as Starlette parses them (the last of a repeated one wins)."""
+    query_string: bytes = scope.get("query_string", b"")
+    if not query_string:
+        return {}
+    return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+
+
+def whole_number(text: str, low: int, high: int) -> int:
+    """`text` as an int in [low, high] when it is plain decimal digits (no sign, no leading
+    zero, no spaces); Fallback otherwise."""
+    if not (0 < len(text) <= 19 and text.isascii() and text.isdigit()) \
+            or (text[0] == "0" and len(text) > 1):
+        raise Fallback
+    value = int(text)
+    if not low <= value <= high:
+        raise Fallback
+    return value
+
+
+def whole_param(query: dict[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = query.get(name)
+    return default if text is None else whole_number(text, low, high)
+
+
+def choice_param(query: dict[str, str], name: str, default: str,
+                 choices: tuple[str, ...]) -> str:
+    text = query.get(name, default)
+    if text not in choices:
+        raise Fallback
+    return text
+
+
+def name_matching(text: str, pattern: re.Pattern[str]) -> str:
+    """`text` when it matches `pattern` (a route's name pattern) and holds only the
+    characters names may hold; Fallback otherwise."""
+    if _PLAIN_NAME.fullmatch(text) is None or pattern.search(text) is None:
+        raise Fallback
+    return text
