@@ -496,7 +496,8 @@ class MetadataStore:
             now_ms = self._clock_ms()
             apply.clear_applied(self._engine, now_ms)
             self._offsets = ConsumerOffsetTable(())
-            self._topic_cache.clear()
+            self._view.replace_topics(())
+            self._view.replace_groups(())
             self._applied = LogPosition(queue_offset=0, commit_log_offset=0,
                                         updated_at_ms=now_ms)
             self._persisted_position_queue_offset = 0
