@@ -10,6 +10,7 @@ from pathlib import Path
 from store.errors import ConfigError
 from store.record import END_FILE_MIN_BLANK_LENGTH, RECORD_OVERHEAD
 from store.status import BrokerRole, FlushDiskType
+from store.timers.lanes import TimerPlan
 from store.topic import TOPIC_LENGTH_MAX
 
 GIB = 1 << 30
@@ -44,6 +45,8 @@ class StoreConfig:
     # Key index files: hash slots and entries per file (4 and 24 bytes each, reserved whole).
     key_index_slot_count: int = 250_000
     key_index_entries_per_file: int = 1_000_000
+    # Delay levels and timer lanes (store/timers/lanes.py).
+    timers: TimerPlan = field(default_factory=TimerPlan)
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
