@@ -61,8 +61,8 @@ def plan_delay(plan: TimerPlan, delay: Delay, now_ms: int) -> Scheduled | None:
     if delay.delay_level is not None:
         level = delay.delay_level
         if not 1 <= level <= plan.level_count:
-            raise DelayInputError("INVALID_DELAY_LEVEL", f"delay_level {level} is not one of "
-                                  f"the {plan.level_count} configured levels (1.."
+            raise DelayInputError("DELAY_LEVEL_NOT_CONFIGURED", f"delay_level {level} is not "
+                                  f"one of the {plan.level_count} configured levels (1.."
                                   f"{plan.level_count})", "delay_levels")
         lane = plan.level_lane(level)
         due = now_ms + lane.wait_ms

@@ -70,8 +70,8 @@ def test_a_level_waits_its_delay() -> None:
 
 
 @pytest.mark.parametrize(("delay", "code", "setting"), [
-    (Delay(delay_level=0), "INVALID_DELAY_LEVEL", "delay_levels"),
-    (Delay(delay_level=3), "INVALID_DELAY_LEVEL", "delay_levels"),
+    (Delay(delay_level=0), "DELAY_LEVEL_NOT_CONFIGURED", "delay_levels"),
+    (Delay(delay_level=3), "DELAY_LEVEL_NOT_CONFIGURED", "delay_levels"),
     (Delay(delay_ms=10_001), "DELAY_TOO_LONG", "timer_max_delay_ms"),
     (Delay(deliver_at_ms=1000 + 10_001), "DELAY_TOO_LONG", "timer_max_delay_ms"),
     (Delay(delay_level=1, delay_ms=5), "DELAY_CONFLICT", None),
