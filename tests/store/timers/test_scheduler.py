@@ -8,6 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store import BrokerRole, MessageStore
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.timers.names import (
     PROPERTY_DUE_MS,
@@ -18,7 +19,7 @@ from store.timers.names import (
 from store.timers.scheduler import CancelOutcome
 from store.timers.scheduling import Delay
 from tests.support.store import wait_dispatched
-from tests.support.timers import START_MS, TEST_PLAN, FakeClock, open_rig
+from tests.support.timers import START_MS, TEST_PLAN, FakeClock, open_rig, timer_config
 
 
 def _bodies(messages: list) -> list[bytes]:
@@ -235,3 +236,51 @@ def test_the_lane_topics_are_indexed_like_any_queue(tmp_path: Path) -> None:
         assert rig.store.queue_offset_range(SCHEDULE_TOPIC, 1) == (0, 1)
     finally:
         rig.store.shutdown()
+
+
+def test_a_state_saved_before_the_checkpoint_is_caught_up_from_the_log(
+        tmp_path: Path) -> None:
+    """The timer state saved before later deliveries (a save that failed, or a crash between
+    the checkpoint and the save): recovery redispatches from where it stops, so the
+    deliveries after it count and none is written again."""
+    rig = open_rig(tmp_path)
+    for index in range(4):
+        rig.put(str(index).encode(), Delay(delay_level=1 if index < 2 else 2))
+    rig.start_scheduler()
+    rig.advance(1000)
+    rig.store.save_timer_state()
+    early_state = (tmp_path / "timers.json").read_bytes()
+    rig.advance(4000)
+    rig.store.shutdown()  # the checkpoint now covers the level-2 deliveries
+    (tmp_path / "timers.json").write_bytes(early_state)
+    rig = open_rig(tmp_path, rig.clock)
+    try:
+        assert rig.store.timer_state.progress() == {"S:0": 2, "S:1": 2}
+        rig.start_scheduler()
+        rig.advance(10_000)
+        assert _bodies(rig.delivered()) == [b"0", b"1", b"2", b"3"]
+        assert rig.store.timer_state.counts().delivered_total == 4
+    finally:
+        rig.store.shutdown()
+
+
+def test_a_slave_cut_back_forgets_what_the_cut_records_did(tmp_path: Path) -> None:
+    """A slave whose log is cut back to its new master's (the records past the cut were never
+    the new master's) derives the timer state again: a delivery it cut is not counted, so
+    promoted later it delivers that message itself."""
+    rig = open_rig(tmp_path)
+    rig.put(b"a", Delay(delay_level=1))
+    rig.start_scheduler()
+    rig.advance(1000)
+    (delivered,) = rig.delivered()
+    rig.store.shutdown()
+    slave = MessageStore(timer_config(tmp_path, broker_role=BrokerRole.SLAVE))
+    slave.start()
+    try:
+        assert slave.timer_state.progress() == {"S:0": 1}
+        slave.truncate_log(delivered.commit_log_offset)
+        wait_dispatched(slave)
+        assert slave.timer_state.progress() == {}
+        assert slave.timer_state.counts().delivered_total == 0
+    finally:
+        slave.shutdown()
