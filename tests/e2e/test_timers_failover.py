@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.brokers import BrokerProcess, Launcher, caught_up, read_queues, wait_for
+from tests.support.brokers import BrokerProcess, Launcher, caught_up, read_queues
+from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.processes  # real `twinlog serve` masters and slaves
 
@@ -31,6 +32,10 @@ def _produce_delayed(broker: BrokerProcess, topic: str, count: int) -> dict[str,
 
 def _delivered(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
     return [message for queue in read_queues(broker, topic, 1) for message in queue]
+
+
+def _wait_delivered(broker: BrokerProcess, topic: str, count: int) -> None:
+    wait_for(lambda: len(_delivered(broker, topic)) >= count, 30, f"{count} delivered")
 
 
 def _check_exactly_once_never_early(messages: list[dict[str, Any]],
@@ -57,12 +62,11 @@ def test_delayed_messages_across_kill_9_and_restart(launch_own: Launcher) -> Non
     broker = launch_own("timers-kill", "ASYNC_MASTER", flush_disk_type="SYNC_FLUSH",
                         default_queue_count=1)
     due = _produce_delayed(broker, "Later", MESSAGE_COUNT)
-    for fraction in (3, 2):
-        wait_for(lambda: len(_delivered(broker, "Later")) >= MESSAGE_COUNT // fraction, 30,
-                 f"1/{fraction} delivered")
+    for target in (MESSAGE_COUNT // 3, MESSAGE_COUNT // 2):
+        _wait_delivered(broker, "Later", target)
         _kill(broker)
         broker.start()
-    wait_for(lambda: len(_delivered(broker, "Later")) >= MESSAGE_COUNT, 30, "all delivered")
+    _wait_delivered(broker, "Later", MESSAGE_COUNT)
     _check_exactly_once_never_early(_delivered(broker, "Later"), due)
     timers = broker.get_json("/admin/timers")
     assert timers["delivered_total"] == MESSAGE_COUNT and timers["pending_total"] == 0
@@ -76,8 +80,7 @@ def test_delayed_messages_across_a_classic_kill_9_and_promote(launch: Launcher) 
     slave = launch("timers-slave", "SLAVE", master=master, default_queue_count=1)
     wait_for(lambda: caught_up(master), 30, "slave connected")
     due = _produce_delayed(master, "Failover", MESSAGE_COUNT)
-    wait_for(lambda: len(_delivered(master, "Failover")) >= MESSAGE_COUNT // 2, 30,
-             "half delivered")
+    _wait_delivered(master, "Failover", MESSAGE_COUNT // 2)
     _kill(master)
 
     def promote() -> bool:
@@ -86,7 +89,7 @@ def test_delayed_messages_across_a_classic_kill_9_and_promote(launch: Launcher) 
         return response.status_code == 200
 
     wait_for(promote, 15, "promotion (the dead master's link must drop first)")
-    wait_for(lambda: len(_delivered(slave, "Failover")) >= MESSAGE_COUNT, 30, "all delivered")
+    _wait_delivered(slave, "Failover", MESSAGE_COUNT)
     _check_exactly_once_never_early(_delivered(slave, "Failover"), due)
     timers = slave.get_json("/admin/timers")
     assert timers["scheduler_active"] and timers["delivered_total"] == MESSAGE_COUNT
