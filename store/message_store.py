@@ -57,6 +57,7 @@ from store.system_topics import (
     PROPERTY_SUBJECT_TOPIC,
     is_system_topic,
 )
+from store.timers.lane_reader import read_lane
 from store.timers.names import SCHEDULE_TOPIC, TIMER_LOG_TOPIC, TIMER_TOPIC
 from store.timers.scheduler import TimerScheduler
 from store.timers.state import TimerState, save_state
@@ -641,10 +642,14 @@ class MessageStore:
         """The scheduler of this store's delayed messages (store/timers/scheduler.py), not
         started: it reads the lanes here and appends with `put_messages`. `queue_count_of`
         answers a topic's write queue count, None when the topic does not exist."""
-        return TimerScheduler(self.config.timers, self.timer_state, self.get_messages,
+        return TimerScheduler(self.config.timers, self.timer_state, self._read_lane,
                               self._record_or_none, self.put_messages, queue_count_of,
                               self.dispatch_caught_up, clock=clock,
                               cancels_pending_max=cancels_pending_max)
+
+    def _read_lane(self, topic: str, queue_id: int, queue_offset: int,
+                   count_max: int) -> GetMessagesResult:
+        return read_lane(self.commit_log, self.queues, topic, queue_id, queue_offset, count_max)
 
     def dispatch_caught_up(self) -> bool:
         """Whether every record of the log (up to the commit limit, in DLedger mode) is
