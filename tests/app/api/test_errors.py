@@ -205,5 +205,7 @@ def test_the_problem_bodies_the_api_docs_show_are_what_the_broker_renders() -> N
                 if line.startswith('{"type":"urn:twinlog:problem:')]
     assert len(examples) >= 5
     for example in examples:
-        error = ApiError(example["error_code"], example["detail"])
+        put_status = example.get("put_status")  # a refused produce names it
+        error = ApiError(example["error_code"], example["detail"],
+                         put_status=PutMessageStatus(put_status) if put_status else None)
         assert json.loads(render(error, example.get("instance")).body) == example
