@@ -37,7 +37,7 @@ from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
 from store.metadata import MetadataError
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.timers.names import RESERVED_PREFIX
-from store.timers.scheduling import Delay, DelayInputError, plan_delay, scheduled_copy
+from store.timers.scheduling import Delay, DelayInputError, delayed
 from store.topic import topic_problem
 
 _ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
@@ -175,7 +175,8 @@ def delay_of(parsed: MessageAttributes) -> Delay:
 
 def schedule(broker: Broker, message: Message, delay: Delay) -> tuple[Message, int | None]:
     """The message to store for `delay`: its scheduled copy and when it is due, or itself
-    (and None) when it is not delayed or due now. Bad delays are 400s naming the setting."""
+    (and None) when it is not delayed or due now. A delay a setting refuses is a 409 naming
+    it (store/timers/scheduling.py)."""
     if not delay.is_requested:
         return message, None
     if broker.timers is None:
@@ -183,13 +184,10 @@ def schedule(broker: Broker, message: Message, delay: Delay) -> tuple[Message, i
                        "modes' scheduler; DLedger mode does not deliver them yet",
                        put_status=_ILLEGAL)
     try:
-        scheduled = plan_delay(broker.store.config.timers, delay, broker.timer_clock_ms())
+        return delayed(broker.store.config.timers, message, delay, broker.timer_clock_ms())
     except DelayInputError as error:
         raise ApiError(error.code, error.detail, put_status=_ILLEGAL,
                        setting=error.setting) from None
-    if scheduled is None:
-        return message, None
-    return scheduled_copy(message, scheduled), scheduled.due_ms
 
 
 def _no_attributes() -> MessageAttributes:

@@ -95,3 +95,15 @@ def scheduled_copy(message: Message, scheduled: Scheduled) -> Message:
     return Message(scheduled.lane.topic, message.body, properties, scheduled.lane.queue_id,
                    message.flag, message.born_timestamp_ms, message.born_host,
                    message.reconsume_times)
+
+
+def delayed(plan: TimerPlan, message: Message, delay: Delay,
+            now_ms: int) -> tuple[Message, int | None]:
+    """What to put for `message` (its real topic and queue) delayed by `delay`: its scheduled
+    copy and its due time, or the message itself and None when it is due now. Any writer in
+    the broker (a produce, a consumer's retry) puts the result like any message, and the
+    master's scheduler delivers it; DelayInputError for a delay the plan refuses."""
+    scheduled = plan_delay(plan, delay, now_ms)
+    if scheduled is None:
+        return message, None
+    return scheduled_copy(message, scheduled), scheduled.due_ms

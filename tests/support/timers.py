@@ -10,7 +10,7 @@ from typing import Any
 from store import Message, MessageStore, PutMessageStatus
 from store.timers.lanes import TimerPlan, parse_delay_levels
 from store.timers.scheduler import TimerScheduler
-from store.timers.scheduling import Delay, plan_delay, scheduled_copy
+from store.timers.scheduling import Delay, delayed
 from tests.support.store import small_config, wait_dispatched
 
 # Two levels (1 s, 5 s); timer lanes of 100 ms doubling up to 10 s (7 lanes).
@@ -49,9 +49,9 @@ class TimerRig:
             properties: dict[str, str] | None = None, queue_id: int | None = None) -> str:
         """Store a delayed message as produce does; its msg id."""
         message = Message(topic, body, dict(properties or {}), queue_id)
-        scheduled = plan_delay(self.store.config.timers, delay, self.clock.now_ms)
-        assert scheduled is not None
-        result, _ = self.store.put_message(scheduled_copy(message, scheduled))
+        stored, due_ms = delayed(self.store.config.timers, message, delay, self.clock.now_ms)
+        assert due_ms is not None and stored is not message
+        result, _ = self.store.put_message(stored)
         assert result.status is PutMessageStatus.PUT_OK
         assert result.msg_id is not None
         return result.msg_id
