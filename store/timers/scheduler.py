@@ -123,6 +123,9 @@ class TimerScheduler(ServiceThread):
         self._active = False
         self._cursors: dict[str, int] | None = None  # None: take them from the state
         self._cancelled_here: set[int] = set()  # markers written, maybe not dispatched yet
+        # Lane -> when its head wakes, while its head waits: only this scheduler moves a
+        # lane's head, so the lane is not read again before then.
+        self._head_wake_ms: dict[str, int] = {}
         self._last_now_ms = 0
         self.lateness = Lateness()
         self.write_refusals_total = 0
@@ -135,6 +138,7 @@ class TimerScheduler(ServiceThread):
         with self._lock:
             self._cursors = None
             self._cancelled_here.clear()
+            self._head_wake_ms.clear()
             self._active = True
         self.wake()
 
@@ -178,6 +182,11 @@ class TimerScheduler(ServiceThread):
         be looked at again (0: more to do now)."""
         assert self._cursors is not None
         key = lane.key
+        head_wake_ms = self._head_wake_ms.get(key)
+        if head_wake_ms is not None:
+            if now < head_wake_ms:
+                return head_wake_ms - now
+            del self._head_wake_ms[key]
         cursor = self._cursors.get(key, 0)
         result = self._read(lane.topic, lane.queue_id, cursor, LANE_BATCH_MAX)
         if result.status is GetMessageStatus.OFFSET_TOO_SMALL:
@@ -194,6 +203,8 @@ class TimerScheduler(ServiceThread):
                 wake_ms = wake_at
                 break
             planned.append(self._plan_entry(key, message, decision, now, due_ms))
+        if wake_ms is not None:
+            self._head_wake_ms[key] = wake_ms
         if not planned:
             if wake_ms is not None:
                 return wake_ms - now
@@ -203,6 +214,7 @@ class TimerScheduler(ServiceThread):
         written = self._write([entry.message for entry in planned])
         for entry, (put, _) in zip(planned, written, strict=True):
             if put.status is not PutMessageStatus.PUT_OK:
+                self._head_wake_ms.pop(key, None)  # the head is this entry, awake
                 self.write_refusals_total += 1
                 log.warning("timers: a write for lane %s was refused (%s: %s); retrying",
                             key, put.status.value, put.detail)

@@ -3,6 +3,7 @@ restarts; cancels; topics gone; what the delivered message carries."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -10,14 +11,17 @@ from hypothesis import strategies as st
 
 from store import BrokerRole, MessageStore
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
+from store.status import PutMessageResult, PutMessageStatus
+from store.timers.lane_reader import read_lane
 from store.timers.names import (
     PROPERTY_DUE_MS,
     PROPERTY_FROM,
     PROPERTY_SCHEDULED_MSG_ID,
     SCHEDULE_TOPIC,
 )
-from store.timers.scheduler import CancelOutcome
+from store.timers.scheduler import CancelOutcome, TimerScheduler
 from store.timers.scheduling import Delay
+from store.waits.completion import PutCompletion
 from tests.support.store import wait_dispatched
 from tests.support.timers import START_MS, TEST_PLAN, FakeClock, open_rig, timer_config
 
@@ -284,3 +288,64 @@ def test_a_slave_cut_back_forgets_what_the_cut_records_did(tmp_path: Path) -> No
         assert slave.timer_state.counts().delivered_total == 0
     finally:
         slave.shutdown()
+
+
+def _counting_scheduler(rig, refusals: list[int]):  # type: ignore[no-untyped-def]
+    """The store's scheduler with a reader that counts reads per lane and a writer that
+    refuses the next `refusals[0]` writes (SERVICE_NOT_AVAILABLE, nothing appended)."""
+    store = rig.store
+    reads: Counter[tuple[str, int]] = Counter()
+
+    def read(topic: str, queue_id: int, offset: int, count: int):  # type: ignore[no-untyped-def]
+        reads[(topic, queue_id)] += 1
+        return read_lane(store.commit_log, store.queues, topic, queue_id, offset, count)
+
+    def write(messages):  # type: ignore[no-untyped-def]
+        if refusals[0] > 0:
+            refusals[0] -= 1
+            refused = PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, detail="busy")
+            return [(refused, PutCompletion.done(refused.status)) for _ in messages]
+        return store.put_messages(messages)
+
+    scheduler = TimerScheduler(store.config.timers, store.timer_state, read,
+                               store.read_record_or_none, write, rig.queue_count_of,
+                               store.dispatch_caught_up, clock=rig.clock)
+    scheduler.activate()
+    rig.scheduler = scheduler
+    return scheduler, reads
+
+
+def test_a_waiting_head_is_not_read_again_before_it_wakes(tmp_path: Path) -> None:
+    rig = open_rig(tmp_path)
+    try:
+        rig.put(b"later", Delay(delay_level=2))
+        scheduler, reads = _counting_scheduler(rig, [0])
+        rig.settle()
+        for _ in range(5):
+            rig.clock.now_ms += 900
+            scheduler.run_once()
+        assert reads[(SCHEDULE_TOPIC, 1)] == 1  # its head wakes at 5 s: read once
+        rig.advance(500)
+        assert [m.body for m in rig.delivered()] == [b"later"]
+        assert reads[(SCHEDULE_TOPIC, 1)] >= 2
+    finally:
+        rig.store.shutdown()
+
+
+def test_a_refused_write_is_tried_again_at_the_next_round(tmp_path: Path) -> None:
+    """A due head whose write is refused is the lane's head still: the next round writes it,
+    though the entry behind it waits."""
+    rig = open_rig(tmp_path)
+    try:
+        rig.put(b"a", Delay(delay_level=1))
+        rig.clock.now_ms += 500
+        rig.put(b"b", Delay(delay_level=1))  # same lane, due 500 ms later
+        scheduler, _ = _counting_scheduler(rig, [1])
+        rig.clock.now_ms += 500
+        wait_dispatched(rig.store)
+        scheduler.run_once()  # "a" is due, its write refused; "b" waits
+        assert rig.delivered() == [] and scheduler.write_refusals_total == 1
+        rig.settle()
+        assert [m.body for m in rig.delivered()] == [b"a"]
+    finally:
+        rig.store.shutdown()
