@@ -4,8 +4,11 @@ A lane is a queue whose entries all wait the same `wait_ms` from when they were 
 wake times (written time + wait_ms) only grow along it and the scheduler reads it from its
 head. A delay level's lane waits the level's delay: its entries wake when due. Timer lane k
 waits `precision_ms * 2**k`; a message goes to the longest lane that does not pass its due
-time, and at each wake rolls to the lane of what is left, so it is never delivered early and
-at most `precision_ms` late (plus the scheduler's own time), after at most one roll per lane.
+time, and at each wake rolls to the lane of what is left, so it is never delivered early,
+after at most one roll per lane. In lane 0 what is left is below `precision_ms`: an entry
+wakes at its due time, and waits at most `precision_ms` behind one written before it that
+wakes later (the lane is read from its head); so a delivery is at most `precision_ms` late,
+plus the scheduler's own time.
 """
 
 from __future__ import annotations

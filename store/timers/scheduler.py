@@ -259,7 +259,7 @@ class TimerScheduler(ServiceThread):
         rolled = {name: properties[name] for name in (PROPERTY_REAL_TOPIC,
                                                       PROPERTY_REAL_QUEUE_ID, PROPERTY_DUE_MS)
                   if name in properties}
-        rolled[PROPERTY_WAKE_MS] = str(now + lane.wait_ms)
+        rolled[PROPERTY_WAKE_MS] = str(now + min(lane.wait_ms, due_ms - now))
         rolled[PROPERTY_ORIGIN_OFFSET] = str(origin)
         rolled[PROPERTY_FROM] = consumed
         return Message(TIMER_TOPIC, b"", rolled, lane.queue_id)

@@ -80,7 +80,7 @@ def plan_delay(plan: TimerPlan, delay: Delay, now_ms: int) -> Scheduled | None:
     if remaining <= 0:
         return None
     lane = plan.timer_lane(remaining)
-    return Scheduled(lane, now_ms + remaining, now_ms + lane.wait_ms)
+    return Scheduled(lane, now_ms + remaining, now_ms + min(lane.wait_ms, remaining))
 
 
 def scheduled_copy(message: Message, scheduled: Scheduled) -> Message:

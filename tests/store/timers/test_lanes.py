@@ -93,3 +93,13 @@ def test_the_max_delay_itself_is_taken() -> None:
     scheduled = plan_delay(PLAN, Delay(delay_ms=10_000), 1000)
     assert scheduled is not None and scheduled.due_ms == 11_000
     assert scheduled.wake_ms == 1000 + 6400
+
+
+def test_below_the_precision_an_entry_wakes_at_its_due_time() -> None:
+    """Lane 0 waits timer_precision_ms; an entry with less left wakes when it is due (not a
+    whole precision later), and one with more wakes after its lane's wait."""
+    short = plan_delay(PLAN, Delay(delay_ms=30), 1000)
+    assert short is not None and short.lane.wait_ms == 100
+    assert short.wake_ms == short.due_ms == 1030
+    longer = plan_delay(PLAN, Delay(delay_ms=130), 1000)
+    assert longer is not None and longer.wake_ms == 1100 and longer.due_ms == 1130
