@@ -35,6 +35,13 @@ from ha.dledger.host.transport_config import TransportConfig
 from store import BrokerRole, ConfigError, FlushDiskType, StoreConfig
 from store.metadata import sqlite_database_url
 from store.paths import StorePaths
+from store.timers.lanes import (
+    DEFAULT_DELAY_LEVELS,
+    DEFAULT_TIMER_MAX_DELAY_MS,
+    DEFAULT_TIMER_PRECISION_MS,
+    TimerPlan,
+    parse_delay_levels,
+)
 
 CONFIG_FILE_VARIABLE = "TWINLOG_CONFIG_FILE"
 GIB = 1 << 30
@@ -334,6 +341,21 @@ class Settings(BaseSettings):
     consumer_offset_persist_interval_ms: int = Field(5000, gt=0, description="how often "
                                                      "committed consumer offsets are written "
                                                      "to the metadata database")
+    # -- delayed messages ----------------------------------------------------------------------
+    delay_levels: str = Field(
+        DEFAULT_DELAY_LEVELS, min_length=2, max_length=512,
+        description="the waits of delay levels 1..N (at most 18), e.g. \"1s 5s 1m 2h\" "
+                    "(units ms, s, m, h, d); RocketMQ's messageDelayLevel by default")
+    timer_precision_ms: int = Field(
+        DEFAULT_TIMER_PRECISION_MS, ge=1, le=60_000,
+        description="the shortest timer lane: a message sent with deliver_at_ms or delay_ms "
+                    "is delivered at most this late (plus the scheduler's own time)")
+    timer_max_delay_ms: int = Field(
+        DEFAULT_TIMER_MAX_DELAY_MS, ge=1, le=366 * 86_400_000,
+        description="the longest wait deliver_at_ms or delay_ms may ask for; more answers 400")
+    timer_cancels_pending_max: int = Field(
+        10_000, ge=1, le=1_000_000,
+        description="cancelled delayed messages not yet due, at once; one more answers 429")
     # -- snapshots -----------------------------------------------------------------------------
     broker_group: str = Field(
         "broker-a", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
@@ -492,7 +514,15 @@ class Settings(BaseSettings):
                 long_poll_waiters_max=self.long_poll_waiters_max,
                 key_index_slot_count=self.key_index_slot_count,
                 key_index_entries_per_file=self.key_index_entries_per_file,
+                timers=self.to_timer_plan(),
             )
+        except ConfigError as error:
+            raise SettingsError(str(error)) from error
+
+    def to_timer_plan(self) -> TimerPlan:
+        try:
+            return TimerPlan(parse_delay_levels(self.delay_levels), self.timer_precision_ms,
+                             self.timer_max_delay_ms)
         except ConfigError as error:
             raise SettingsError(str(error)) from error
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from store.errors import ConfigError
 from store.record import END_FILE_MIN_BLANK_LENGTH, RECORD_OVERHEAD
 from store.status import BrokerRole, FlushDiskType
+from store.timers.lanes import TimerPlan
 from store.topic import TOPIC_LENGTH_MAX
 
 GIB = 1 << 30
@@ -51,6 +52,8 @@ class StoreConfig:
     # Consume-queue files (6 MB at 300,000 entries) reserve blocks in steps of this many bytes,
     # not whole: one message to each of thousands of queues takes one step each.
     consume_queue_reserve_step_bytes: int = 16 * 1024
+    # Delay levels and timer lanes (store/timers/lanes.py).
+    timers: TimerPlan = field(default_factory=TimerPlan)
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

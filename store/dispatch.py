@@ -43,6 +43,7 @@ from store.system_topics import (
     PROPERTY_OP,
     PROPERTY_SUBJECT_TOPIC,
 )
+from store.timers.names import STATE_PROPERTY_PREFIX
 from store.tombstones import Tombstones
 from store.waits.offset_waits import OffsetWaits
 
@@ -63,6 +64,7 @@ _IDLE_WAIT_S = 0.05
 _BATCHES_PER_ROUND_MAX = 64
 _OP_PREFIX = (PROPERTY_OP + "\x01").encode()
 _SUBJECT_PREFIX = (PROPERTY_SUBJECT_TOPIC + "\x01").encode()
+_TIMER_STATE_PREFIX = STATE_PROPERTY_PREFIX.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,8 @@ class SystemRecord:
 
 
 SystemRecordHandler = Callable[[SystemRecord], None]
+# Handed the raw properties of each record carrying a timer-state property, in log order.
+TimerRecordHandler = Callable[[bytes], None]
 
 
 class DispatchService(ServiceThread):
@@ -104,6 +108,7 @@ class DispatchService(ServiceThread):
         self.limit_offset: int | None = None
         self.failures = DispatchFailures()
         self.on_system_record: SystemRecordHandler | None = None
+        self.on_timer_record: TimerRecordHandler | None = None
         # Waits for the dispatch of everything below an offset (a metadata change answered
         # once applied here); a timeout answers SERVICE_NOT_AVAILABLE.
         self.dispatched_waits = OffsetWaits(PutMessageStatus.SERVICE_NOT_AVAILABLE)
@@ -141,6 +146,12 @@ class DispatchService(ServiceThread):
         """Run `change` (a cut of the log past what dispatch may read) with dispatch held."""
         with self._dispatch_lock:
             return change()
+
+    def at_position(self, read: Callable[[int], bytes]) -> bytes:
+        """`read(dispatched offset)` with dispatch held still: state derived by dispatch,
+        read together with the offset it covers."""
+        with self._dispatch_lock:
+            return read(self.dispatched_offset)
 
     @property
     def behind_bytes(self) -> int:
@@ -211,6 +222,7 @@ class DispatchService(ServiceThread):
         count = 0
         last_record = -1
         records_max = min(records_max, _BATCH_RECORDS_MAX)
+        on_timer_record = self.on_timer_record
         while count < records_max and position + 8 <= limit:
             if position + _DISPATCH_FIELDS.size <= limit:
                 total_size, magic, queue_id, queue_offset, stored_ms, body_size = (
@@ -249,6 +261,8 @@ class DispatchService(ServiceThread):
                 code = _tags_code_of(properties)
                 if _KEYS_PREFIX in properties:
                     keyed.append((key[0], properties, base + position, stored_ms))
+                if on_timer_record is not None and _TIMER_STATE_PREFIX in properties:
+                    on_timer_record(bytes(properties))
             entries = pending.get(key)
             if entries is None:
                 entries = pending[key] = []

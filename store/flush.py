@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from store.checkpoint import Checkpoint, write_checkpoint
@@ -51,12 +52,17 @@ class FlushService(ServiceThread):
         disk: Disk = REAL_DISK,
         health: StoreHealth | None = None,
         key_index: KeyIndex | None = None,
+        save_derived: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self._config = config
         self._commit_log = commit_log
         self._queues = queues
         self._key_index = key_index
+        # State derived by dispatch that saves itself with the offset it covers (the timer
+        # state): saved at every checkpoint; it reports its own failures (the previous file
+        # stays, and recovery starts from where that one stops).
+        self._save_derived = save_derived
         self._dispatch = dispatch
         self._checkpoint_path = checkpoint_path
         self._disk = disk
@@ -130,7 +136,13 @@ class FlushService(ServiceThread):
                 self._key_index.delete_files_below(self._commit_log.min_offset)
             checkpoint = Checkpoint(recover_offset, last_record_offset, flushed,
                                     self._queues.count_with_entries(), int(time.time() * 1000))
-            return self._write_checkpoint(checkpoint)
+            written = self._write_checkpoint(checkpoint)
+            self._save_derived_state()  # any order: recovery starts from the lower offset
+            return written
+
+    def _save_derived_state(self) -> None:
+        if self._save_derived is not None:
+            self._save_derived()
 
     def _write_checkpoint(self, checkpoint: Checkpoint) -> Checkpoint | None:
         try:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from store.arrivals import Arrivals, Waiter
-from store.clock import monotonic_ms
+from store.clock import ClockMs, monotonic_ms, wall_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService, SystemRecordHandler
@@ -56,6 +56,10 @@ from store.system_topics import (
     PROPERTY_SUBJECT_TOPIC,
     is_system_topic,
 )
+from store.timers.lane_reader import read_lane
+from store.timers.names import SCHEDULE_TOPIC, TIMER_LOG_TOPIC, TIMER_TOPIC
+from store.timers.scheduler import TimerScheduler
+from store.timers.state import TimerState, save_state
 from store.tombstones import Tombstones, revived_start
 from store.waits.completion import Pending, PutCompletion
 from store.waits.deadlines import DeadlineService
@@ -155,8 +159,17 @@ class MessageStore:
         if commit_limited:
             self.dispatch.limit_offset = 0
         self._wake_dispatch = self.dispatch.wake
+        # Delayed messages: every replica derives lane progress and cancels from its log.
+        self.timer_state = TimerState()
+        self._timer_save_failing = False
+        self.dispatch.on_timer_record = self.timer_state.apply_raw
+        plan = config.timers
+        self.commit_log.set_queue_count(SCHEDULE_TOPIC, plan.level_count)
+        self.commit_log.set_queue_count(TIMER_TOPIC, plan.timer_lane_count)
+        self.commit_log.set_queue_count(TIMER_LOG_TOPIC, 1)
         self.flush = FlushService(config, self.commit_log, self.queues, self.dispatch,
-                                  self.paths.checkpoint, disk, self.health, self.key_index)
+                                  self.paths.checkpoint, disk, self.health, self.key_index,
+                                  self.save_timer_state)
         self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
         self.deadlines = DeadlineService()
         self.deadlines.watch(self.flush.waits)
@@ -187,11 +200,14 @@ class MessageStore:
         self._take_lock()
         crashed = self.paths.abort_marker.exists()
         self.tombstones.load()  # before redispatch, which skips deleted topics' records
+        timer_covered_offset = self.timer_state.load(self.paths.timer_state)
         try:
             self.recovery = recover(self.paths, self.commit_log, self.queues, self.dispatch,
                                     crashed=crashed,
                                     check_crc=self.config.check_crc_on_recover,
-                                    key_index=self.key_index, tombstones=self.tombstones)
+                                    key_index=self.key_index, tombstones=self.tombstones,
+                                    timer_state=self.timer_state,
+                                    timer_covered_offset=timer_covered_offset)
         except BaseException:
             self._release_lock()
             self.commit_log.close()
@@ -244,6 +260,18 @@ class MessageStore:
                 service.stop()
         self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
         self._close()
+
+    def save_timer_state(self) -> None:
+        """Save the timer state with the dispatch offset it covers (at every checkpoint)."""
+        encoded = self.dispatch.at_position(self.timer_state.encode)
+        try:
+            save_state(self.paths.timer_state, encoded, self._disk)
+        except OSError as error:
+            if not self._timer_save_failing:  # once per failing spell
+                log.error("saving the timer state failed, the previous one stays: %s", error)
+            self._timer_save_failing = True
+        else:
+            self._timer_save_failing = False
 
     @property
     def _services(self) -> tuple[ServiceThread, ...]:
@@ -491,9 +519,19 @@ class MessageStore:
             while self.dispatch.dispatch_available():
                 pass
             self.commit_log.set_queue_offsets(self.queues.queue_offsets())
+        if cleared_bytes:
+            # The timer state may hold what the cut records did (a delivery, a cancel): it is
+            # derived again from the whole log (records and entries present stay as they are).
+            self.dispatch.rewind(self._reset_timer_state)
         self.commit_log.flush()  # the directory too, for the files the cut removed
         self.queues.flush()
         return cleared_bytes
+
+    def _reset_timer_state(self) -> tuple[int, int]:
+        """A cut's second step: the timer state goes, and dispatch starts again at the log's
+        first offset so that it is derived anew (DispatchService.rewind)."""
+        self.timer_state.reset()
+        return 0, self.commit_log.min_offset
 
     # -- DLedger mode: entries written at their position, readers bounded by the commit --
 
@@ -619,6 +657,33 @@ class MessageStore:
             return None
         limit = self.dispatch.limit_offset
         return message, limit is None or offset + message.total_size <= limit
+
+    def timer_scheduler(self, queue_count_of: Callable[[str], int | None], *,
+                        clock: ClockMs = wall_ms,
+                        cancels_pending_max: int = 10_000) -> TimerScheduler:
+        """The scheduler of this store's delayed messages (store/timers/scheduler.py), not
+        started: it reads the lanes here and appends with `put_messages`. `queue_count_of`
+        answers a topic's write queue count, None when the topic does not exist."""
+        return TimerScheduler(self.config.timers, self.timer_state, self._read_lane,
+                              self._record_or_none, self.put_messages, queue_count_of,
+                              self.dispatch_caught_up, clock=clock,
+                              cancels_pending_max=cancels_pending_max)
+
+    def _read_lane(self, topic: str, queue_id: int, queue_offset: int,
+                   count_max: int) -> GetMessagesResult:
+        return read_lane(self.commit_log, self.queues, topic, queue_id, queue_offset, count_max)
+
+    def dispatch_caught_up(self) -> bool:
+        """Whether every record of the log (up to the commit limit, in DLedger mode) is
+        dispatched."""
+        end = self.commit_log.max_offset
+        limit = self.dispatch.limit_offset
+        if limit is not None:
+            end = min(end, limit)
+        return self.dispatch.dispatched_offset >= end
+
+    def read_record_or_none(self, offset: int) -> StoredMessage | None:
+        return self._record_or_none(offset)
 
     def _record_or_none(self, offset: int) -> StoredMessage | None:
         try:

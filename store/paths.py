@@ -50,6 +50,11 @@ class StorePaths:
         return self.root / "deleted_topics.json"
 
     @property
+    def timer_state(self) -> Path:
+        """Lane progress and pending cancels of delayed messages (store/timers/state.py)."""
+        return self.root / "timers.json"
+
+    @property
     def index_dir(self) -> Path:
         return self.root / "index"
 

@@ -13,7 +13,8 @@
    msync the entries of the scanned records, for the same reason as in 4;
 6. load the key index (a file that fails its checks is deleted, entries past the log's end
    dropped), then redispatch every record from the scan start, or from where the index must
-   be rebuilt when that is further back (entries already present are kept).
+   be rebuilt when that is further back (entries already present are kept), or from where
+   the saved timer state stops (store/timers/state.py) when that is further back still.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from store.record import (
     RECORD_OVERHEAD,
     RecordError,
 )
+from store.timers.state import TimerState
 from store.tombstones import Tombstones, revived_start
 from store.topic import is_valid_topic
 
@@ -68,6 +70,8 @@ def recover(
     check_crc: bool = True,
     key_index: KeyIndex | None = None,
     tombstones: Tombstones | None = None,
+    timer_state: TimerState | None = None,
+    timer_covered_offset: int | None = None,
 ) -> RecoveryReport:
     started = time.perf_counter()
     # Pass 1: load and validate the file sets.
@@ -114,6 +118,9 @@ def recover(
     index_start = key_index.load(end) if key_index is not None else None
     if index_start is not None:
         redispatch_start = max(commit_log.min_offset, min(redispatch_start, index_start))
+    if timer_state is not None:
+        redispatch_start = _timer_start(timer_state, timer_covered_offset, redispatch_start,
+                                        commit_log.min_offset, end)
     dispatch.dispatched_offset = redispatch_start
     while dispatch.dispatch_available():
         pass
@@ -130,6 +137,20 @@ def recover(
     )
     log.info("recovery: %s", report)
     return report
+
+
+def _timer_start(state: TimerState, covered_offset: int | None, redispatch_start: int,
+                 min_offset: int, end: int) -> int:
+    """Where redispatch must start for the timer state to see every record it has not: the
+    saved state's offset, or the log's start when there is none or it claims records the
+    log does not hold (then it starts empty)."""
+    if covered_offset is None or covered_offset > end:
+        if covered_offset is not None:
+            log.warning("recovery: the timer state covers the log to offset %d, past its end "
+                        "%d: rebuilt from the whole log", covered_offset, end)
+        state.reset()
+        covered_offset = min_offset
+    return max(min_offset, min(redispatch_start, covered_offset))
 
 
 def _checkpoint_holds(checkpoint: Checkpoint, commit_log: CommitLog,

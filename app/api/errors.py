@@ -98,6 +98,18 @@ PROBLEMS: dict[str, ProblemKind] = {
     "INVALID_OFFSET": ProblemKind(409, "The offset is past the queue's end"),
     "OFFSET_MOVES_BACKWARDS": ProblemKind(409, "The offset would move backwards"),
     "INVALID_DELAY_LEVEL": ProblemKind(400, "Invalid delay level"),
+    # -- delayed messages (store/timers/scheduling.py, app/api/routes/timers.py) ---------------
+    # 409, not 400: each value is valid alone (the spec says so); the broker's settings or
+    # the other fields refuse it (as INVALID_QUEUE_ID). The body names the setting.
+    "DELAY_CONFLICT": ProblemKind(409, "Give one of delay_level, deliver_at_ms and delay_ms"),
+    "DELAY_TOO_LONG": ProblemKind(409, "The delay is longer than timer_max_delay_ms"),
+    "DELAY_LEVEL_NOT_CONFIGURED": ProblemKind(409, "No such level in delay_levels"),
+    "DELAY_NOT_SUPPORTED": ProblemKind(
+        409, "This broker's mode does not deliver delayed messages (DLedger, for now)"),
+    "NOT_A_SCHEDULED_MESSAGE": ProblemKind(404, "No delayed message has this id"),
+    "MESSAGE_ALREADY_DUE": ProblemKind(409, "The message is due: delivered, or being delivered"),
+    "TIMER_CANCELS_MAX_REACHED": ProblemKind(
+        429, "timer_cancels_pending_max cancels are pending already", RETRY_AFTER_S),
     "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),
     "TOPIC_ALREADY_EXISTS": ProblemKind(409, "The topic already exists"),
     "TOPIC_NOT_WRITABLE": ProblemKind(403, "The topic does not accept writes"),

@@ -33,7 +33,18 @@ from app.api.errors import (
     render,
 )
 from app.api.gateway import Gateway
-from app.api.routes import admin, consume, dledger, groups, health, messages, produce, topics, ui
+from app.api.routes import (
+    admin,
+    consume,
+    dledger,
+    groups,
+    health,
+    messages,
+    produce,
+    timers,
+    topics,
+    ui,
+)
 from app.broker.broker import Broker
 from app.broker.metadata_log import MetadataWriteFailed
 from app.server.gc_tuning import tuned_gc
@@ -58,8 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                      redoc_url=None, **options)
     app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
     produce.install(app)
-    routers = (consume.router, messages.router, topics.router, groups.router, admin.router,
-               dledger.router, health.router, ui.router)
+    routers = (consume.router, messages.router, timers.router, topics.router, groups.router,
+               admin.router, dledger.router, health.router, ui.router)
     for router in routers:
         app.include_router(router)
     for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES):

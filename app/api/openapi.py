@@ -21,6 +21,7 @@ from app.api.openapi_examples import add_examples
 from app.api.schemas.problems import Problem
 from app.api.schemas.produce import RESERVED_PROPERTY_NAMES, MessageAttributes
 from app.settings import Settings
+from store.timers.lanes import parse_delay_levels
 
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
@@ -72,6 +73,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     for schema in schemas.values():
         _property_maps(schema)
     _declare_limits(schemas, app.state.gateway.settings)
+    _declare_delay_limits(document, app.state.gateway.settings)
     _properties_header_is_json(document)
     shape_for_clients(document)
     add_examples(document)
@@ -87,6 +89,34 @@ def _declare_limits(schemas: dict[str, Any], settings: Settings) -> None:
                 if branch.get("type") == "integer":
                     branch["maximum"] = settings.queues_per_topic_max
     schemas["ProduceBatch"]["properties"]["messages"]["maxItems"] = settings.max_batch_messages
+
+
+def _declare_delay_limits(document: dict[str, Any], settings: Settings) -> None:
+    """The delay fields' bounds as this broker's settings have them (the configured levels,
+    timer_max_delay_ms); the delay headers are whole numbers when sent (a header has no
+    null: left out is the absence)."""
+    maxima = {"delay_level": len(parse_delay_levels(settings.delay_levels)),
+              "delay_ms": settings.timer_max_delay_ms}
+    for model in ("ProduceMessage", "ProduceBatchEntry"):
+        properties = document["components"]["schemas"][model]["properties"]
+        for name, maximum in maxima.items():
+            for branch in properties[name]["anyOf"]:
+                if branch.get("type") == "integer":
+                    branch["maximum"] = maximum
+    headers: dict[str, int | None] = {"X-Twinlog-Delay-Level": maxima["delay_level"],
+                                      "X-Twinlog-Delay-Ms": maxima["delay_ms"],
+                                      "X-Twinlog-Deliver-At-Ms": None}
+    operation = document["paths"]["/v1/topics/{topic}/messages"]["post"]
+    for parameter in operation["parameters"]:
+        if parameter["name"] in headers:
+            schema = parameter["schema"]
+            (integer,) = [branch for branch in schema.pop("anyOf") if branch.get("type")
+                          == "integer"]
+            schema.update(integer)
+            schema.pop("default", None)
+            bound = headers[parameter["name"]]
+            if bound is not None:
+                schema["maximum"] = bound
 
 
 def _property_maps(schema: dict[str, Any]) -> None:

@@ -25,6 +25,9 @@ _PARAMETER_EXAMPLES: dict[str, Any] = {
     "end_timestamp_ms": _TIMESTAMP_MS,
     "wait_ms": 0,
     "msg_id": "7F0000010000494D0000000000000228",
+    "X-Twinlog-Delay-Level": 3,
+    "X-Twinlog-Deliver-At-Ms": _TIMESTAMP_MS,
+    "X-Twinlog-Delay-Ms": 10_000,
 }
 
 _BODY_EXAMPLES: dict[str, Any] = {
@@ -106,6 +109,17 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
         "table": "consumer_offset", "data_version": _DATA_VERSION, "rows": [
             {"group_name": "billing", "topic": "Orders", "queue_id": 0, "queue_offset": 0,
              "updated_at_ms": _TIMESTAMP_MS}]},
+    "admin-timers": {
+        "scheduler_active": True, "pending_total": 2, "pending_levels": 1, "pending_timers": 1,
+        "oldest_due_ms": _TIMESTAMP_MS + 10_000, "delivered_total": 7, "rolled_total": 3,
+        "dropped_totals": {"cancelled": 1, "topic_missing": 0, "origin_gone": 0},
+        "cancels_pending": 0, "write_refusals_total": 0,
+        "lateness": {"count": 7, "p50_ms_at_most": 50, "p99_ms_at_most": 100, "max_ms": 61},
+        "lanes": [{"lane": "S:2", "kind": "level", "delay_level": 3, "wait_ms": 10_000,
+                   "pending": 1, "next_queue_offset": 4, "oldest_due_ms": _TIMESTAMP_MS + 10_000},
+                  {"lane": "T:6", "kind": "timer", "delay_level": None, "wait_ms": 6_400,
+                   "pending": 1, "next_queue_offset": 2,
+                   "oldest_due_ms": _TIMESTAMP_MS + 20_000}]},
     "admin-sync-delay-offsets": {"table": "delay_offset",
                                  "data_version": {"counter": 0, "timestamp_ms": 0}, "rows": []},
     "admin-create-snapshot": {

@@ -36,6 +36,8 @@ from app.broker.metadata_log import MetadataWriteFailed
 from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
 from store.metadata import MetadataError
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
+from store.timers.names import RESERVED_PREFIX
+from store.timers.scheduling import Delay, DelayInputError, delayed
 from store.topic import topic_problem
 
 _ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
@@ -82,9 +84,9 @@ def validation_error(error: ValidationError, prefix: tuple[str | int, ...] = ())
 
 
 def message_from_json(topic: str, raw: bytes, message_size_max_bytes: int, born_host: bytes,
-                      from_headers: MessageAttributes | None = None) -> Message:
-    """A JSON body; `from_headers` (X-Twinlog-* headers, queue_id query) fills in what the
-    body leaves out: the body's own fields win."""
+                      from_headers: MessageAttributes | None = None) -> tuple[Message, Delay]:
+    """A JSON body and its delay; `from_headers` (X-Twinlog-* headers, queue_id query) fills
+    in what the body leaves out: the body's own fields win."""
     try:
         parsed = ProduceMessage.model_validate_json(raw)
     except ValidationError as error:
@@ -92,11 +94,13 @@ def message_from_json(topic: str, raw: bytes, message_size_max_bytes: int, born_
     if from_headers is not None:
         for name in from_headers.model_fields_set - parsed.model_fields_set:
             setattr(parsed, name, getattr(from_headers, name))
-    return _message(topic, parsed, _decode_body(parsed, message_size_max_bytes), born_host)
+    return (_message(topic, parsed, _decode_body(parsed, message_size_max_bytes), born_host),
+            delay_of(parsed))
 
 
 def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_bytes: int,
-                    born_host: bytes) -> list[tuple[Message, str | None]]:
+                    born_host: bytes) -> tuple[list[tuple[Message, str | None]], list[Delay]]:
+    """The batch's (message, idempotency key) entries, and each one's delay."""
     try:
         batch = ProduceBatch.model_validate_json(raw)
     except ValidationError as error:
@@ -105,6 +109,7 @@ def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_
         raise ApiError("TOO_MANY_MESSAGES", f"{len(batch.messages)} messages in one batch; at "
                        f"most {messages_max} (max_batch_messages)", put_status=_ILLEGAL)
     entries = []
+    delays = []
     for index, entry in enumerate(batch.messages):
         try:
             body = _decode_body(entry, message_size_max_bytes)
@@ -116,15 +121,21 @@ def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_
         if key is not None:
             message.properties[PROPERTY_IDEMPOTENCY_KEY] = key
         entries.append((message, key))
-    return entries
+        delays.append(delay_of(entry))
+    return entries, delays
 
 
 def attributes_from_headers(keys: str | None, tags: str | None, properties: str | None,
-                            queue_id: str | None) -> MessageAttributes | None:
-    """The X-Twinlog-* headers and the queue_id query, checked (None when none is sent)."""
-    if keys is None and tags is None and properties is None and queue_id is None:
+                            queue_id: str | None,
+                            delay: dict[str, str] | None = None) -> MessageAttributes | None:
+    """The X-Twinlog-* headers and the queue_id query, checked (None when none is sent).
+    `delay`: the delay headers sent, by field name (delay_level, deliver_at_ms, delay_ms)."""
+    if keys is None and tags is None and properties is None and queue_id is None \
+            and not delay:
         return None
     attributes: dict[str, Any] = {}
+    for name, value in (delay or {}).items():
+        attributes[name] = _header_integer(name, value)
     if keys is not None:
         if _KEYS_HEADER.fullmatch(keys) is None:
             raise ApiError("VALIDATION_FAILED", "X-Twinlog-Keys: 1 to "
@@ -150,17 +161,46 @@ def attributes_from_headers(keys: str | None, tags: str | None, properties: str 
         raise validation_error(error, ("header",)) from None
 
 
+def _header_integer(name: str, value: str) -> int:
+    if not value.isdigit() or not value.isascii() or len(value) > 18:
+        header = "X-Twinlog-" + "-".join(part.capitalize() for part in name.split("_"))
+        raise ApiError("VALIDATION_FAILED", f"{header}: expected a whole number, got "
+                       f"{value[:40]!r}", put_status=_ILLEGAL)
+    return int(value)
+
+
+def delay_of(parsed: MessageAttributes) -> Delay:
+    return Delay(parsed.delay_level, parsed.deliver_at_ms, parsed.delay_ms)
+
+
+def schedule(broker: Broker, message: Message, delay: Delay) -> tuple[Message, int | None]:
+    """The message to store for `delay`: its scheduled copy and when it is due, or itself
+    (and None) when it is not delayed or due now. A delay a setting refuses is a 409 naming
+    it (store/timers/scheduling.py)."""
+    if not delay.is_requested:
+        return message, None
+    if broker.timers is None:
+        raise ApiError("DELAY_NOT_SUPPORTED", "delayed messages are delivered by the classic "
+                       "modes' scheduler; DLedger mode does not deliver them yet",
+                       put_status=_ILLEGAL)
+    try:
+        return delayed(broker.store.config.timers, message, delay, broker.timer_clock_ms())
+    except DelayInputError as error:
+        raise ApiError(error.code, error.detail, put_status=_ILLEGAL,
+                       setting=error.setting) from None
+
+
 def _no_attributes() -> MessageAttributes:
     return MessageAttributes.model_validate({})
 
 
 def message_from_raw(topic: str, body: bytes, from_headers: MessageAttributes | None,
-                     message_size_max_bytes: int, born_host: bytes) -> Message:
+                     message_size_max_bytes: int, born_host: bytes) -> tuple[Message, Delay]:
     """A raw (application/octet-stream) body; attributes from X-Twinlog-* headers and query."""
     if len(body) > message_size_max_bytes:
         raise _too_large(len(body), message_size_max_bytes)
     parsed = from_headers if from_headers is not None else _no_attributes()
-    return _message(topic, parsed, body, born_host)
+    return _message(topic, parsed, body, born_host), delay_of(parsed)
 
 
 def _decode_body(parsed: ProduceMessage, message_size_max_bytes: int) -> bytes:
@@ -193,6 +233,9 @@ def _message(topic: str, parsed: MessageAttributes, body: bytes, born_host: byte
         reserved = sorted(RESERVED_PROPERTY_NAMES.intersection(properties))
         raise ApiError("VALIDATION_FAILED", f"properties: reserved names {reserved}; use the "
                        "keys/tags fields or the Idempotency-Key header", put_status=_ILLEGAL)
+    if properties and any(name.startswith(RESERVED_PREFIX) for name in properties):
+        raise ApiError("VALIDATION_FAILED", f"properties: names starting with {RESERVED_PREFIX}"
+                       " are the broker's", put_status=_ILLEGAL)
     if parsed.keys:
         properties[PROPERTY_KEYS] = " ".join(parsed.keys)
     if parsed.tags is not None:
@@ -240,13 +283,15 @@ async def check_queue(broker: Broker, message: Message) -> None:
                        f"{topic!r} (write_queue_count {queue_count})", put_status=_ILLEGAL)
 
 
-async def put_one(broker: Broker, message: Message, key: str | None) -> Answer:
-    """Store one message (or replay the first result of its idempotency key)."""
+async def put_one(broker: Broker, message: Message, key: str | None,
+                  topic: str | None = None, deliver_at_ms: int | None = None) -> Answer:
+    """Store one message (or replay the first result of its idempotency key). A delayed
+    message is its scheduled copy, `topic` its real topic and `deliver_at_ms` its due time."""
+    topic = topic if topic is not None else message.topic
     if key is None:
         result, status = await _put(broker, message)
-        return _answer(message.topic, result, status)
+        return _answer(topic, result, status, deliver_at_ms)
     window = broker.idempotency
-    topic = message.topic
     remembered = (await claim_keys(window, topic, [key])).get(key)
     if remembered is not None:
         return Answer(remembered.status.value, PUT_HTTP_STATUS[remembered.status],
@@ -255,10 +300,10 @@ async def put_one(broker: Broker, message: Message, key: str | None) -> Answer:
     try:
         result, status = await _put(broker, message)
         if status.is_stored:
-            remembered = _remembered(result, status)
+            remembered = _remembered(result, status, deliver_at_ms)
     finally:
         window.finish(topic, key, remembered)
-    return _answer(topic, result, status)
+    return _answer(topic, result, status, deliver_at_ms)
 
 
 async def _put(broker: Broker, message: Message) -> tuple[PutMessageResult, PutMessageStatus]:
@@ -270,27 +315,31 @@ async def _put(broker: Broker, message: Message) -> tuple[PutMessageResult, PutM
     return result, await _final_status(completion)
 
 
-def _answer(topic: str, result: PutMessageResult, status: PutMessageStatus) -> Answer:
+def _answer(topic: str, result: PutMessageResult, status: PutMessageStatus,
+            deliver_at_ms: int | None = None) -> Answer:
     if not status.is_stored:
         raise from_put_status(status, result.detail)
     return Answer(status.value, PUT_HTTP_STATUS[status],
-                  orjson.dumps(_stored_document(topic, status, result, replayed=False)))
+                  orjson.dumps(_stored_document(topic, status, result, replayed=False,
+                                                deliver_at_ms=deliver_at_ms)))
 
 
-def _remembered(result: PutMessageResult, status: PutMessageStatus) -> RememberedPut:
+def _remembered(result: PutMessageResult, status: PutMessageStatus,
+                deliver_at_ms: int | None = None) -> RememberedPut:
     return RememberedPut(status, result.msg_id, result.queue_id, result.queue_offset,
-                         result.commit_log_offset, result.wrote_bytes)
+                         result.commit_log_offset, result.wrote_bytes, deliver_at_ms)
 
 
 def _replay_document(topic: str, put: RememberedPut) -> dict[str, Any]:
-    return _stored_document(topic, put.status, put, replayed=True)
+    return _stored_document(topic, put.status, put, replayed=True,
+                            deliver_at_ms=put.deliver_at_ms)
 
 
 def _stored_document(topic: str, status: PutMessageStatus, put: PutMessageResult | RememberedPut,
-                     *, replayed: bool) -> dict[str, Any]:
+                     *, replayed: bool, deliver_at_ms: int | None = None) -> dict[str, Any]:
     """What a stored put answers, alone or as a batch entry; `replayed` when an idempotency key
     answers it again."""
-    return {
+    document = {
         "status": status.value,
         "http_status": PUT_HTTP_STATUS[status],
         "topic": topic,
@@ -301,15 +350,21 @@ def _stored_document(topic: str, status: PutMessageStatus, put: PutMessageResult
         "wrote_bytes": put.wrote_bytes,
         "replayed": replayed,
     }
+    if deliver_at_ms is not None:
+        document["deliver_at_ms"] = deliver_at_ms
+    return document
 
 
 # -- batches ------------------------------------------------------------------------------------
 
 
-async def put_batch(broker: Broker, topic: str,
-                    entries: list[tuple[Message, str | None]]) -> tuple[int, list[dict[str, Any]]]:
+async def put_batch(broker: Broker, topic: str, entries: list[tuple[Message, str | None]],
+                    due_times: list[int | None] | None = None
+                    ) -> tuple[int, list[dict[str, Any]]]:
     """Store a batch under one lock hold; one result per entry, in order. Entries whose key the
-    window (or an earlier entry of this batch) holds are replayed, not stored again."""
+    window (or an earlier entry of this batch) holds are replayed, not stored again.
+    `due_times`: each delayed entry's due time (its message is then its scheduled copy)."""
+    due = due_times if due_times is not None else [None] * len(entries)
     window = broker.idempotency
     keys = list(dict.fromkeys(key for _, key in entries if key is not None))
     remembered = await claim_keys(window, topic, keys)
@@ -334,10 +389,11 @@ async def put_batch(broker: Broker, topic: str,
             window.finish(topic, key, None)
         raise
     for index, (result, status) in zip(to_store, outcomes, strict=True):
-        documents[index] = _entry_document(topic, result, status)
+        documents[index] = _entry_document(topic, result, status, due[index])
         key = entries[index][1]
         if key is not None:
-            window.finish(topic, key, _remembered(result, status) if status.is_stored else None)
+            window.finish(topic, key, _remembered(result, status, due[index])
+                          if status.is_stored else None)
     for index, first in later_duplicates:
         first_document = documents[first]
         assert first_document is not None
@@ -379,13 +435,13 @@ async def _final_status(completion: PutCompletion) -> PutMessageStatus:
     return completion.result() if completion.is_done else await completion
 
 
-def _entry_document(topic: str, result: PutMessageResult,
-                    status: PutMessageStatus) -> dict[str, Any]:
+def _entry_document(topic: str, result: PutMessageResult, status: PutMessageStatus,
+                    deliver_at_ms: int | None = None) -> dict[str, Any]:
     if not status.is_stored:
         return {"status": status.value, "http_status": PUT_HTTP_STATUS[status], "topic": topic,
                 "wrote_bytes": 0, "replayed": False, "detail": result.detail,
                 "error_code": status.value}
-    return _stored_document(topic, status, result, replayed=False)
+    return _stored_document(topic, status, result, replayed=False, deliver_at_ms=deliver_at_ms)
 
 
 def _batch_http_status(results: list[dict[str, Any]]) -> int:

@@ -39,11 +39,13 @@ from ha import Replication
 from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
+from store.clock import ClockMs, wall_ms
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
 from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
+from store.timers.scheduler import TimerScheduler
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ _RATE_SAMPLE_INTERVAL_MS = 1000
 # A new leader waits at most this for its committed records to reach the consume queues
 # before it refills its idempotency window from them.
 _DISPATCH_WAIT_S = 2.0
+_DELAY_OFFSET_TABLE_INTERVAL_MS = 1000
 
 
 class BrokerState(enum.Enum):
@@ -116,6 +119,15 @@ class Broker:
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
+        # Classic modes: delayed messages' scheduler, active on the master only.
+        self.timers: TimerScheduler | None = None
+        # "Now" for delayed messages: when a produce is due, and when the scheduler delivers
+        # (tests set a fake clock).
+        self.timer_clock_ms: ClockMs = wall_ms
+        # The delay-offset table shows each level's progress as this broker's log says it.
+        self._delay_offset_table = IntervalService("delay-offset-table",
+                                                   _DELAY_OFFSET_TABLE_INTERVAL_MS,
+                                                   self.save_delay_offsets)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -150,6 +162,7 @@ class Broker:
             if self.dledger is None:
                 self.replication = Replication(settings.to_ha_config(), self.store)
                 self.replication.start()
+                self._start_timers()
             if self.dledger is not None:
                 rebuild(self.idempotency, self.store)
                 self._start_leader_sync(self.dledger)
@@ -236,6 +249,10 @@ class Broker:
             steps.append(self.leader_sync.stop)  # and the metadata sync it runs
         if self.slave_sync is not None:
             steps.append(self.slave_sync.stop)
+        if self._delay_offset_table.is_running:
+            steps.append(self._delay_offset_table.stop)
+        if self.timers is not None:
+            steps.append(self.timers.stop)
         if self.replication is not None:
             steps.append(self.replication.stop)
         if self.metadata is not None:
@@ -256,6 +273,32 @@ class Broker:
                 errors.append(error)
         if errors:
             raise errors[0]
+
+    def _start_timers(self) -> None:
+        self.timers = self.store.timer_scheduler(
+            self._timer_queue_count, clock=lambda: self.timer_clock_ms(),
+            cancels_pending_max=self.settings.timer_cancels_pending_max)
+        self.timers.start()
+        if not self._is_slave:
+            self.timers.activate()
+        self._delay_offset_table.start()
+
+    def save_delay_offsets(self) -> int:
+        """Write each delay level's progress (derived from the log, store/timers/state.py)
+        into the delay-offset table; how many rows changed."""
+        progress = self.store.timer_state.progress()
+        offsets = {level: progress[f"S:{level - 1}"]
+                   for level in range(1, self.store.config.timers.level_count + 1)
+                   if f"S:{level - 1}" in progress}
+        return self.metadata_store.set_delay_offsets(offsets=offsets) if offsets else 0
+
+    def _timer_queue_count(self, topic: str) -> int | None:
+        """Where a due message goes: its topic's write queue count, None when it is gone."""
+        count = self._writable_queue_counts.get(topic)
+        if count is not None:
+            return count
+        config = self.metadata_store.cached_topic(name=topic)
+        return None if config is None else config.write_queue_count
 
     def _start_slave_sync(self, master_http_address: str) -> None:
         self.slave_sync = self._started_sync(master_http_address)
@@ -350,6 +393,8 @@ class Broker:
             self.replication.start()
             self.role, self._is_slave = role, False
             rebuild(self.idempotency, self.store)
+            if self.timers is not None:  # from what this log says was done (all dispatched)
+                self.timers.activate()
             self._write_broker_file()
             assert self.replication.service is not None
             epoch = self.replication.service.epochs[-1]
@@ -368,6 +413,8 @@ class Broker:
                                          broker_role=BrokerRole.SLAVE,
                                          ha_master_address=master_ha_address)
             assert self.replication is not None
+            if self.timers is not None:
+                self.timers.deactivate()
             self.replication.stop()
             self.store.change_role(BrokerRole.SLAVE)
             self.role, self._is_slave = BrokerRole.SLAVE, True

@@ -46,6 +46,7 @@ class RememberedPut:
     queue_offset: int
     commit_log_offset: int
     wrote_bytes: int
+    deliver_at_ms: int | None = None  # a delayed message's due time
 
 
 @dataclass(slots=True)

@@ -55,8 +55,8 @@ SYNCED_TABLES = (
     SyncedTable("topics", lambda metadata, export: metadata.import_topics(export)),
     SyncedTable("consumer-offsets",
                 lambda metadata, export: metadata.merge_consumer_offsets(export)),
-    SyncedTable("delay-offsets", lambda metadata, export: metadata.import_delay_offsets(export),
-                in_the_log=False),
+    # Derived from the log on every replica (store/timers/state.py): pulled only to bootstrap.
+    SyncedTable("delay-offsets", lambda metadata, export: metadata.import_delay_offsets(export)),
     SyncedTable("subscription-groups", lambda metadata, export: metadata.import_groups(export)),
 )
 

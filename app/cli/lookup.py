@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import datetime
 from typing import Any
 from urllib.parse import quote
 
 from app.cli.client import BrokerClient, add_connection_arguments, print_json, print_table, run
+from app.cli.timers import add_cancel_command
+from app.cli.times import iso_time
 
 _BODY_PREVIEW_CHARS = 60
 
@@ -44,12 +45,6 @@ def _fields(message: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def iso_time(timestamp_ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 in UTC, to the millisecond: 2026-01-02T03:04:05.678Z."""
-    moment = datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _message_find(arguments: argparse.Namespace, client: BrokerClient) -> int:
     params: dict[str, Any] = {"key": arguments.key, "max_messages": arguments.max_messages,
                               "body_encoding": "utf8"}
@@ -75,7 +70,8 @@ def _body_text(message: dict[str, Any]) -> str:
 
 
 def add_commands(commands: Any) -> None:
-    message = commands.add_parser("message", help="look a message up by id or by key")
+    message = commands.add_parser("message", help="look a message up by id or by key; "
+                                                  "cancel a delayed one")
     actions = message.add_subparsers(dest="message_command", required=True)
     get = actions.add_parser("get", help="the message a msg_id names")
     get.add_argument("msg_id")
@@ -89,3 +85,4 @@ def add_commands(commands: Any) -> None:
     find.set_defaults(handler=run(_message_find))
     for parser in (get, find):
         add_connection_arguments(parser)
+    add_cancel_command(actions)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from app.cli.client import EXIT_REFUSED, BrokerClient, add_connection_arguments, run
+from app.cli.times import iso_time, timestamp_ms
 
 BATCH_MESSAGES_MAX = 100
 _STORED = (201, 202)  # 202: stored with a guarantee missing (the status says which)
@@ -43,6 +44,12 @@ def _batches(arguments: argparse.Namespace) -> Iterator[list[dict[str, Any]]]:
             entry["keys"] = [arguments.key]
         if arguments.tag:
             entry["tags"] = arguments.tag
+        if arguments.delay_level is not None:
+            entry["delay_level"] = arguments.delay_level
+        if arguments.deliver_at is not None:
+            entry["deliver_at_ms"] = arguments.deliver_at
+        if arguments.delay_ms is not None:
+            entry["delay_ms"] = arguments.delay_ms
         batch.append(entry)
         if len(batch) == BATCH_MESSAGES_MAX:
             yield batch
@@ -62,8 +69,10 @@ def _produce(arguments: argparse.Namespace, client: BrokerClient) -> int:
             if arguments.as_json:
                 print(json.dumps(result, sort_keys=True))
             else:
+                due = result.get("deliver_at_ms")
                 print(f"{result['status']} {result.get('msg_id') or '-'} "
-                      f"queue {result.get('queue_id')} offset {result.get('queue_offset')}")
+                      f"queue {result.get('queue_id')} offset {result.get('queue_offset')}"
+                      + (f" due {iso_time(due)}" if due is not None else ""))
     if refused:
         print(f"twinlog: {refused} messages were refused", file=sys.stderr)
         return EXIT_REFUSED
@@ -146,6 +155,12 @@ def add_commands(commands: Any) -> None:
                                                   "lines)")
     produce.add_argument("--key", help="a key on every message")
     produce.add_argument("--tag", help="a tag on every message")
+    delay = produce.add_mutually_exclusive_group()
+    delay.add_argument("--delay-level", type=int, help="deliver after this delay level's wait "
+                                                       "(1..N of the broker's delay_levels)")
+    delay.add_argument("--deliver-at", type=timestamp_ms, help="deliver at this time: epoch "
+                                                               "ms or ISO 8601 (UTC by default)")
+    delay.add_argument("--delay-ms", type=int, help="deliver after this many ms")
     produce.set_defaults(handler=run(_produce))
     consume = commands.add_parser(
         "consume", help="print message bodies, one per line, from a topic's queues")

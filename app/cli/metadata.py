@@ -4,7 +4,6 @@ in the spirit of mqadmin's topicList, updateTopic, topicStatus and consumerProgr
 from __future__ import annotations
 
 import argparse
-import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -18,6 +17,7 @@ from app.cli.client import (
     print_table,
     run,
 )
+from app.cli.times import timestamp_ms
 
 _PERMISSION_NAMES = {6: "rw", 4: "r", 2: "w", 0: "-"}
 
@@ -88,20 +88,6 @@ def _group_delete(arguments: argparse.Namespace, client: BrokerClient) -> int:
     client.call("DELETE", _path("v1", "groups", arguments.group), ok=(204,))
     print(f"deleted {arguments.group}")
     return 0
-
-
-def _timestamp_ms(text: str) -> int:
-    """Epoch milliseconds, or an ISO 8601 time (UTC when it names no zone)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO 8601 time") from error
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def _group_list(arguments: argparse.Namespace, client: BrokerClient) -> int:
@@ -233,7 +219,7 @@ def add_commands(commands: Any) -> None:
     target.add_argument("--offset", type=int)
     target.add_argument("--earliest", action="store_true", help="each queue's first offset")
     target.add_argument("--latest", action="store_true", help="each queue's next offset")
-    target.add_argument("--timestamp", type=_timestamp_ms,
+    target.add_argument("--timestamp", type=timestamp_ms,
                         help="each queue's first message stored at or after this time "
                              "(epoch ms or ISO 8601, UTC unless it says)")
     reset.set_defaults(handler=run(_group_reset))

@@ -101,3 +101,27 @@ def test_message_find_by_key(broker: BrokerProcess) -> None:
     assert [m["msg_id"] for m in found["messages"]] == ids[-1:]
     assert "TOPIC_NOT_FOUND" in one_error_line(
         twinlog(url, "message", "find", "--topic", "NoSuchTopic", "--key", "k"), 4)
+
+
+def test_produce_delayed_then_timers_and_cancel(broker: BrokerProcess) -> None:
+    """`produce --delay-ms` prints when each message is due; `timers` shows them pending on
+    their lane; `message cancel` cancels one (a second cancel says it was already), a plain
+    message's id exits 4; a bad --deliver-at exits 2 naming it."""
+    url = broker.url
+    produced = ok(twinlog(url, "produce", "CliLater", "--delay-ms", "600000",
+                          stdin=b"first\nsecond\n")).splitlines()
+    assert len(produced) == 2 and all(" due 20" in line for line in produced), produced
+    shown = ok(twinlog(url, "timers"))
+    assert "pending     2 (0 on delay levels, 2 timers)" in shown, shown
+    assert re.search(r"^T:12\s+-\s+409600\s+2\s", shown, re.MULTILINE), shown
+    msg_id = produced[0].split()[1]
+    assert "cancelled " + msg_id + " to CliLater" in ok(twinlog(url, "message", "cancel",
+                                                                msg_id))
+    assert "(already cancelled)" in ok(twinlog(url, "message", "cancel", msg_id))
+    (plain,) = _produce(url, "CliNow", "now")
+    assert "404 NOT_A_SCHEDULED_MESSAGE" in one_error_line(
+        twinlog(url, "message", "cancel", plain), 4)
+    bad = twinlog(url, "produce", "CliLater", "--deliver-at", "tomorrow", stdin=b"x\n")
+    assert bad.returncode == 2 and "'tomorrow' is neither epoch milliseconds" in bad.stderr
+    as_json = json.loads(ok(twinlog(url, "timers", "--json")))
+    assert as_json["cancels_pending"] == 1 and as_json["pending_timers"] == 2

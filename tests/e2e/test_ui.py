@@ -122,7 +122,8 @@ def _fell_back_to_zero(series: list[dict[str, Any]]) -> bool:
 
 def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> None:
     """The page loads from the broker, names the role and the slave, charts its diff above 0
-    while it is paused under produces, and back at 0 once it has caught up."""
+    while it is paused under produces, and back at 0 once it has caught up; a delayed message
+    shows as a pending timer."""
     with _dashboard() as dashboard:
         page = dashboard.page
         dashboard.open(dev_pair.master_url)
@@ -144,6 +145,11 @@ def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> N
         diff_cell = page.text_content("#slaves tbody tr td:nth-child(5)")
         assert diff_cell == "0"
         assert page.locator("#diff-chart polyline").count() == 1
+        later = httpx.post(f"{dev_pair.master_url}/v1/topics/UiLater/messages",
+                           json={"body": "later", "delay_ms": 3_600_000}, timeout=10.0)
+        assert later.status_code in (201, 202), later.text
+        wait_for(lambda: page.text_content("#timers tbody tr:nth-child(2) td:nth-child(2)")
+                 == "1", what="the pending timer on the page")
         dashboard.finish("ui-dashboard.png")
 
 

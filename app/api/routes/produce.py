@@ -37,10 +37,14 @@ from app.api.produce import (
     message_from_raw,
     put_batch,
     put_one,
+    schedule,
 )
 from app.api.schemas.fields import KEYS_HEADER_PATTERN, MessageTag, QueueId
 from app.api.schemas.produce import (
     BatchResult,
+    DelayLevel,
+    DelayMs,
+    EpochMs,
     IdempotencyKey,
     ProduceBatch,
     ProduceMessage,
@@ -68,6 +72,12 @@ class _Headers:
     keys: str | None = None
     tags: str | None = None
     properties: str | None = None
+    delay: dict[str, str] | None = None  # delay_level, deliver_at_ms, delay_ms
+
+
+_DELAY_HEADERS = {b"x-twinlog-delay-level": "delay_level",
+                  b"x-twinlog-deliver-at-ms": "deliver_at_ms",
+                  b"x-twinlog-delay-ms": "delay_ms"}
 
 
 def _headers(raw: list[tuple[bytes, bytes]]) -> _Headers:
@@ -89,6 +99,10 @@ def _headers(raw: list[tuple[bytes, bytes]]) -> _Headers:
                 found.tags = value.decode("latin-1")
             elif name == b"x-twinlog-properties":
                 found.properties = value.decode("latin-1")
+            elif name in _DELAY_HEADERS:
+                if found.delay is None:
+                    found.delay = {}
+                found.delay[_DELAY_HEADERS[name]] = value.decode("latin-1")
     return found
 
 
@@ -186,15 +200,18 @@ async def _produce_message(scope: Scope, receive: Receive, gateway: Gateway) -> 
     born_host = born_host_of(scope.get("client"))
     queue_id = _query_queue_id(scope.get("query_string", b""))
     from_headers = attributes_from_headers(headers.keys, headers.tags, headers.properties,
-                                           queue_id)
+                                           queue_id, headers.delay)
     if media_type == JSON:
-        message = message_from_json(topic, body, settings.message_size_max_bytes, born_host,
-                                    from_headers)
+        message, delay = message_from_json(topic, body, settings.message_size_max_bytes,
+                                           born_host, from_headers)
     else:
-        message = message_from_raw(topic, body, from_headers, settings.message_size_max_bytes,
-                                   born_host)
+        message, delay = message_from_raw(topic, body, from_headers,
+                                          settings.message_size_max_bytes, born_host)
     if broker.cached_write_queue_count(topic) is None or message.queue_id is not None:
         await check_queue(broker, message)
+    if delay.is_requested:
+        stored, due_ms = schedule(broker, message, delay)
+        return await put_one(broker, stored, key, topic, due_ms)
     return await put_one(broker, message, key)
 
 
@@ -228,8 +245,9 @@ async def _produce_batch(scope: Scope, receive: Receive,
                        "Idempotency-Key header", put_status=_ILLEGAL)
     body = await _read_body(receive, gateway)
     settings = gateway.settings
-    entries = batch_from_json(topic, body, settings.max_batch_messages,
-                              settings.message_size_max_bytes, born_host_of(scope.get("client")))
+    entries, delays = batch_from_json(topic, body, settings.max_batch_messages,
+                                      settings.message_size_max_bytes,
+                                      born_host_of(scope.get("client")))
     for index, (message, _) in enumerate(entries):
         if broker.cached_write_queue_count(topic) is not None and message.queue_id is None:
             continue
@@ -238,7 +256,18 @@ async def _produce_batch(scope: Scope, receive: Receive,
         except ApiError as error:
             error.detail = f"messages[{index}]: {error.detail}"
             raise
-    return await put_batch(broker, topic, entries)
+    if not any(delay.is_requested for delay in delays):
+        return await put_batch(broker, topic, entries)
+    due_times: list[int | None] = []
+    for index, ((message, key), delay) in enumerate(zip(entries, delays, strict=True)):
+        try:
+            stored, due_ms = schedule(broker, message, delay)
+        except ApiError as error:
+            error.detail = f"messages[{index}]: {error.detail}"
+            raise
+        entries[index] = (stored, key)
+        due_times.append(due_ms)
+    return await put_batch(broker, topic, entries, due_times)
 
 
 # -- the documented operations ------------------------------------------------------------------
@@ -271,9 +300,22 @@ async def produce_message(
         description='Properties as a JSON object, e.g. {"order": "42"}. ' + _FILLS_IN)] = None,
     queue_id: Annotated[QueueId | None, Query(
         description="The queue to write to. " + _FILLS_IN)] = None,
+    x_twinlog_delay_level: Annotated[DelayLevel | None, Header(
+        alias="X-Twinlog-Delay-Level",
+        description="Deliver after this delay level's wait. " + _FILLS_IN)] = None,
+    x_twinlog_deliver_at_ms: Annotated[EpochMs | None, Header(
+        alias="X-Twinlog-Deliver-At-Ms",
+        description="Deliver at this Unix epoch ms. " + _FILLS_IN)] = None,
+    x_twinlog_delay_ms: Annotated[DelayMs | None, Header(
+        alias="X-Twinlog-Delay-Ms", description="Deliver after this many ms. " + _FILLS_IN)]
+        = None,
 ) -> PutResult:
     """Store one message. 201: stored with every guarantee; 202: stored, a guarantee missing
-    (`status` says which). Refusals are problem+json naming the `put_status`."""
+    (`status` says which). Refusals are problem+json naming the `put_status`.
+
+    A delayed message (one of `delay_level`, `deliver_at_ms`, `delay_ms`) is answered the
+    same way once its scheduled copy is stored; `deliver_at_ms` in the answer says when it is
+    due. A time not after now is delivered now."""
     documentation_only()
 
 

@@ -15,8 +15,10 @@ from app.api.schemas.fields import (
     PropertyName,
     PropertyValue,
     QueueId,
+    WholeNumber,
 )
 from store import PutMessageStatus
+from store.timers.lanes import DELAY_LEVELS_MAX
 
 # Property names the broker sets itself; a producer may not set them through `properties`.
 PROPERTY_IDEMPOTENCY_KEY = "IDEMPOTENCY_KEY"
@@ -27,6 +29,11 @@ RESERVED_PROPERTY_NAMES = frozenset({
     "REAL_TOPIC", "REAL_QID", "RETRY_TOPIC", "MAX_OFFSET", "MIN_OFFSET",
 })
 
+
+# Bounds of the spec; the settings bound them further (delay_levels, timer_max_delay_ms).
+DelayLevel = Annotated[int, Field(ge=1, le=DELAY_LEVELS_MAX), WholeNumber]
+EpochMs = Annotated[int, Field(ge=0, le=2**53 - 1), WholeNumber]
+DelayMs = Annotated[int, Field(ge=0, le=366 * 86_400_000), WholeNumber]
 
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                                   pattern=r"^[\x21-\x7e]+$")]
@@ -47,6 +54,15 @@ class MessageAttributes(BaseModel):
             sorted(RESERVED_PROPERTY_NAMES)) + ".")
     queue_id: QueueId | None = Field(
         None, description="Queue to write to; omitted: round robin over the topic's queues.")
+    delay_level: DelayLevel | None = Field(
+        None, description="Deliver after the wait of this delay level (1..N of the "
+                          "delay_levels setting; RocketMQ's 18 levels, 1s .. 2h, by default).")
+    deliver_at_ms: EpochMs | None = Field(
+        None, description="Deliver at this time (Unix epoch ms), at most timer_max_delay_ms "
+                          "from now; a time not after now is delivered now.")
+    delay_ms: DelayMs | None = Field(
+        None, description="Deliver after this many ms, at most timer_max_delay_ms; 0 "
+                          "delivers now. At most one of delay_level, deliver_at_ms, delay_ms.")
 
 
 # What binascii.a2b_base64(strict_mode=True) takes: whole quanta, padding only at the end.
@@ -91,6 +107,11 @@ class PutResult(BaseModel):
     queue_offset: int | None = None
     commit_log_offset: int | None = None
     wrote_bytes: int = 0
+    deliver_at_ms: int | None = Field(
+        None, description="A delayed message: when it is due (Unix epoch ms). `msg_id`, "
+                          "`queue_id` and `queue_offset` then name the scheduled copy (its "
+                          "place in the schedule); the delivered message carries that msg id "
+                          "in its property TWINLOG_SCHEDULED_MSG_ID.")
     replayed: bool = Field(
         False, description="True when this is the first result of an earlier request with "
                            "the same idempotency key: nothing new was stored.")

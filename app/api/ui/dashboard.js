@@ -215,6 +215,23 @@ function showMetrics(now, samples) {
   fillTable("lag", samples.filter((s) => s.name === "twinlog_consumer_lag_messages")
                           .map((s) => [s.labels.group, s.labels.topic, s.value]),
             "No consumer group yet: lag shows once a group exists or commits an offset.");
+  fillTable("timers", timerRows(samples), "No delayed message yet.");
+}
+
+// Delayed messages (docs/delayed-messages.md): pending per kind of lane, then what became of
+// the due ones.
+function timerRows(samples) {
+  const value = (name, labels) => samples
+    .filter((s) => s.name === name &&
+                   Object.entries(labels).every(([key, v]) => s.labels[key] === v))
+    .reduce((sum, s) => sum + s.value, 0);
+  return [
+    ["pending on delay levels", value("twinlog_timer_pending_messages", { kind: "level" })],
+    ["pending timers", value("twinlog_timer_pending_messages", { kind: "timer" })],
+    ["delivered", value("twinlog_timer_delivered_total", {})],
+    ["cancelled", value("twinlog_timer_cancelled_total", {})],
+    ["dropped, topic deleted", value("twinlog_timer_dropped_total", { reason: "topic_missing" })],
+  ];
 }
 
 // The store's disk and commit-log offsets (GET /admin/store).

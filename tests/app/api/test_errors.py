@@ -99,8 +99,10 @@ def test_each_put_status_has_its_http_status(
 
 def test_only_the_busy_answer_asks_to_retry_later() -> None:
     """Retry-After goes with the busy answers (OS_PAGE_CACHE_BUSY, TOO_MANY_CONNECTIONS,
-    LONG_POLL_BUSY) and a DLedger follower's NOT_LEADER only; WWW-Authenticate with 401 only."""
-    busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY", "NOT_LEADER"}
+    LONG_POLL_BUSY, TIMER_CANCELS_MAX_REACHED) and a DLedger follower's NOT_LEADER only;
+    WWW-Authenticate with 401 only."""
+    busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY", "NOT_LEADER",
+            "TIMER_CANCELS_MAX_REACHED"}
     for code, kind in PROBLEMS.items():
         headers = dict(render(ApiError(code, "d")).headers)
         assert (b"retry-after" in headers) is (code in busy), code
@@ -203,5 +205,7 @@ def test_the_problem_bodies_the_api_docs_show_are_what_the_broker_renders() -> N
                 if line.startswith('{"type":"urn:twinlog:problem:')]
     assert len(examples) >= 5
     for example in examples:
-        error = ApiError(example["error_code"], example["detail"])
+        put_status = example.get("put_status")  # a refused produce names it
+        error = ApiError(example["error_code"], example["detail"],
+                         put_status=PutMessageStatus(put_status) if put_status else None)
         assert json.loads(render(error, example.get("instance")).body) == example

@@ -35,7 +35,7 @@ OPERATION_IDS = {
     "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",
     "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "admin-create-snapshot",
     "admin-ha-promote", "admin-ha-demote", "admin-dledger", "admin-dledger-transfer-leadership",
-    "healthz", "readyz", "metrics",
+    "healthz", "readyz", "metrics", "cancel-delayed-message", "admin-timers",
 }
 
 
