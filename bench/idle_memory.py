@@ -70,6 +70,7 @@ async def put(body: dict) -> dict:
 
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
+listener.listen()  # a put sent before uvicorn serves waits in the backlog, not refused
 print(listener.getsockname()[1], flush=True)
 uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 """
