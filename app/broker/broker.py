@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, rebuild
@@ -35,7 +36,6 @@ from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
 from ha import Replication
-from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.dispatch import SystemRecord
@@ -43,6 +43,9 @@ from store.metadata import MetadataStore, TopicConfig, TopicNotFound
 from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
+
+if TYPE_CHECKING:
+    from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
 
 log = logging.getLogger(__name__)
 
