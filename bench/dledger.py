@@ -63,28 +63,26 @@ from bench.dledger_serve import http_failover_runs, http_produce_loads  # noqa: 
 from bench.ha_replication import SECRET as HA_SECRET  # noqa: E402
 from bench.ha_replication import put_rate  # noqa: E402
 from bench.http_produce import show  # noqa: E402
-from ha.dledger import (  # noqa: E402
-    AppendResult,
+from ha.dledger.commit_log import DLedgerCommitLog  # noqa: E402
+from ha.dledger.core.actions import (  # noqa: E402
+    Action,
     AppendStatus,
     CompleteAppend,
-    DLedgerConfig,
-    DLedgerNode,
-    DLedgerServer,
-    EntryLog,
-    HardState,
-    HostConfig,
-    MemoryStorage,
-    Message,
-    Peer,
-    Role,
     Send,
-    TransportConfig,
+    Write,
 )
-from ha.dledger.commit_log import DLedgerCommitLog  # noqa: E402
-from ha.dledger.core.actions import Action, Write  # noqa: E402
-from ha.dledger.core.peers import format_peers  # noqa: E402
+from ha.dledger.core.config import DLedgerConfig  # noqa: E402
+from ha.dledger.core.entry_log import EntryLog  # noqa: E402
+from ha.dledger.core.member import HardState, Role  # noqa: E402
+from ha.dledger.core.messages import Message  # noqa: E402
+from ha.dledger.core.node import DLedgerNode  # noqa: E402
+from ha.dledger.core.peers import Peer, format_peers  # noqa: E402
 from ha.dledger.host.append_future import AppendFuture  # noqa: E402
-from ha.dledger.host.host import DLedgerHost  # noqa: E402
+from ha.dledger.host.host import AppendResult, DLedgerHost  # noqa: E402
+from ha.dledger.host.host_config import HostConfig  # noqa: E402
+from ha.dledger.host.memory_storage import MemoryStorage  # noqa: E402
+from ha.dledger.host.server import DLedgerServer  # noqa: E402
+from ha.dledger.host.transport_config import TransportConfig  # noqa: E402
 from store import BrokerRole, FlushDiskType, MessageStore, PutMessageStatus, StoreConfig  # noqa: E402
 from store import Message as StoreMessage  # noqa: E402
 

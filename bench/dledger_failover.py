@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 from bench.dledger_member import StoredMember, spawn_member, stop_member, stored_member
-from ha.dledger import HostConfig, Peer, Role
 from ha.dledger.core.actions import AppendStatus, TransferStatus
-from ha.dledger.core.peers import format_peers
+from ha.dledger.core.member import Role
+from ha.dledger.core.peers import Peer, format_peers
+from ha.dledger.host.host_config import HostConfig
 from store import Message
 
 SECRET = b"bench-dledger-failover"

@@ -30,9 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ha.dledger import DLedgerServer, TransportConfig  # noqa: E402
 from ha.dledger.core.peers import parse_peers  # noqa: E402
 from ha.dledger.host.host_config import HostConfig  # noqa: E402
+from ha.dledger.host.server import DLedgerServer  # noqa: E402
+from ha.dledger.host.transport_config import TransportConfig  # noqa: E402
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage  # noqa: E402
 from store import Message, StoreConfig  # noqa: E402
 from store.service import ServiceThread  # noqa: E402

@@ -14,7 +14,6 @@ kernel) on 127.0.0.1; the data dirs are removed.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -28,11 +27,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import header, row, stop_process
-from tests.support.dev_pair import running_dev_pair
+from tests.support.dev_pair import IDLE_PUTS, IDLE_S, idle_rss_bytes, rss_bytes, running_dev_pair
 
 ROOT = Path(__file__).resolve().parents[1]
-PUTS = 3
-IDLE_S = 3.0
 READY_TIMEOUT_S = 90.0
 TARGET_MB = 100.0
 MB = 1_000_000
@@ -41,7 +38,7 @@ MB = 1_000_000
 DEPENDENCIES = ("fastapi", "uvicorn", "sqlmodel", "sqlalchemy", "pydantic_settings",
                 "prometheus_client", "orjson", "httpx", "alembic", "numpy", "pyarrow",
                 "pyarrow.parquet", "isal.isal_zlib")
-# What a started master imports of them (a slave also httpx, for its metadata sync).
+# What a started broker imports of them (a master and a slave alike).
 AT_START = ("fastapi", "uvicorn", "sqlmodel", "sqlalchemy", "pydantic_settings",
             "prometheus_client", "orjson")
 # Each dependency's import, in a fresh process, in DEPENDENCIES' order: what it adds.
@@ -70,26 +67,15 @@ async def put(body: dict) -> dict:
 
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
+listener.listen()  # a put sent before uvicorn serves waits in the backlog, not refused
 print(listener.getsockname()[1], flush=True)
 uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 """
 
 
-def rss_bytes(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-    assert found is not None, status
-    return int(found[1]) * 1024
-
-
 def measure_pair(root: Path) -> dict[str, int]:
     with running_dev_pair(root) as pair:
-        for index in range(PUTS):
-            answer = httpx.post(f"{pair.master_url}/v1/topics/Idle/messages", timeout=30,
-                                json={"body": f"message {index}"})
-            assert answer.status_code in (201, 202), answer.text
-        time.sleep(IDLE_S)
-        return {role: rss_bytes(pid) for role, pid in pair.pids.items()}
+        return idle_rss_bytes(pair)
 
 
 def measure_baseline(dependencies: tuple[str, ...]) -> int:
@@ -98,7 +84,7 @@ def measure_baseline(dependencies: tuple[str, ...]) -> int:
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline())
-        for index in range(PUTS):
+        for index in range(IDLE_PUTS):
             answer = httpx.post(f"http://127.0.0.1:{port}/put", json={"body": f"m {index}"},
                                 timeout=30)
             assert answer.status_code == 200, answer.text

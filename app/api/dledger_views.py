@@ -4,11 +4,15 @@ peers as the master's slaves) plus the per-peer list."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app.api.schemas.dledger import DLedgerPeerView, DLedgerView
 from app.api.schemas.ha import MasterDiffView, SlaveDiff
 from app.api.schemas.sync import MetadataSyncStatus
 from app.broker.broker import Broker
-from ha.dledger.commit_log import DLedgerCommitLog
+
+if TYPE_CHECKING:
+    from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
 
 
 def dledger_view(broker: Broker, member: DLedgerCommitLog) -> DLedgerView:

@@ -4,14 +4,17 @@ term, role, commit and end index, commit lag per peer, elections started."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ha.dledger.commit_log import DLedgerCommitLog
-from ha.dledger.core.member import Role
+if TYPE_CHECKING:
+    from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
 
 
 def dledger_metrics(member: DLedgerCommitLog) -> Iterator[Metric]:
+    from ha.dledger.core.member import Role  # a DLedger member's, as it is scraped
+
     status = member.status()
     yield GaugeMetricFamily("twinlog_dledger_term", "The member's current term",
                             value=status.term)

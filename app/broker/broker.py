@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.dledger_member import build_dledger, leader_http_address
@@ -36,7 +37,6 @@ from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
 from ha import Replication
-from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
@@ -46,6 +46,9 @@ from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 from store.timers.scheduler import TimerScheduler
+
+if TYPE_CHECKING:
+    from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
 
 log = logging.getLogger(__name__)
 

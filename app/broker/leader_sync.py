@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from app.broker.slave_sync import SlaveSync
-from ha.dledger.commit_log import DLedgerCommitLog
 from store.service import ServiceThread
+
+if TYPE_CHECKING:
+    from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
 
 log = logging.getLogger(__name__)
 

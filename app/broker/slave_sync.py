@@ -15,23 +15,28 @@ refused, named in the sync's error, and makes the slave not ready.
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.api.schemas.sync import MetadataSyncStatus
+from app.broker.sync_transport import (
+    HttpTransport,
+    MasterRefused,
+    MasterUnreachable,
+    SyncRequest,
+    SyncTransport,
+    refusal,
+)
 from store.clock import wall_ms
 from store.metadata import MetadataError, MetadataStore
 from store.metadata.models import LogPosition
 from store.service import ServiceThread
-
-if TYPE_CHECKING:
-    import httpx  # loaded by a slave's sync when it starts; a master never needs it
 
 log = logging.getLogger(__name__)
 
@@ -71,24 +76,13 @@ class SyncState:
     tables_applied: dict[str, int] = field(default_factory=dict)
 
 
-def _httpx() -> Any:
-    """httpx, loaded when a slave's sync starts. Its package imports its own command line
-    (`httpx._main`: rich, click and pygments, about 4 MB) whenever those are installed; a
-    broker never runs it, so it is marked absent first (httpx then skips it)."""
-    if "httpx" not in sys.modules:
-        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-    import httpx
-
-    return httpx
-
-
 class SlaveSync(ServiceThread):
     name = "slave-metadata-sync"
 
     def __init__(self, master_http_address: str, metadata: MetadataStore, *,
                  interval_s: float, timeout_s: float, auth_token: str | None,
                  ca_file: Path | None = None,
-                 transport: httpx.BaseTransport | None = None,
+                 transport: SyncTransport | None = None,
                  broker_group: str | None = None,
                  queue_max_offset: Callable[[str, int], int] | None = None,
                  tables_in_the_log: bool = False) -> None:
@@ -104,16 +98,19 @@ class SlaveSync(ServiceThread):
         self.master_http_address = master_http_address.rstrip("/")
         self._metadata = metadata
         self._interval_s = interval_s
-        headers = {"authorization": f"Bearer {auth_token}"} if auth_token else {}
-        # An https master's certificate is always verified: against `ca_file` when given
-        # (a private CA), else the system's CAs. A failure is a sync error naming it. An http
-        # master needs no TLS context (loading the system's CAs costs about 1 MB).
-        verify: ssl.SSLContext | bool = (
-            ssl.create_default_context(cafile=str(ca_file)) if ca_file
-            else self.master_http_address.startswith("https:"))
-        httpx = _httpx()
-        self._client = httpx.Client(base_url=self.master_http_address, headers=headers,
-                                    timeout=timeout_s, transport=transport, verify=verify)
+        self._headers = {"authorization": f"Bearer {auth_token}"} if auth_token else {}
+        if transport is None:
+            # An https master's certificate is always verified: against `ca_file` when given
+            # (a private CA), else the system's CAs. A failure is a sync error naming it. An
+            # http master needs no TLS context (loading the system's CAs costs about 1 MB).
+            context = None
+            if ca_file is not None:
+                context = ssl.create_default_context(cafile=str(ca_file))
+            elif self.master_http_address.startswith("https:"):
+                context = ssl.create_default_context()
+            transport = HttpTransport(self.master_http_address, timeout_s=timeout_s,
+                                      ssl_context=context)
+        self._transport = transport
         self.state = SyncState()
         # Held while a pulled table is applied; `retire()` takes it to set the stop event, so
         # once `retire()` returns nothing more is applied.
@@ -129,17 +126,15 @@ class SlaveSync(ServiceThread):
     def stop(self) -> None:
         self.retire()
         super().stop()
-        self._client.close()
 
     def run_once(self) -> float:
-        httpx = _httpx()
         self.state.last_attempt_ms = wall_ms()
         try:
             self.sync_once()
         except ForeignMaster as error:
             self.foreign_master = str(error)
             return self._failed(error)
-        except (httpx.HTTPError, MetadataError, ValueError) as error:
+        except (MasterUnreachable, MasterRefused, MetadataError, ValueError) as error:
             return self._failed(error)
         return self._interval_s
 
@@ -161,9 +156,7 @@ class SlaveSync(ServiceThread):
         for table in SYNCED_TABLES:
             if self._stop_event.is_set():
                 return
-            response = self._client.get(f"/admin/sync/{table.path}")
-            response.raise_for_status()
-            export = response.json()
+            export = self._pull(f"/admin/sync/{table.path}")
             group = export.get("broker_group")
             if self._broker_group is not None and group is not None \
                     and group != self._broker_group:
@@ -201,6 +194,16 @@ class SlaveSync(ServiceThread):
         state.last_error = None
         state.consecutive_failures = 0
         state.sync_count += 1
+
+    def _pull(self, path: str) -> dict[str, Any]:
+        """One table's export: a JSON object, or MasterUnreachable, MasterRefused, ValueError."""
+        answer = self._transport(SyncRequest(path, self._headers))
+        if answer.status != 200:
+            raise refusal(self.master_http_address + path, answer)
+        export = json.loads(answer.body)
+        if not isinstance(export, dict):
+            raise ValueError(f"GET {self.master_http_address}{path}: expected a JSON object")
+        return export
 
     def _clamped(self, export: dict[str, Any]) -> dict[str, Any]:
         """A master's offsets, none past this slave's own queue (its log may be behind)."""

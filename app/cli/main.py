@@ -124,7 +124,6 @@ def _serve(arguments: argparse.Namespace) -> int:
             if settings.broker_role is BrokerRole.SLAVE else
             f"anyone who reaches port {settings.ha_listen_port} can read the whole commit log "
             "and acknowledge SYNC_MASTER puts")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per slave sync request
     try:
         budget = fd_budget(settings, raise_nofile_limit())
     except FdBudgetError as error:

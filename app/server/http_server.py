@@ -89,6 +89,9 @@ def build_server(app: FastAPI, settings: Settings, budget: FdBudget,
         loop=(_available("uvloop", "auto") if settings.http_event_loop == "uvloop"
               else "asyncio"),
         http=protocol_class(limits, counts),
+        # The broker serves no WebSocket: "none" loads no WebSocket library (about 0.4 MB
+        # resident, issue 31); an upgrade request is answered as plain HTTP.
+        ws="none",
         lifespan="on", access_log=False, log_level=settings.log_level, server_header=False,
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
         timeout_graceful_shutdown=int(settings.timeout_graceful_shutdown_s),

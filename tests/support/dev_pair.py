@@ -1,5 +1,6 @@
 """A real `twinlog dev` pair (SYNC_MASTER and SLAVE children) on ports the kernel picks: the
-dashboard test and bench/idle_memory.py start one, find its two processes and stop it."""
+dashboard test, the idle memory test and bench/idle_memory.py start one, find its two processes
+and stop it; `idle_rss_bytes` measures it as issue 31 does."""
 
 from __future__ import annotations
 
@@ -8,16 +9,22 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from tests.support.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BANNER_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
+IDLE_PUTS = 3
+IDLE_S = 3.0
+PUT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -71,3 +78,21 @@ def running_dev_pair(root: Path, environment: dict[str, str] | None = None
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident set of a process (VmRSS in /proc/PID/status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    assert found is not None, status
+    return int(found[1]) * 1024
+
+
+def idle_rss_bytes(pair: DevPair) -> dict[str, int]:
+    """Issue 31's measure: three puts to the master, 3 s of idle, then each broker's VmRSS."""
+    for index in range(IDLE_PUTS):
+        answer = httpx.post(f"{pair.master_url}/v1/topics/Idle/messages", timeout=PUT_TIMEOUT_S,
+                            json={"body": f"message {index}"})
+        assert answer.status_code in (201, 202), answer.text
+    time.sleep(IDLE_S)
+    return {role: rss_bytes(pid) for role, pid in pair.pids.items()}

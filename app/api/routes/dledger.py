@@ -7,6 +7,7 @@ never waits on a busy member. A broker in classic mode answers 404 on both.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
 
@@ -22,8 +23,10 @@ from app.api.schemas.dledger import (
 )
 from app.broker.broker import Broker
 from app.settings import Scope
-from ha.dledger.commit_log import DLedgerCommitLog
 from ha.dledger.core.actions import TransferStatus
+
+if TYPE_CHECKING:
+    from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
 
 router = APIRouter(prefix="/admin/dledger", tags=["admin"],
                    responses=problem_responses(401, 403, 404, 503))

@@ -39,7 +39,7 @@ from app.api.produce import (
     put_one,
     schedule,
 )
-from app.api.schemas.fields import KEYS_HEADER_PATTERN, MessageTag, QueueId
+from app.api.schemas.fields import KeysHeader, MessageTag, QueueId
 from app.api.schemas.produce import (
     BatchResult,
     DelayLevel,
@@ -290,8 +290,8 @@ async def produce_message(
         alias="Idempotency-Key",
         description="A retry with the same key (per topic, within idempotency_window_s) "
                     "answers the first result and stores nothing.")] = None,
-    x_twinlog_keys: Annotated[str | None, Header(
-        alias="X-Twinlog-Keys", pattern=KEYS_HEADER_PATTERN,
+    x_twinlog_keys: Annotated[KeysHeader | None, Header(
+        alias="X-Twinlog-Keys",
         description="Message keys joined by commas. " + _FILLS_IN)] = None,
     x_twinlog_tags: Annotated[MessageTag | None, Header(
         alias="X-Twinlog-Tags", description="The message tag. " + _FILLS_IN)] = None,
