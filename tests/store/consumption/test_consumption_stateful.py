@@ -268,4 +268,4 @@ def test_consumption_against_the_model() -> None:
 
 @pytest.mark.slow
 def test_consumption_against_the_model_at_length() -> None:
-    _run(2_000)
+    _run(800)
