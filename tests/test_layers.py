@@ -39,6 +39,8 @@ def test_the_tree_keeps_every_contract() -> None:
     ("ha/classic/core/link.py", "import time", "the classic replication core is pure"),
     ("ha/classic/core/master.py", "import ha.connection",
      "the classic replication core is pure"),
+    ("store/consumption/queue_state.py", "import time",
+     "the group consumption core is pure"),
     ("app/cli/ha.py", "import store.paths", "the admin commands talk to a broker over HTTP"),
     ("app/broker/snapshots.py", "import app.api.routes.topics", "import no route module"),
     ("app/api/gateway.py", "import store.record", "app knows nothing of frames or record bytes"),

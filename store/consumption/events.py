@@ -1,0 +1,93 @@
+"""The events of group consumption: what a decision produced, and what the log will carry.
+
+Each event carries its whole outcome (offsets, delivery ids, attempts, times), never a "now",
+so applying it is a pure function of the queue state and the event, and every replica that
+applies the same events in the same order holds the same in-flight state.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A message of the queue as the reader found it, offered to a receive."""
+
+    queue_offset: int
+    tag: str | None = None
+    order_key: str | None = None  # the message group key: FIFO within it
+    attempts_before: int = 0  # deliveries it already had (a message of the retry topic)
+
+
+class Disposition(enum.Enum):
+    KEPT = "kept"  # enters the window: delivered now or later
+    FILTERED = "filtered"  # its tag does not match: consumed for this group
+    DEAD = "dead"  # it already had every attempt the policy allows: straight to the DLQ
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    queue_offset: int
+    disposition: Disposition
+    order_key: str | None
+    attempts_before: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    queue_offset: int
+    attempt: int  # 1-based
+    delivery_id: int
+    invisible_until_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """Candidates taken into the window (from the scan offset on) and deliveries handed out."""
+
+    scanned: tuple[Scanned, ...]
+    deliveries: tuple[Delivery, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    queue_offset: int
+    delivery_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """A new invisible time: the old delivery id is stale, the new one holds the message."""
+
+    old_delivery_id: int
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    """A delivery that ended without an ack: the message is receivable again at `due_ms`.
+
+    In place (a message with an order key, or any message of a FIFO queue), it waits in its own
+    queue and blocks its key; otherwise it leaves the queue, and the caller puts it, delayed to
+    `due_ms`, into the group's retry topic with `attempt` as the deliveries it already had.
+    """
+
+    queue_offset: int
+    delivery_id: int
+    attempt: int
+    due_ms: int
+    in_place: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    """A delivery whose failure used the last attempt: the caller puts it into %DLQ%{group}."""
+
+    queue_offset: int
+    delivery_id: int
+    attempt: int
+
+
+Event = Received | Acked | Changed | Retried | DeadLettered
