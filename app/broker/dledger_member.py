@@ -20,12 +20,12 @@ from store import BrokerRole, MessageStore
 
 if TYPE_CHECKING:
     from ha.dledger.commit_log import DLedgerCommitLog
-    from ha.dledger.stored.membership import check_membership, membership_of
 
 
 def build_dledger(settings: Settings) -> DLedgerCommitLog:
     # Here, not at the top: a broker in classic mode never loads the DLedger host and log.
     from ha.dledger.commit_log import DLedgerCommitLog
+    from ha.dledger.stored.membership import check_membership, membership_of
 
     store_config = dataclasses.replace(settings.to_store_config(), broker_role=BrokerRole.SLAVE)
     store = MessageStore(store_config, commit_limited=True)
