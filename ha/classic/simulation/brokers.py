@@ -429,3 +429,21 @@ class SlaveSide:
     def stop(self) -> None:
         self.running = False
         self.drop("slave stopping")
+
+
+@dataclass
+class SimBroker:
+    name: str
+    node_id: bytes
+    disk: SimDisk
+    sync_flush: bool
+    liar: bool = False
+    foreign: bool = False
+    master: MasterSide | None = None
+    slave: SlaveSide | None = None
+    up: bool = True
+    incarnation: int = 0
+
+    @property
+    def is_master(self) -> bool:
+        return self.up and self.master is not None and self.master.running

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 from ha.classic.core.epochs import Epoch
 from ha.classic.core.link import LinkState
-from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SlaveSide
+from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SimBroker, SlaveSide
 from ha.classic.simulation.disk import BLANK_ID, SimDisk, parse_records
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
-    from ha.classic.simulation.sim import SimBroker, Simulation
+    from ha.classic.simulation.sim import Simulation
 
 
 class InvariantViolation(AssertionError):

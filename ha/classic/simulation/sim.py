@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ha.classic.core.epochs import Epoch
-from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SlaveSide
+from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SimBroker, SlaveSide
 from ha.classic.simulation.disk import FILE_SIZE_BYTES, SimDisk
 from ha.classic.simulation.invariants import Invariants, InvariantViolation
-from ha.classic.simulation.network import Connection, Message
+from ha.classic.simulation.network import Connection, Faults, Message
 from ha.config import HAConfig
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
@@ -45,43 +45,6 @@ SLAVE_SYNC_FLUSH_EVERY_MS = 10  # store/flush.py's group-commit idle round
 
 class SimulationFailure(AssertionError):
     """An invariant or an assertion broke; the message names the seed and the event."""
-
-
-@dataclass(frozen=True)
-class Faults:
-    latency_ms_max: int
-    corrupt_rate: float  # a frame whose tag fails (dropped, duplicated or reordered)
-    nemesis_every_ms: int
-    stall_ms_max: int
-    put_every_ms_max: int
-    flush_interval_ms: int  # ASYNC_FLUSH
-
-    @classmethod
-    def draw(cls, rng: random.Random) -> Faults:
-        return cls(latency_ms_max=rng.choice([1, 3, 10, 40]),
-                   corrupt_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
-                   nemesis_every_ms=rng.choice([150, 400, 1000]),
-                   stall_ms_max=rng.choice([50, 400, 1500]),
-                   put_every_ms_max=rng.choice([4, 12, 30]),
-                   flush_interval_ms=rng.choice([20, 200, 1000]))
-
-
-@dataclass
-class SimBroker:
-    name: str
-    node_id: bytes
-    disk: SimDisk
-    sync_flush: bool
-    liar: bool = False
-    foreign: bool = False
-    master: MasterSide | None = None
-    slave: SlaveSide | None = None
-    up: bool = True
-    incarnation: int = 0
-
-    @property
-    def is_master(self) -> bool:
-        return self.up and self.master is not None and self.master.running
 
 
 @dataclass(frozen=True)
