@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test lint types contracts unit bench mutate faults sim sim-ha sim-timing clean
+.PHONY: setup run test lint types contracts unit suite bench mutate faults sim sim-ha sim-timing clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,12 +37,22 @@ types: setup
 contracts: setup
 	$(BIN)/lint-imports
 
-# Two workers, one test file at a time each, in collection order (tests/conftest.py puts the
-# longest files first; without --no-loadscope-reorder xdist would start with the biggest files).
+# The inner loop: every test that starts no JVM and no child process (`-m "not jvm and not
+# processes"`, markers in pyproject.toml), on two workers, one test file at a time each, in
+# collection order (tests/conftest.py puts the files with `slow` tests first; without
+# --no-loadscope-reorder xdist would start with the files that hold the most tests).
+# Under 2 minutes on a 2-core machine; `make test` runs the rest too.
 unit: setup
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not jvm and not processes"
+
+# The whole suite, Spark and real processes included, the same way: tests/conftest.py puts
+# the Spark files first, as one unit of work, so one worker runs them all on one Spark
+# session while the other goes through the rest.
+suite: setup
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
-test: lint types contracts unit
+# What CI runs (.ci/run): the checks first (a new one goes in this list), then the whole suite.
+test: lint types contracts suite
 
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

@@ -178,8 +178,11 @@ class Settings(BaseSettings):
                                            "(answer at once, msync every flush_interval_ms) or "
                                            "SYNC_FLUSH (a put waits for its msync); in DLedger "
                                            "mode the same for every member's acknowledgement")
-    mapped_file_size_bytes: int = Field(GIB, description="size of each commit-log file; must "
-                                        "hold the largest record")
+    mapped_file_size_bytes: int = Field(GIB, description="size of each commit-log file (each "
+                                        "is reserved on disk whole, and the next one ahead); "
+                                        "must hold the largest record. A data dir keeps the "
+                                        "size its files were created with; `twinlog dev` "
+                                        "uses 64 MiB")
     message_size_max_bytes: int = Field(4 * MIB, description="largest message body accepted")
     flush_interval_ms: int = Field(500, description="how often the flush service msyncs the "
                                    "commit log (the group-commit period under SYNC_FLUSH)")
@@ -312,6 +315,9 @@ class Settings(BaseSettings):
                             "holds; creating one more answers 409 TOPICS_MAX_REACHED")
     queues_per_topic_max: int = Field(128, ge=1, le=1024, description="queues one topic may "
                                       "have; more answers 400 QUEUES_PER_TOPIC_MAX_EXCEEDED")
+    groups_max: int = Field(10_000, ge=1, le=10_000_000, description="subscription groups "
+                            "this broker holds; creating one more (or committing an offset "
+                            "for a new one) answers 409 GROUPS_MAX_REACHED")
     consumer_offset_persist_interval_ms: int = Field(5000, gt=0, description="how often "
                                                      "committed consumer offsets are written "
                                                      "to the metadata database")

@@ -30,10 +30,15 @@ class MasterDiff:
 
 @dataclass(frozen=True, slots=True)
 class DiffSample:
+    """One slave's diff at a moment. `slave` is the link's address (a new ephemeral port on
+    every reconnect), `slave_id` the slave's stable id (ha/identity.py, hex; empty while a
+    connection is still in its handshake): reports key a slave's history by the id."""
+
     timestamp_ms: int
     slave: str
     ack_offset: int
     diff_bytes: int
+    slave_id: str = ""
 
 
 def master_diff(service: HAService) -> MasterDiff:
@@ -68,16 +73,20 @@ class DiffSampler(ServiceThread):
         now_ms = int(time.time() * 1000)
         if isinstance(self._source, HAService):
             diff = master_diff(self._source)
-            rows = [(s.address, s.ack_offset, s.diff_bytes) for s in diff.slaves]
+            # A connection still in its handshake has no id (nor an ack) yet: not sampled.
+            rows = [(s.address, s.ack_offset, s.diff_bytes, s.slave_id) for s in diff.slaves
+                    if s.slave_id]
             text = f"master max offset {diff.master_max_offset}: " + (", ".join(
-                f"{a} acked {o} diff {d} B" for a, o, d in rows) or "no slave")
+                f"{a} acked {o} diff {d} B" for a, o, d, _ in rows) or "no slave")
         else:
+            # A slave samples its own link: the id is its own.
             view: SlaveLinkView = self._source.view()
-            rows = [(view.master_address, view.local_max_offset, view.diff_bytes)]
+            rows = [(view.master_address, view.local_max_offset, view.diff_bytes,
+                     self._source.slave_id.hex())]
             text = (f"slave max offset {view.local_max_offset}, master seen "
                     f"{view.master_offset_seen}, connected {view.connected}")
         with self._samples_lock:
-            self._samples.extend(DiffSample(now_ms, a, o, d) for a, o, d in rows)
+            self._samples.extend(DiffSample(now_ms, a, o, d, i) for a, o, d, i in rows)
         if time.monotonic() - self._last_log_s >= self._log_interval_s:
             self._last_log_s = time.monotonic()
             log.info("ha diff: %s", text)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shutil
 import sys
 from typing import Any
 
@@ -33,6 +35,45 @@ from jobs.report.layout import Snapshot, TimeRange, discover, gaps
 from jobs.report.tables import build_report, write_report
 
 log = logging.getLogger("snapshot_report")
+
+# Where the report's dependencies come from: the README's install line and the extra's name.
+MISSING_PYSPARK = ("PySpark is not installed: install twinlog's spark extra, pip install "
+                   "'twinlog[spark]' (in a checkout: .venv/bin/pip install -e '.[spark]'); "
+                   "Spark also needs Java 17")
+MISSING_JAVA = ("Spark needs Java 17 and finds no java: install it (a JDK or JRE 17) or set "
+                "JAVA_HOME")
+
+
+def missing_dependency() -> str | None:
+    """Why the driver cannot start Spark here (None: it can): PySpark not importable, or no
+    Java for its JVM (spark-class takes JAVA_HOME, else `java` on PATH)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return MISSING_PYSPARK
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        return MISSING_JAVA
+    return None
+
+
+def session(master: str | None) -> Any:
+    """The job's Spark session: the active one when the process runs one (a notebook, a
+    test), else a new one. No console progress bars: they would land in the summary's
+    output. A local master stays on loopback: the driver binds 127.0.0.1 only, and
+    SPARK_LOCAL_IP is 127.0.0.1 when unset (else Spark warns that the host name resolves
+    to a loopback address and picks another interface's)."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.appName("twinlog-snapshot-report")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if master:
+        builder = builder.master(master)
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read by the JVM's launcher
+            builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
+                       .config("spark.driver.host", "127.0.0.1")
+                       .config("spark.ui.enabled", "false"))
+    return builder.getOrCreate()
 
 
 def summary(report: dict[str, Any], snapshots: list[Snapshot]) -> str:
@@ -61,7 +102,7 @@ def summary(report: dict[str, Any], snapshots: list[Snapshot]) -> str:
                          f"{row.lag}")
     for row in (report["replication_lag"].collect()
                 if report["replication_lag"] is not None else []):
-        lines.append(f"replication {row.slave}: p50 {row.p50_diff_bytes} B, "
+        lines.append(f"replication {row.slave_id} (at {row.slave}): p50 {row.p50_diff_bytes} B, "
                      f"p99 {row.p99_diff_bytes} B, max {row.max_diff_bytes} B "
                      f"({row.sample_count} samples)")
     return "\n".join(lines)
@@ -79,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--incremental", action="store_true",
                         help="read only the snapshots OUT has not reported yet, and merge")
     arguments = parser.parse_args(argv)
+    missing = missing_dependency()
+    if missing is not None:
+        print(f"twinlog report: {missing}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     time_range = TimeRange.parse(arguments.time_from, arguments.time_to)
     if time_range is not None and arguments.incremental:
@@ -95,18 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("twinlog-snapshot-report")
-    if arguments.master:
-        builder = builder.master(arguments.master)
-        if arguments.master.startswith("local"):
-            # A local run stays on loopback: no driver port on the machine's other addresses.
-            builder = (builder.config("spark.driver.bindAddress", "127.0.0.1")
-                       .config("spark.driver.host", "127.0.0.1")
-                       .config("spark.ui.enabled", "false"))
     # Called in a process that already runs a session (a notebook, a test), the job uses it
     # and leaves it running: only a session it started is its to stop.
     already_running = SparkSession.getActiveSession()
-    spark = builder.getOrCreate()
+    spark = session(arguments.master)
     try:
         if arguments.incremental:
             read, report = run_incremental(spark, snapshots, arguments.out)

@@ -128,18 +128,24 @@ class CommitLog:
         """A deleted topic: its next queue offsets and routing go (a new topic of the same
         name starts at queue offset 0)."""
         with self._lock:
-            self._queue_offsets = {key: offset for key, offset in self._queue_offsets.items()
-                                   if key[0] != topic}
-            self._round_robin.pop(topic, None)
-            self._queue_counts.pop(topic, None)
+            self._forget_topic_locked(topic)
+
+    def _forget_topic_locked(self, topic: str) -> None:
+        self._queue_offsets = {key: offset for key, offset in self._queue_offsets.items()
+                               if key[0] != topic}
+        self._round_robin.pop(topic, None)
+        self._queue_counts.pop(topic, None)
 
     def queue_count(self, topic: str) -> int:
         return self._queue_counts.get(topic, self._config.default_queue_count)
 
     # -- appends ---------------------------------------------------------------------------
 
-    def append(self, message: Message) -> PutMessageResult:
-        """One message: the hot path of every single put, kept free of per-call lists."""
+    def append(self, message: Message, forget_topic: str | None = None) -> PutMessageResult:
+        """One message: the hot path of every single put, kept free of per-call lists.
+        `forget_topic` (a topic-delete record, store/system_topics.py): once the record is
+        written, that topic's next queue offsets go in the same lock hold, so no put of the
+        deleted incarnation lands after the record and every put of the next one starts at 0."""
         queue_id = self._choose_queue(message)
         if queue_id < 0:
             return self._bad_queue(message)
@@ -153,6 +159,8 @@ class CommitLog:
                                   self._store_host)
         with self._lock:
             self._write_locked(message.topic, queue_id, encoded, result)
+            if forget_topic is not None and result.status is PutMessageStatus.PUT_OK:
+                self._forget_topic_locked(forget_topic)
         self._on_append()
         return result
 

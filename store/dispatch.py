@@ -2,6 +2,13 @@
 
 It reads records the way a slave receives them, so raw replicated bytes get queues too: a
 record is dispatched only once all of its bytes are below the commit log's max offset.
+
+A record of the metadata topic (store/system_topics.py) is dispatched alone, in log order: the
+batch before it is written first, then a topic delete's tombstone applies (the topic's queues
+go, its older records stay dead), then `on_system_record` (the metadata layer, when attached)
+applies the record, and only then does its own queue entry go in and dispatch move past it. A
+failing apply leaves dispatch at the record, to try again. Whoever waits for a record to be
+applied waits on `dispatched_waits` for its end offset.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import logging
 import struct
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from store.arrivals import Arrivals
 from store.commit_log import CommitLog
@@ -28,7 +36,15 @@ from store.record import (
     tags_code,
 )
 from store.service import ServiceThread
+from store.status import PutMessageStatus
+from store.system_topics import (
+    METADATA_TOPIC_BYTES,
+    OP_TOPIC_DELETE,
+    PROPERTY_OP,
+    PROPERTY_SUBJECT_TOPIC,
+)
 from store.tombstones import Tombstones
+from store.waits.offset_waits import OffsetWaits
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +61,22 @@ _BATCH_RECORDS_MAX = 4096
 _Keyed = tuple[bytes, bytes, int, int]
 _IDLE_WAIT_S = 0.05
 _BATCHES_PER_ROUND_MAX = 64
+_OP_PREFIX = (PROPERTY_OP + "\x01").encode()
+_SUBJECT_PREFIX = (PROPERTY_SUBJECT_TOPIC + "\x01").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class SystemRecord:
+    """A metadata record as dispatch hands it to the metadata layer: where it is (its
+    commit-log offset and its queue offset in the metadata topic), what it does, its body."""
+
+    commit_log_offset: int
+    queue_offset: int
+    op: str
+    body: bytes
+
+
+SystemRecordHandler = Callable[[SystemRecord], None]
 
 
 class DispatchService(ServiceThread):
@@ -71,6 +103,10 @@ class DispatchService(ServiceThread):
         # committed entries); None in the classic modes, where every complete record goes.
         self.limit_offset: int | None = None
         self.failures = DispatchFailures()
+        self.on_system_record: SystemRecordHandler | None = None
+        # Waits for the dispatch of everything below an offset (a metadata change answered
+        # once applied here); a timeout answers SERVICE_NOT_AVAILABLE.
+        self.dispatched_waits = OffsetWaits(PutMessageStatus.SERVICE_NOT_AVAILABLE)
 
     def stop(self, *, drain: bool = True) -> None:
         super().stop()
@@ -195,6 +231,15 @@ class DispatchService(ServiceThread):
             cursor = position + HEADER_SIZE + body_size
             topic_end = cursor + 1 + buffer[cursor]
             key = (buffer[cursor + 1 : topic_end], queue_id)
+            if key[0] == METADATA_TOPIC_BYTES:
+                if count:
+                    break  # the batch so far is written first; the record goes alone next
+                self._dispatch_system_record(mapped, position, body_size, topic_end,
+                                             (queue_id, queue_offset), total_size)
+                self.last_record_offset = base + position
+                self.dispatched_offset = base + position + total_size
+                self._advance_waits()
+                return 1
             properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
             code = 0
             if properties_size:
@@ -214,7 +259,45 @@ class DispatchService(ServiceThread):
         if last_record >= 0:
             self.last_record_offset = base + last_record
         self.dispatched_offset = base + position
+        self._advance_waits()
         return count
+
+    def _advance_waits(self) -> None:
+        if len(self.dispatched_waits):
+            self.dispatched_waits.advance(self.dispatched_offset)
+
+    def _dispatch_system_record(self, mapped: MappedFile, position: int, body_size: int,
+                                topic_end: int, queue: tuple[int, int],
+                                total_size: int) -> None:
+        """Apply one metadata record, then index it in its queue. Raises (leaving dispatch at
+        the record) when the metadata layer could not apply it."""
+        buffer = mapped.buffer
+        offset = mapped.start_offset + position
+        properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
+        properties = bytes(buffer[topic_end + 2 : topic_end + 2 + properties_size])
+        op = _property_of(properties, _OP_PREFIX) or ""
+        if op == OP_TOPIC_DELETE:
+            topic = _property_of(properties, _SUBJECT_PREFIX)
+            if topic:
+                self._delete_topic(topic, offset)
+        queue_id, queue_offset = queue
+        handler = self.on_system_record
+        if handler is not None:
+            body_start = position + HEADER_SIZE
+            handler(SystemRecord(offset, queue_offset, op,
+                                 bytes(buffer[body_start : body_start + body_size])))
+        entry = (queue_offset, offset, total_size, 0)
+        self._write({(METADATA_TOPIC_BYTES, queue_id): [entry]},
+                    (offset, self.last_record_offset))
+
+    def _delete_topic(self, topic: str, offset: int) -> None:
+        """A topic delete at `offset`: records of the topic below it are dead (durably, before
+        any queue goes), and its queues are removed; on every replica, in log order."""
+        if self._tombstones is not None:
+            self._tombstones.add(topic, offset, self._commit_log.min_offset)
+        removed = self._queues.remove_topic(topic)
+        log.info("dispatch: topic %s deleted at offset %d, %d consume queues removed",
+                 topic, offset, removed)
 
     def _write(self, pending: dict[tuple[bytes, int], list[Entry]],
                batch_start: tuple[int, int]) -> None:

@@ -17,12 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from store.arrivals import Arrivals, Waiter
+from store.clock import monotonic_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.dispatch import DispatchService
-from store.errors import OffsetNotAvailableError, StoreStateError
+from store.dispatch import DispatchService, SystemRecord, SystemRecordHandler
+from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
+from store.files.log_file_size import kept_file_size, record_file_size
 from store.flush import FlushService
 from store.health import StoreHealth
 from store.index.consume_queue import ConsumeQueues
@@ -30,7 +32,13 @@ from store.index.key_index import LOOKUP_RESULTS_MAX, KeyIndex
 from store.index.time_search import queue_offset_at_time
 from store.message_id import LookupResult, LookupStatus, find_by_msg_id
 from store.paths import StorePaths
-from store.reads import READ_BYTES_MAX, GetMessagesResult, get_messages, read_heads
+from store.reads import (
+    READ_BYTES_MAX,
+    GetMessagesResult,
+    GetMessageStatus,
+    get_messages,
+    read_heads,
+)
 from store.record import Message, RecordError, RecordHead, StoredMessage
 from store.recovery import RecoveryReport, recover
 from store.retention import RetentionService
@@ -42,8 +50,15 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
+from store.system_topics import (
+    METADATA_TOPIC,
+    OP_TOPIC_DELETE,
+    PROPERTY_OP,
+    PROPERTY_SUBJECT_TOPIC,
+    is_system_topic,
+)
 from store.tombstones import Tombstones
-from store.waits.completion import PutCompletion
+from store.waits.completion import Pending, PutCompletion
 from store.waits.deadlines import DeadlineService
 
 log = logging.getLogger(__name__)
@@ -89,13 +104,37 @@ _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
 COMMIT_DISPATCH_RECORDS_MAX = 512
 
 
+def keep_log_file_size(config: StoreConfig) -> StoreConfig:
+    """`config` with the file size the data dir's commit log keeps, when it has files
+    (store/files/log_file_size.py): a dir made with 1 GiB files still starts under a 64 MiB
+    setting, and the reverse. A size the current settings cannot use (it must hold the
+    largest record) is refused, naming the files."""
+    directory = StorePaths(config.data_dir).commit_log_dir
+    size = kept_file_size(config.data_dir, config.mapped_file_size_bytes)
+    if size is None or size == config.mapped_file_size_bytes:
+        return config
+    try:
+        kept = dataclasses.replace(config, mapped_file_size_bytes=size)
+    except ConfigError as error:
+        raise ConfigError(f"{directory} holds commit-log files of {size} bytes, the size the "
+                          f"log was created with and keeps; it does not fit the settings: "
+                          f"{error}") from error
+    log.warning("%s holds commit-log files of %d bytes: the log keeps that size "
+                "(mapped_file_size_bytes %d applies to a new data dir only)", directory, size,
+                config.mapped_file_size_bytes)
+    return kept
+
+
 class MessageStore:
     def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK, *,
                  commit_limited: bool = False) -> None:
         """`disk` is the file layer every msync, fsync and allocation goes through (tests
         pass one that records or fails them). `commit_limited` (DLedger mode): dispatch,
         reads and `confirmed_offset` stop at the commit limit (`set_commit_limit`), which
-        starts at 0: after a restart nothing new is dispatched before the leader says so."""
+        starts at 0: after a restart nothing new is dispatched before the leader says so.
+        The commit log's file size is the one its files have, if it has any
+        (`keep_log_file_size`): `self.config` says which."""
+        config = keep_log_file_size(config)
         self.config = config
         self.paths = StorePaths(config.data_dir)
         self.state = Lifecycle.CREATED
@@ -120,6 +159,7 @@ class MessageStore:
         self.retention = RetentionService(config, self.commit_log, self.queues, self.dispatch)
         self.deadlines = DeadlineService()
         self.deadlines.watch(self.flush.waits)
+        self.deadlines.watch(self.dispatch.dispatched_waits)
         self.recovery: RecoveryReport | None = None
         self._replication: ReplicationGuard | None = None
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -158,6 +198,7 @@ class MessageStore:
             self.key_index.close()
             raise
         self.paths.abort_marker.write_bytes(b"")
+        record_file_size(self.config.data_dir, self.config.mapped_file_size_bytes, self._disk)
         self.flush.checkpoint()
         for service in self._services:
             service.start()
@@ -298,6 +339,75 @@ class MessageStore:
         result = self.commit_log.append(message)
         return result, self._guarantees(result)
 
+    def put_system_message(self, message: Message) -> tuple[PutMessageResult, PutCompletion]:
+        """A record of a system topic (store/system_topics.py), with the guarantees of any put.
+        A topic delete forgets the topic's next queue offsets in the append's lock hold."""
+        assert is_system_topic(message.topic), message.topic
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal, PutCompletion.done(refusal.status)
+        forget = (message.properties.get(PROPERTY_SUBJECT_TOPIC)
+                  if message.properties.get(PROPERTY_OP) == OP_TOPIC_DELETE else None)
+        result = self.commit_log.append(message, forget)
+        return result, self._guarantees(result, counted=False)
+
+    def put_system_messages(self, messages: Sequence[Message]
+                            ) -> list[tuple[PutMessageResult, PutCompletion]]:
+        """Records of a system topic appended under one lock hold (no topic delete among
+        them), each with the guarantees of a put; not counted as client puts."""
+        assert all(is_system_topic(message.topic)
+                   and message.properties.get(PROPERTY_OP) != OP_TOPIC_DELETE
+                   for message in messages)
+        refusal = self._refusal()
+        if refusal is not None:
+            done = PutCompletion.done(refusal.status)
+            return [(refusal, done) for _ in messages]
+        return [(result, self._guarantees(result, counted=False))
+                for result in self.commit_log.append_batch(messages)]
+
+    def wait_dispatched(self, end_offset: int, timeout_ms: int) -> Pending:
+        """PUT_OK once dispatch has passed `end_offset` (a metadata record below it is applied
+        here), SERVICE_NOT_AVAILABLE when it has not within `timeout_ms`."""
+        if self.dispatch.dispatched_offset >= end_offset:
+            reached = Pending()
+            reached.set(PutMessageStatus.PUT_OK)
+            return reached
+        pending = self.dispatch.dispatched_waits.add(end_offset, monotonic_ms() + timeout_ms)
+        self.dispatch.wake()
+        self.deadlines.wake()
+        return pending
+
+    def attach_system_records(self, handler: SystemRecordHandler,
+                              from_queue_offset: int) -> int:
+        """Hand every metadata record to `handler`, in log order: first those dispatched
+        already from `from_queue_offset` of the metadata topic on (what the metadata layer has
+        not applied yet: recovery redispatches before it is attached), then each one dispatch
+        reaches. Returns how many were caught up. With dispatch held still, so none is missed
+        or handed twice between the two."""
+
+        def catch_up() -> int:
+            count = 0
+            queue_offset = from_queue_offset
+            while True:
+                result = self.get_messages(METADATA_TOPIC, 0, queue_offset, 256)
+                if (result.status is GetMessageStatus.OFFSET_TOO_SMALL
+                        and result.next_offset > queue_offset):
+                    log.warning("metadata records below queue offset %d are gone (retention); "
+                                "catching up from %d", result.next_offset, result.next_offset)
+                    queue_offset = result.next_offset
+                    continue
+                if not result.messages:
+                    break
+                for message in result.messages:
+                    handler(SystemRecord(message.commit_log_offset, message.queue_offset,
+                                         message.properties.get(PROPERTY_OP, ""), message.body))
+                    count += 1
+                queue_offset = result.next_offset
+            self.dispatch.on_system_record = handler
+            return count
+
+        return self.dispatch.hold_still(catch_up)
+
     def put_messages(
         self, messages: Sequence[Message]
     ) -> list[tuple[PutMessageResult, PutCompletion]]:
@@ -328,13 +438,17 @@ class MessageStore:
                                     detail=f"{pending} puts are waiting for their guarantees")
         return None
 
-    def _guarantees(self, result: PutMessageResult) -> PutCompletion:
+    def _guarantees(self, result: PutMessageResult, *, counted: bool = True) -> PutCompletion:
+        """What the put awaits; `counted`: a client's put, in the put counters (a system
+        record is not)."""
         status = result.status
         if status is not PutMessageStatus.PUT_OK:
-            self.put_counts[status] += 1
+            if counted:
+                self.put_counts[status] += 1
             return PutCompletion.done(status)
-        self.put_ok_count += 1
-        self.put_bytes_total += result.wrote_bytes
+        if counted:
+            self.put_ok_count += 1
+            self.put_bytes_total += result.wrote_bytes
         end_offset = result.commit_log_offset + result.wrote_bytes
         flushed = PutCompletion(pending=self.flush.request(end_offset)) if self._sync_flush else _OK
         guard = self._replication
@@ -553,3 +667,27 @@ class MessageStore:
                                                   guard.replicated_offset())
             confirmed = min(confirmed, self._replicated_offset_max)
         return confirmed
+
+    def flush_through(self, end_offset: int) -> Pending:
+        """Wake the flush now and wait for the log to be flushed up to `end_offset`: PUT_OK
+        then, FLUSH_DISK_TIMEOUT past `sync_flush_timeout_ms` (any flush type). For a reader
+        of the confirmed offset (a snapshot) that must not wait a whole flush interval."""
+        return self.flush.request(end_offset)
+
+    def confirmation_gap(self, end_offset: int) -> str | None:
+        """Why the log below `end_offset` is not all confirmed yet (see `confirmed_offset`),
+        in words; None when it is."""
+        confirmed = self.confirmed_offset
+        if confirmed >= end_offset:
+            return None
+        missing = f"{end_offset - confirmed} bytes before offset {end_offset}"
+        flushed = self.commit_log.flushed_offset
+        if flushed < end_offset:
+            return (f"{missing} are not flushed to disk yet (flushed offset {flushed}); a "
+                    "power loss could still take them back")
+        if self.dispatch.limit_offset is not None:
+            return (f"{missing} are not committed by the DLedger group yet (committed offset "
+                    f"{self.dispatch.limit_offset})")
+        return (f"{missing} are not acknowledged by the slaves this SYNC_MASTER needs "
+                f"(replicated offset {self._replicated_offset_max}); a failover could take "
+                "them back")

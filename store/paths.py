@@ -37,6 +37,11 @@ class StorePaths:
         return self.consume_queue_dir / topic / str(queue_id)
 
     @property
+    def commit_log_file_size(self) -> Path:
+        """The file size the commit log keeps (store/files/log_file_size.py)."""
+        return self.root / "commitlog_file_size"
+
+    @property
     def checkpoint(self) -> Path:
         return self.root / "checkpoint"
 
@@ -59,6 +64,11 @@ class StorePaths:
     @property
     def metadata_database(self) -> Path:
         return self.root / "metadata.sqlite3"
+
+    @property
+    def broker_file(self) -> Path:
+        """Which broker runs on this data dir (store/broker_file.py)."""
+        return self.root / "broker.json"
 
     @property
     def ha_node_id(self) -> Path:

@@ -23,6 +23,11 @@ class ServiceThread(ABC):
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        # Rounds that raised, in all; `failing`: the last round raised (cleared by one that
+        # did not), so that a loop stuck on an error (dispatch held at a record it cannot
+        # apply) shows as such, not only in the log.
+        self.error_count = 0
+        self.failing = False
 
     def start(self) -> None:
         if self._thread is not None:
@@ -57,11 +62,16 @@ class ServiceThread(ABC):
         while not self._stop_event.is_set():
             self._wakeup.clear()
             try:
-                self._wait(self.run_once())
+                wait_s = self.run_once()
             except Exception as error:  # a bug: keep it visible, keep the loop bounded
                 log.exception("%s failed", self.name)
                 self.last_error = f"{type(error).__name__}: {error}"
+                self.error_count += 1
+                self.failing = True
                 self._wakeup.wait(1.0)
+                continue
+            self.failing = False
+            self._wait(wait_s)
 
     def _wait(self, wait_s: float) -> None:
         """Sleep until woken or `wait_s` passed; runs after every round, with 0 too."""

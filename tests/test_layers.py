@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+pytestmark = pytest.mark.processes  # runs lint-imports
 PACKAGES = ("app", "ha", "store", "jobs")
 
 

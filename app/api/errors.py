@@ -87,6 +87,9 @@ PROBLEMS: dict[str, ProblemKind] = {
     # 409, not 400: any count 1..1024 is valid (the spec says so); a count below the topic's
     # current one conflicts with its state (its queues' messages would be stranded).
     "QUEUE_COUNT_SHRINKS": ProblemKind(409, "Queue counts may only grow"),
+    # 409, not 400: each count is valid alone (the spec says so); together they conflict.
+    "WRITE_QUEUES_EXCEED_READ_QUEUES": ProblemKind(
+        409, "More write queues than read queues: the extra ones could not be read"),
     # 409, not 400: the id is well formed (0..1023, as the spec says) and the topic's current
     # queue count refuses it, a conflict with the broker's state (so is an offset past the end).
     "INVALID_QUEUE_ID": ProblemKind(409, "The queue id is not one of the topic's queues"),
@@ -104,6 +107,7 @@ PROBLEMS: dict[str, ProblemKind] = {
         400, "More queues than queues_per_topic_max allows"),
     "GROUP_NOT_FOUND": ProblemKind(404, "No such subscription group"),
     "GROUP_ALREADY_EXISTS": ProblemKind(409, "The subscription group already exists"),
+    "GROUPS_MAX_REACHED": ProblemKind(409, "The broker holds groups_max groups already"),
     "INVALID_EXPORT": ProblemKind(400, "Invalid metadata export"),
 }
 

@@ -25,10 +25,17 @@ from app.api import api_docs, openapi
 from app.api.asgi_route import TwinlogAPI
 from app.api.auth import Authenticator
 from app.api.body_guard import BodyGuard
-from app.api.errors import ApiError, code_for_http_status, from_metadata_error, render
+from app.api.errors import (
+    ApiError,
+    code_for_http_status,
+    from_metadata_error,
+    from_put_status,
+    render,
+)
 from app.api.gateway import Gateway
 from app.api.routes import admin, consume, dledger, groups, health, messages, produce, topics, ui
 from app.broker.broker import Broker
+from app.broker.metadata_log import MetadataWriteFailed
 from app.server.gc_tuning import tuned_gc
 from app.settings import Settings, load_settings
 from store.metadata import MetadataError
@@ -111,6 +118,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(error, MetadataError)
         return _problem_response(request, from_metadata_error(error))
 
+    async def metadata_write_failed(request: Request, error: Exception) -> Response:
+        assert isinstance(error, MetadataWriteFailed)
+        return _problem_response(request, from_put_status(error.outcome.status,
+                                                          error.outcome.detail))
+
     async def request_validation(request: Request, error: Exception) -> Response:
         assert isinstance(error, RequestValidationError)
         problems = [{"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", "")),
@@ -139,6 +151,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(MetadataError, metadata_error)
+    app.add_exception_handler(MetadataWriteFailed, metadata_write_failed)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)

@@ -120,8 +120,9 @@ class _BrokerCollector(Collector):
                                 "Consume queues set aside after an I/O error (rebuilt at start)",
                                 value=failures.failed_queue_count)
         yield CounterMetricFamily("twinlog_dispatch_errors",
-                                  "Consume-queue writes that failed every attempt",
-                                  value=failures.error_count)
+                                  "Consume-queue writes that failed every attempt, and dispatch "
+                                  "rounds that failed (a record it cannot read or apply)",
+                                  value=failures.error_count + store.dispatch.error_count)
         yield GaugeMetricFamily("twinlog_consume_queue_open_files",
                                 "Consume-queue files mapped now",
                                 value=store.queues.open_files.open_file_count)

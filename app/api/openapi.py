@@ -120,7 +120,7 @@ def _problem_answers(operation: dict[str, Any]) -> None:
     for code, response in responses.items():
         # Declared by problem_responses (no content yet): a problem+json answer. A route that
         # gave an error answer a model of its own (readyz's 503) keeps it.
-        if code.isdigit() and int(code) >= 400 and "content" not in response:
+        if code.isdigit() and (int(code) >= 400 or code == "202") and "content" not in response:
             response["content"] = {PROBLEM_CONTENT_TYPE: {"schema": dict(_PROBLEM_REF)}}
     operation["responses"] = dict(sorted(responses.items()))
 

@@ -32,6 +32,7 @@ from app.api.schemas.produce import (
 )
 from app.broker.broker import Broker
 from app.broker.idempotency import IdempotencyWindow, RememberedPut
+from app.broker.metadata_log import MetadataWriteFailed
 from store import Message, PutCompletion, PutMessageResult, PutMessageStatus
 from store.metadata import MetadataError
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
@@ -231,6 +232,8 @@ async def check_queue(broker: Broker, message: Message) -> None:
         except MetadataError as error:
             raise ApiError(error.error_code, str(error), put_status=_ILLEGAL,
                            setting=error.setting) from None
+        except MetadataWriteFailed as error:  # the topic's creation could not be written
+            raise from_put_status(error.outcome.status, error.outcome.detail) from None
     queue_id = message.queue_id
     if queue_id is not None and queue_id >= queue_count:
         raise ApiError("INVALID_QUEUE_ID", f"queue_id {queue_id} is not a write queue of topic "

@@ -4,7 +4,9 @@ idempotency window, periodic snapshots and put rates, started and stopped togeth
 of the process; the app starts none of its own.
 
 Start order:
-1. the store (recovery; in DLedger mode the group member, which starts the store);
+1. the store (recovery; in DLedger mode the group member, which starts the store), then the
+   data dir's broker file (role, name, group: store/broker_file.py, rewritten at every role
+   change);
 2. the metadata (migrations, then its consumer-offset persister);
 3. replication (classic mode: the HA service of a master, the HA client of a slave);
 4. by role: the leader sync and the idempotency rebuild (DLedger), the slave metadata sync
@@ -28,13 +30,18 @@ from dataclasses import dataclass
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, rebuild
 from app.broker.leader_sync import LeaderSync
+from app.broker.metadata_log import MetadataLog
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
 from ha import Replication
 from ha.dledger.commit_log import DLedgerCommitLog
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
-from store.metadata import MetadataStore, TopicConfig
+from store.broker_file import BrokerFile, write_broker_file
+from store.dispatch import SystemRecord
+from store.metadata import MetadataStore, TopicConfig, TopicNotFound
+from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
+from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 
 log = logging.getLogger(__name__)
@@ -101,6 +108,8 @@ class Broker:
         # Counters only, under `_rate_lock` (request threads sample too): no need for the loop.
         self._rate_sampler = IntervalService("put-rate-sampler", _RATE_SAMPLE_INTERVAL_MS,
                                              self.sample_put_rates)
+        # Classic modes: metadata changes are records of the log (app/broker/metadata_log.py).
+        self.metadata_log = MetadataLog(self.store) if self.dledger is None else None
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
 
@@ -113,17 +122,25 @@ class Broker:
         settings = self.settings
         try:
             self._start_store()
+            self._write_broker_file()
             self.metadata = MetadataStore(
                 settings.metadata_database_url,
                 auto_create_topics=settings.auto_create_topics,
                 default_queue_count=settings.default_queue_count,
                 consumer_offset_persist_interval_ms=settings.consumer_offset_persist_interval_ms,
                 topics_max=settings.topics_max,
+                groups_max=settings.groups_max,
                 queues_per_topic_max=settings.queues_per_topic_max,
             )
+            self.metadata.start()
+            # Records the metadata has not applied yet (recovery redispatched them before
+            # it was there), then each one dispatch reaches, in log order.
+            caught_up = self.store.attach_system_records(
+                self._apply_system_record, self.metadata.log_position.queue_offset)
+            if caught_up:
+                log.info("metadata: %d records of the log applied at start", caught_up)
             for topic in self.metadata.list_topics():
                 self.store.set_queue_count(topic.name, topic.write_queue_count)
-            self.metadata.start()
             if self.dledger is None:
                 self.replication = Replication(settings.to_ha_config(), self.store)
                 self.replication.start()
@@ -158,6 +175,22 @@ class Broker:
         self.dledger.start()
         log.info("store recovered %s: %s; DLedger member %s on port %d", self.settings.data_dir,
                  self.dledger.storage.recovery, self.dledger.self_id, self.dledger.listen_port)
+
+    @property
+    def name(self) -> str:
+        """What snapshots and the data dir's broker file call this broker: its gateway."""
+        return f"{self.settings.http_host}:{self.settings.http_port}"
+
+    def _write_broker_file(self) -> None:
+        """Record role, name and group in the data dir (store/broker_file.py), for tools that
+        read it while the broker is stopped; at start and after every role change. A failure
+        is logged: the file is informational, the broker runs without it."""
+        role = "DLEDGER" if self.dledger is not None else self.role.value
+        try:
+            write_broker_file(self.settings.data_dir,
+                              BrokerFile(self.name, role, self.settings.broker_group))
+        except OSError as error:
+            log.warning("could not write %s: %s", self.store.paths.broker_file, error)
 
     @property
     def role_name(self) -> str:
@@ -200,6 +233,9 @@ class Broker:
         if self.replication is not None:
             steps.append(self.replication.stop)
         if self.metadata is not None:
+            # Records dispatched from here on are applied at the next start (the metadata's
+            # persisted position is below them).
+            steps.append(self._detach_system_records)
             steps.append(self.metadata.stop)
         if self.dledger is not None and self.dledger.is_started:
             steps.append(self.dledger.stop)  # the store's clean shutdown is part of it
@@ -218,12 +254,18 @@ class Broker:
     def _start_slave_sync(self, master_http_address: str) -> None:
         self.slave_sync = self._started_sync(master_http_address)
 
+    def _queue_max_offset(self, topic: str, queue_id: int) -> int:
+        bounds = self.store.queue_offset_range(topic, queue_id)
+        return bounds[1] if bounds is not None else 0
+
     def _started_sync(self, master_http_address: str) -> SlaveSync:
         settings = self.settings
         sync = SlaveSync(
             master_http_address, self.metadata_store,
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
-            auth_token=settings.master_auth_token, ca_file=settings.master_ca_file)
+            auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
+            broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
+            tables_in_the_log=self.dledger is None)
         sync.start()
         return sync
 
@@ -281,6 +323,7 @@ class Broker:
             self.replication.start()
             self.role, self._is_slave = role, False
             rebuild(self.idempotency, self.store)
+            self._write_broker_file()
             assert self.replication.service is not None
             epoch = self.replication.service.epochs[-1]
             log.warning("PROMOTED to %s: epoch %d from offset %d (forced: %s)", role.value,
@@ -306,6 +349,7 @@ class Broker:
             self.replication = Replication(config, self.store)
             self.replication.start()
             self._start_slave_sync(master_http_address)
+            self._write_broker_file()
             log.warning("DEMOTED to SLAVE of %s (%s)", master_ha_address, master_http_address)
 
     @property
@@ -344,12 +388,50 @@ class Broker:
     def cached_write_queue_count(self, topic: str) -> int | None:
         return self._writable_queue_counts.get(topic)
 
+    def _apply_system_record(self, record: SystemRecord) -> None:
+        """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
+        change = self.metadata_store.apply_record(record)
+        if isinstance(change, TopicPut):
+            self.topic_changed(change.name, change.write_queue_count)
+        elif isinstance(change, TopicsPut):
+            for topic in change.topics:
+                self.topic_changed(topic.name, topic.write_queue_count)
+        elif isinstance(change, TopicDelete):
+            self._writable_queue_counts.pop(change.name, None)
+
+    def _detach_system_records(self) -> None:
+        self.store.dispatch.on_system_record = None
+
     def ensure_writable_topic(self, topic: str) -> int:
-        """The topic's write queue count, creating the topic if allowed (MetadataError if not)."""
+        """The topic's write queue count, creating the topic if allowed (MetadataError if not;
+        MetadataWriteFailed when its creation could not be written). On a worker thread."""
+        if self.metadata_log is not None:
+            config = self._ensure_topic_through_the_log(topic)
+            check_writable(config)
+            self._writable_queue_counts[topic] = config.write_queue_count
+            return config.write_queue_count
         config = self.metadata_store.ensure_writable_topic(name=topic)
         self.store.set_queue_count(topic, config.write_queue_count)
         self._writable_queue_counts[topic] = config.write_queue_count
         return config.write_queue_count
+
+    def _ensure_topic_through_the_log(self, topic: str) -> TopicConfig:
+        assert self.metadata_log is not None
+        metadata = self.metadata_store
+        config = metadata.cached_topic(name=topic)
+        if config is not None:
+            return config
+        if not metadata.auto_create_topics:
+            raise TopicNotFound(f"topic {topic!r} does not exist")
+        with self.metadata_log.change_lock:
+            config = metadata.cached_topic(name=topic)
+            if config is None:
+                plan = metadata.plan_create_topics([NewTopic(topic, metadata.default_queue_count,
+                                                             metadata.default_queue_count)])
+                self.metadata_log.write_blocking(plan)  # stored and applied, or it raises
+                config = metadata.cached_topic(name=topic)
+                assert config is not None, f"topic {topic} missing once applied"
+        return config
 
     def topic_created(self, config: TopicConfig) -> None:
         """A topic just created: the store routes to its queues, and a writable one needs no

@@ -1,8 +1,16 @@
 """Slave metadata sync (RocketMQ's SlaveSynchronize): a slave pulls the master's topic config,
 consumer offsets, delay offsets and subscription groups from the master's admin API, at start
-and every `slave_sync_interval_s`, and applies them as reference section 6 says (topics and
-groups replaced when their data version differs, consumer offsets merged, delay offsets
-replaced). A failure is logged, kept for `/admin/diff`, and retried sooner (bounded backoff).
+and every `slave_sync_interval_s`. A failure is logged, kept for `/admin/diff`, and retried
+sooner (bounded backoff).
+
+Topics, groups and consumer offsets travel in the replicated log (app/broker/metadata_log.py):
+the slave's dispatch applies their records in log order, so its tables never hold what its log
+does not. The pull is only the bootstrap for a slave whose position in the log's metadata
+records is below what the master's log still holds (retention removed records it lacks): it
+then takes the three tables (each export says which records it reflects), offsets clamped to
+its own queues, and applies records from the earliest of those positions on. Delay offsets are
+still replaced from the pull. A master of another broker group (its `broker_group` differs) is
+refused, named in the sync's error, and makes the slave not ready.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import httpx
 from app.api.schemas.sync import MetadataSyncStatus
 from store.clock import wall_ms
 from store.metadata import MetadataError, MetadataStore
+from store.metadata.models import LogPosition
 from store.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -32,6 +41,11 @@ ERROR_TEXT_MAX = 500
 class SyncedTable:
     path: str  # under /admin/sync/
     apply: Callable[[MetadataStore, Mapping[str, Any]], bool | int]
+    in_the_log: bool = True  # its changes are records of the log: pulled only to bootstrap
+
+
+class ForeignMaster(ValueError):
+    """The master serves another broker group: its tables are not this slave's."""
 
 
 # RocketMQ's order: topics, consumer offsets, delay offsets, subscription groups.
@@ -39,7 +53,8 @@ SYNCED_TABLES = (
     SyncedTable("topics", lambda metadata, export: metadata.import_topics(export)),
     SyncedTable("consumer-offsets",
                 lambda metadata, export: metadata.merge_consumer_offsets(export)),
-    SyncedTable("delay-offsets", lambda metadata, export: metadata.import_delay_offsets(export)),
+    SyncedTable("delay-offsets", lambda metadata, export: metadata.import_delay_offsets(export),
+                in_the_log=False),
     SyncedTable("subscription-groups", lambda metadata, export: metadata.import_groups(export)),
 )
 
@@ -60,8 +75,19 @@ class SlaveSync(ServiceThread):
     def __init__(self, master_http_address: str, metadata: MetadataStore, *,
                  interval_s: float, timeout_s: float, auth_token: str | None,
                  ca_file: Path | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 broker_group: str | None = None,
+                 queue_max_offset: Callable[[str, int], int] | None = None,
+                 tables_in_the_log: bool = False) -> None:
+        """`tables_in_the_log`: the master writes topic, group and offset changes as records
+        of the log (the classic modes), so they are pulled only to bootstrap."""
         super().__init__()
+        self._tables_in_the_log = tables_in_the_log
+        self._broker_group = broker_group
+        # A bootstrapped offset is never past this slave's own queue.
+        self._queue_max_offset = queue_max_offset
+        # Set when the master serves another broker group (readiness reports it).
+        self.foreign_master: str | None = None
         self.master_http_address = master_http_address.rstrip("/")
         self._metadata = metadata
         self._interval_s = interval_s
@@ -92,38 +118,80 @@ class SlaveSync(ServiceThread):
         self.state.last_attempt_ms = wall_ms()
         try:
             self.sync_once()
+        except ForeignMaster as error:
+            self.foreign_master = str(error)
+            return self._failed(error)
         except (httpx.HTTPError, MetadataError, ValueError) as error:
-            state = self.state
-            state.consecutive_failures += 1
-            state.last_error = f"{type(error).__name__}: {error}"[:ERROR_TEXT_MAX]
-            retry_s = min(self._interval_s,
-                          RETRY_FIRST_S * 2.0 ** (state.consecutive_failures - 1))
-            log.warning("slave sync from %s failed (%d in a row), retrying in %.1f s: %s",
-                        self.master_http_address, state.consecutive_failures, retry_s,
-                        state.last_error)
-            return retry_s
+            return self._failed(error)
         return self._interval_s
 
+    def _failed(self, error: Exception) -> float:
+        state = self.state
+        state.consecutive_failures += 1
+        state.last_error = f"{type(error).__name__}: {error}"[:ERROR_TEXT_MAX]
+        retry_s = min(self._interval_s,
+                      RETRY_FIRST_S * 2.0 ** (state.consecutive_failures - 1))
+        log.warning("slave sync from %s failed (%d in a row), retrying in %.1f s: %s",
+                    self.master_http_address, state.consecutive_failures, retry_s,
+                    state.last_error)
+        return retry_s
+
     def sync_once(self) -> None:
-        """Pull and apply the four tables in order; the first failure stops the round."""
+        """Pull the four tables in order and apply what the log does not carry; the first
+        failure stops the round."""
+        exports: list[tuple[SyncedTable, dict[str, Any]]] = []
         for table in SYNCED_TABLES:
             if self._stop_event.is_set():
                 return
             response = self._client.get(f"/admin/sync/{table.path}")
             response.raise_for_status()
             export = response.json()
+            group = export.get("broker_group")
+            if self._broker_group is not None and group is not None \
+                    and group != self._broker_group:
+                raise ForeignMaster(f"the master at {self.master_http_address} serves broker "
+                                    f"group {group!r}, this slave is of {self._broker_group!r}: "
+                                    "its metadata is refused")
+            exports.append((table, export))
+        self.foreign_master = None
+        positions = [export["log_position"] for table, export in exports
+                     if self._tables_in_the_log and table.in_the_log
+                     and export.get("log_position") is not None]
+        bootstrap = bool(positions) and self._metadata.log_position.queue_offset < max(
+            export.get("metadata_min_queue_offset") or 0 for _, export in exports)
+        for table, export in exports:
+            if table.in_the_log and positions and not bootstrap:
+                continue  # the log brings these changes, in order
+            if table.path == "consumer-offsets" and self._queue_max_offset is not None:
+                export = self._clamped(export)
             with self._apply_lock:
                 if self._stop_event.is_set():
-                    return  # retired while the request was in flight: apply nothing
+                    return  # retired while a request was in flight: apply nothing
                 applied = table.apply(self._metadata, export)
             if applied:
                 self.state.tables_applied[table.path] = (
                     self.state.tables_applied.get(table.path, 0) + 1)
+        if bootstrap:
+            earliest = min(positions, key=lambda position: int(position["queue_offset"]))
+            self._metadata.bootstrap_position(LogPosition(
+                queue_offset=int(earliest["queue_offset"]),
+                commit_log_offset=int(earliest["commit_log_offset"]), updated_at_ms=wall_ms()))
+            log.info("slave sync bootstrapped the metadata tables from %s at its log position "
+                     "%s", self.master_http_address, earliest)
         state = self.state
         state.last_success_ms = wall_ms()
         state.last_error = None
         state.consecutive_failures = 0
         state.sync_count += 1
+
+    def _clamped(self, export: dict[str, Any]) -> dict[str, Any]:
+        """A master's offsets, none past this slave's own queue (its log may be behind)."""
+        assert self._queue_max_offset is not None
+        rows = [{**row, "queue_offset": min(int(row["queue_offset"]),
+                                            self._queue_max_offset(row["topic"],
+                                                                   int(row["queue_id"])))}
+                for row in export.get("rows", [])]
+        return {**export, "rows": rows}
 
     def status(self) -> MetadataSyncStatus:
         state = self.state

@@ -1,6 +1,13 @@
 """Snapshots of a running broker: one export at a time (a second request while one runs is
 refused, the route answers 409), on request or every `snapshot_interval_s`.
 
+A snapshot holds the log up to the store's confirmed offset (flushed, and on a SYNC_MASTER
+replicated). What was put before the export was asked for is waited for first: the flush is
+woken at once and awaited for at most `sync_flush_timeout_ms`, so a snapshot right after a
+produce holds it (ASYNC_FLUSH would otherwise leave it out until the next periodic flush).
+When the range is still empty, the refusal says what is missing and why (not flushed, not
+acknowledged by the slaves, not committed by the DLedger group).
+
 The diff samples a snapshot takes are removed only once its directory is in place, so a failed
 export loses none.
 """
@@ -18,6 +25,7 @@ from store.snapshot import (
     HeldLogFiles,
     Manifest,
     SnapshotError,
+    SnapshotRangeRemoved,
     export_snapshot,
     metadata_rows,
 )
@@ -26,6 +34,9 @@ if TYPE_CHECKING:
     from app.broker.broker import Broker  # which builds its Snapshots: an import cycle
 
 log = logging.getLogger(__name__)
+
+# Past the flush's own deadline, the most a snapshot waits for the flush to answer.
+_WAIT_MARGIN_S = 1.0
 
 
 class SnapshotBusy(Exception):
@@ -52,12 +63,14 @@ class Snapshots:
     def _export_locked(self) -> Manifest:
         broker = self._broker
         settings = broker.settings
+        asked_end = broker.store.max_offset  # what was put before this export was asked for
+        self._wait_confirmed(asked_end)
         sampler = broker.replication.sampler if broker.replication is not None else None
         samples = sampler.peek_samples() if sampler is not None else []
         request = ExportRequest(
             data_dir=settings.data_dir,
             out_root=settings.snapshot_root,
-            broker_name=f"{settings.http_host}:{settings.http_port}",
+            broker_name=broker.name,
             broker_role=broker.role_name,
             broker_group=settings.broker_group,
             range_to=broker.store.confirmed_offset,
@@ -70,15 +83,34 @@ class Snapshots:
         )
         try:
             manifest = export_snapshot(request)
-        except SnapshotError as error:
+        except SnapshotRangeRemoved as error:
             self.last_error = str(error)
             raise
+        except SnapshotError as error:
+            gap = broker.store.confirmation_gap(asked_end)
+            self.last_error = str(error) if gap is None else f"{error}: {gap}"
+            if gap is None:
+                raise
+            raise SnapshotError(self.last_error) from error
         if sampler is not None:
             sampler.drop_samples(len(samples))
         self.last, self.last_error = manifest, None
         log.info("snapshot %s: [%d, %d), %d messages", manifest.snapshot_id,
                  manifest.range_from, manifest.range_to, manifest.message_count)
         return manifest
+
+    def _wait_confirmed(self, end_offset: int) -> None:
+        """Flush now what lies below `end_offset`, and wait for it (bounded by the flush's
+        deadline, `sync_flush_timeout_ms`). The slaves' acks and a DLedger commit are not
+        this export's to hasten: a put answered 201 had them already."""
+        store = self._broker.store
+        if store.confirmed_offset >= end_offset:
+            return
+        flushed = store.flush_through(end_offset)
+        try:
+            flushed.wait(self._broker.settings.sync_flush_timeout_ms / 1000 + _WAIT_MARGIN_S)
+        except TimeoutError:  # the deadline thread is late: export what is confirmed
+            log.warning("snapshot: the flush up to %d did not answer in time", end_offset)
 
 
 class PeriodicSnapshots(ServiceThread):

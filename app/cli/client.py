@@ -8,7 +8,13 @@ when it answered, and an exit code that says what failed:
 - 1: the broker refused (any 4xx or 5xx other than 404);
 - 2: the command line is wrong (argparse);
 - 3: the broker could not be reached (connection refused, timeout);
-- 4: not found (404: an unknown topic, group or message).
+- 4: not found (404: an unknown topic, group or message);
+- 5: `ha status` only: the broker answered, and replication is not healthy (app/cli/ha.py);
+- 141: the reader of the output went away (a closed pipe: `... | head`), as a command killed
+  by SIGPIPE reports in a shell (app/cli/main.py).
+
+The address and token may be given before the command's name (`twinlog --url U topic list`) or
+after it (`twinlog topic list --url U`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
+EXIT_UNHEALTHY = 5
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT_S = 30.0
 
@@ -37,13 +45,36 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=os.environ.get("TWINLOG_URL", DEFAULT_URL),
-                        help="the broker's HTTP address (env TWINLOG_URL; default %(default)s)")
-    parser.add_argument("--token", default=os.environ.get("TWINLOG_TOKEN"),
+def add_address_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--url` and `--token`, on the `twinlog` command itself and on each admin command: given
+    before or after the command's name, they mean the same (after it wins when both are).
+    Neither has a parser default, so that one given before is not overwritten by the
+    command's default; `address` applies the environment and the default afterwards."""
+    parser.add_argument("--url", default=argparse.SUPPRESS,
+                        help=f"the broker's HTTP address (env TWINLOG_URL; default {DEFAULT_URL})")
+    parser.add_argument("--token", default=argparse.SUPPRESS,
                         help="a bearer token, when the broker has tokens (env TWINLOG_TOKEN)")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    add_address_arguments(parser)
     parser.add_argument("--json", action="store_true", dest="as_json",
                         help="print the broker's JSON answer instead of a table")
+
+
+def address(arguments: argparse.Namespace) -> tuple[str, str | None]:
+    """The broker's URL and token: from the command line (before or after the command's
+    name), else TWINLOG_URL and TWINLOG_TOKEN, else the default URL and no token."""
+    url = getattr(arguments, "url", None) or os.environ.get("TWINLOG_URL") or DEFAULT_URL
+    token = getattr(arguments, "token", None) or os.environ.get("TWINLOG_TOKEN") or None
+    return url, token
+
+
+def require_url(arguments: argparse.Namespace, reason: str) -> None:
+    """A command that must name its broker on the command line (a role change): never the
+    default or TWINLOG_URL. Exit 2 with `reason` otherwise."""
+    if getattr(arguments, "url", None) is None:
+        raise CliError(EXIT_USAGE, reason)
 
 
 class BrokerClient:
@@ -81,7 +112,8 @@ def describe_problem(response: httpx.Response) -> str:
         return f"{response.status_code}: {str(problem)[:200]}"
     parts = [str(response.status_code)]
     for field in ("error_code", "put_status"):
-        if problem.get(field):
+        # A refused put names its status twice (error_code and put_status): say it once.
+        if problem.get(field) and str(problem[field]) not in parts:
             parts.append(str(problem[field]))
     detail = problem.get("detail") or problem.get("title") or ""
     return " ".join(parts) + (f": {detail}" if detail else "")
@@ -93,7 +125,7 @@ def run(handler: Callable[[argparse.Namespace, BrokerClient], int]
 
     def command(arguments: argparse.Namespace) -> int:
         try:
-            with BrokerClient(arguments.url, arguments.token) as client:
+            with BrokerClient(*address(arguments)) as client:
                 return handler(arguments, client)
         except CliError as error:
             print(f"twinlog: {error}", file=sys.stderr)
@@ -104,6 +136,15 @@ def run(handler: Callable[[argparse.Namespace, BrokerClient], int]
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def print_result(arguments: argparse.Namespace, answer: Any, line: str) -> int:
+    """What a change answered: its JSON with --json, else one line saying what was done."""
+    if arguments.as_json:
+        print_json(answer)
+    else:
+        print(line)
+    return 0
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

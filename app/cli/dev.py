@@ -1,35 +1,40 @@
 """`twinlog dev`: a SYNC_MASTER and its SLAVE as two `twinlog serve` child processes.
 
 The master starts first; the slave is pointed at the HA port the master reports having bound
-(`--port-file`), so any port given as 0 is picked by the kernel and shown in the banner.
+(`--port-file`), so any port given as 0 is picked by the kernel and shown in the banner. The
+children, Ctrl-C, a child that dies and `restart NAME`: app/cli/supervisor.py (a restarted
+broker gets the ports it had).
 
-Each child is its own broker process (DESIGN: one broker = one process) in its own session, so
-a terminal's Ctrl-C reaches only this supervisor, which then stops both children with SIGTERM
-(a clean broker shutdown: no abort marker), waits a bounded time, and kills what is left.
+Development reserves little disk: commit-log files of 64 MiB (`--mapped-file-size-bytes`, or
+TWINLOG_MAPPED_FILE_SIZE_BYTES) instead of the 1 GiB default, and the start says what they
+reserve. A data dir keeps the size its files have (store/message_store.py), and a pair must
+share one (a slave's files are byte copies of its master's), so the size of files already in
+a member's data dir wins for every member; members whose files differ are refused.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import signal
-import subprocess
+import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
-from typing import IO
 
 import httpx
 
+from app.cli.supervisor import POLL_S, READY_TIMEOUT_S, Child, disk_used, supervise, wait_ready
 from app.server.port_file import read_port_file
+from store.files.log_file_size import kept_file_size
 
-READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 20.0
-POLL_S = 0.2
+MIB = 1 << 20
+DEV_MAPPED_FILE_SIZE_BYTES = 64 * MIB
+
+
+class DevError(Exception):
+    """The dev brokers cannot start as asked; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,7 @@ class DevLayout:
     slave_http_port: int = 8081
     ha_port: int = 10912
     host: str = "127.0.0.1"
+    mapped_file_size_bytes: int = DEV_MAPPED_FILE_SIZE_BYTES
 
     @property
     def master_url(self) -> str:
@@ -51,7 +57,8 @@ class DevLayout:
     def master_arguments(self) -> list[str]:
         return ["serve", "--role", "SYNC_MASTER", "--http-host", self.host,
                 "--http-port", str(self.master_http_port), "--ha-port", str(self.ha_port),
-                "--data-dir", str(self.data_root / "master")]
+                "--data-dir", str(self.data_root / "master"),
+                "--set", f"mapped_file_size_bytes={self.mapped_file_size_bytes}"]
 
     def slave_arguments(self) -> list[str]:
         return ["serve", "--role", "SLAVE", "--http-host", self.host,
@@ -59,67 +66,41 @@ class DevLayout:
                 "--ha-master-address", f"{self.host}:{self.ha_port}",
                 "--master-http-address", self.master_url,
                 "--data-dir", str(self.data_root / "slave"),
-                "--set", "ha_reconnect_interval_ms=1000"]
+                "--set", "ha_reconnect_interval_ms=1000",
+                "--set", f"mapped_file_size_bytes={self.mapped_file_size_bytes}"]
 
 
-class Child:
-    def __init__(self, name: str, arguments: list[str], environment: dict[str, str],
-                 pass_fds: tuple[int, ...] = ()) -> None:
-        self.name = name
-        self._terminated = False
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli.main", *arguments], env=environment,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True, pass_fds=pass_fds)
-        assert self.process.stdout is not None
-        # Not a ServiceThread: blocked reading the child's pipe until EOF; not a round-based loop.
-        self._relay = threading.Thread(target=self._copy_output, args=(self.process.stdout,),
-                                       name=f"dev-{name}-output", daemon=True)
-        self._relay.start()
-
-    def _copy_output(self, stream: IO[str]) -> None:
-        for line in stream:
-            sys.stdout.write(f"[{self.name}] {line}")
-            sys.stdout.flush()
-
-    def terminate(self) -> None:
-        """SIGTERM once, without waiting (`stop` waits): a second one would cut the child's
-        graceful shutdown short."""
-        if not self._terminated and self.process.poll() is None:
-            self._terminated = True
-            self.process.send_signal(signal.SIGTERM)
-
-    def stop(self) -> int:
-        """SIGTERM, a bounded wait, then SIGKILL; returns the exit code."""
-        self.terminate()
+def requested_file_size(flag_bytes: int | None) -> tuple[int, str]:
+    """The commit-log file size asked for, and where it comes from."""
+    if flag_bytes is not None:
+        return flag_bytes, "--mapped-file-size-bytes"
+    from_environment = os.environ.get("TWINLOG_MAPPED_FILE_SIZE_BYTES")
+    if from_environment:
         try:
-            code = self.process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            print(f"twinlog dev: {self.name} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it",
-                  flush=True)
-            self.process.kill()
-            code = self.process.wait()
-        self._relay.join(timeout=2)
-        return code
+            return int(from_environment), "TWINLOG_MAPPED_FILE_SIZE_BYTES"
+        except ValueError as error:
+            raise DevError(f"TWINLOG_MAPPED_FILE_SIZE_BYTES={from_environment!r} is not a "
+                           "number of bytes") from error
+    return DEV_MAPPED_FILE_SIZE_BYTES, "the dev default"
 
 
-def wait_ready(children: list[Child], urls: list[str], stop: threading.Event) -> bool:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    pending = dict(zip(urls, children, strict=True))
-    with httpx.Client(timeout=1.0) as client:
-        while pending and time.monotonic() < deadline and not stop.is_set():
-            for url, child in list(pending.items()):
-                if child.process.poll() is not None:
-                    print(f"twinlog dev: {child.name} exited with {child.process.returncode}",
-                          flush=True)
-                    return False
-                try:
-                    if client.get(f"{url}/readyz").status_code == 200:
-                        del pending[url]
-                except httpx.HTTPError:
-                    pass
-            stop.wait(POLL_S)
-    return not pending
+def dev_file_size(data_dirs: list[Path], requested: tuple[int, str]) -> int:
+    """The commit-log file size every member uses: the size of the files already in their
+    data dirs, else the requested one; said on stdout with what it reserves."""
+    found = {directory: size for directory in data_dirs
+             if (size := kept_file_size(directory, requested[0])) is not None}
+    if len(set(found.values())) > 1:
+        raise DevError("the members' commit-log files differ in size (" + ", ".join(
+            f"{directory}: {size} bytes" for directory, size in found.items()) + "); members "
+            "must share one (their logs are byte copies): remove the data dirs, or all but one")
+    size, source = requested
+    if found:
+        directory, size = next(iter(found.items()))
+        source = f"kept from the files in {directory}"
+    print(f"twinlog dev: commit-log files of {size / MIB:g} MiB ({source}): once it holds a "
+          f"message, each broker reserves {2 * size / MIB:g} MiB for them (the file it writes, "
+          "and the next one, allocated ahead of need)", flush=True)
+    return size
 
 
 def _wait_in_sync(layout: DevLayout, stop: threading.Event) -> bool:
@@ -137,20 +118,25 @@ def _wait_in_sync(layout: DevLayout, stop: threading.Event) -> bool:
     return False
 
 
-def _banner(layout: DevLayout) -> str:
+def _banner(layout: DevLayout, children: list[Child]) -> str:
+    master, slave = children
     return "\n".join([
         "",
         f"twinlog dev: master (SYNC_MASTER) {layout.master_url}   HA {layout.host}:"
-        f"{layout.ha_port}   data {layout.data_root / 'master'}",
+        f"{layout.ha_port}   data {layout.data_root / 'master'}   pid {master.process.pid}",
         f"             slave  (SLAVE)       {layout.slave_url}   data "
-        f"{layout.data_root / 'slave'}",
+        f"{layout.data_root / 'slave'}   pid {slave.process.pid}",
         "auth is OPEN (development mode): no token is needed, none is checked.",
+        "data dirs on disk now: " + disk_used({"master": layout.master_url,
+                                               "slave": layout.slave_url}),
         "try:",
         "  curl -H 'Content-Type: application/octet-stream' --data-binary 'hello' "
         f"{layout.master_url}/v1/topics/demo/messages",
         f"  curl '{layout.slave_url}/v1/topics/demo/queues/0/messages?body_encoding=utf8'",
         f"  curl {layout.master_url}/admin/diff",
         f"  open {layout.master_url}/docs",
+        "A broker that dies leaves the other running: `restart master` (or slave) and Enter "
+        "starts it again; `status` lists both.",
         "Ctrl-C stops both.",
         "",
     ])
@@ -172,6 +158,16 @@ def _wait_ports(child: Child, port_file: Path,
     return None
 
 
+class _Arguments:
+    """A child's arguments, replaced once its ports are known: a restart binds the same."""
+
+    def __init__(self, arguments: list[str]) -> None:
+        self.arguments = arguments
+
+    def __call__(self) -> tuple[list[str], list[socket.socket]]:
+        return self.arguments, []  # a classic broker binds its own ports
+
+
 def _start_pair(layout: DevLayout, environment: dict[str, str], children: list[Child],
                 stop: threading.Event) -> DevLayout | None:
     """Start the master, then the slave at the master's HA port; the layout with the ports
@@ -179,21 +175,34 @@ def _start_pair(layout: DevLayout, environment: dict[str, str], children: list[C
     layout.data_root.mkdir(parents=True, exist_ok=True)
     master_ports = layout.data_root / "master.ports"
     master_ports.unlink(missing_ok=True)
-    children.append(Child("master", [*layout.master_arguments(), "--port-file",
-                                      str(master_ports)], environment))
+    master = _Arguments([*layout.master_arguments(), "--port-file", str(master_ports)])
+    children.append(Child("master", master, environment))
     ports = _wait_ports(children[-1], master_ports, stop)
     if ports is None or ports[1] is None:
         return None
     layout = replace(layout, master_http_port=ports[0], ha_port=ports[1])
+    master.arguments = [*layout.master_arguments(), "--port-file", str(master_ports)]
     slave_ports = layout.data_root / "slave.ports"
     slave_ports.unlink(missing_ok=True)
-    children.append(Child("slave", [*layout.slave_arguments(), "--port-file",
-                                     str(slave_ports)], environment))
+    slave = _Arguments([*layout.slave_arguments(), "--port-file", str(slave_ports)])
+    children.append(Child("slave", slave, environment))
     ports = _wait_ports(children[-1], slave_ports, stop)
-    return None if ports is None else replace(layout, slave_http_port=ports[0])
+    if ports is None:
+        return None
+    layout = replace(layout, slave_http_port=ports[0])
+    slave.arguments = [*layout.slave_arguments(), "--port-file", str(slave_ports)]
+    return layout
 
 
-def run_dev(layout: DevLayout) -> int:
+def run_dev(layout: DevLayout, file_size_bytes: int | None = None) -> int:
+    try:
+        size = dev_file_size([layout.data_root / "master", layout.data_root / "slave"],
+                             requested_file_size(file_size_bytes))
+    except DevError as error:
+        print(f"twinlog dev: {error}", file=sys.stderr)
+        return 2
+    layout = replace(layout, mapped_file_size_bytes=size)
+
     def start(environment: dict[str, str], children: list[Child],
               stop: threading.Event) -> str | None:
         started = _start_pair(layout, environment, children, stop)
@@ -203,45 +212,7 @@ def run_dev(layout: DevLayout) -> int:
         if not _wait_in_sync(started, stop) and not stop.is_set():
             print("twinlog dev: the slave is not in sync yet; puts answer 202 until it is",
                   flush=True)
-        return _banner(started)
+        return _banner(started, children)
 
     # The pair shares a secret made for this run: the HA link is authenticated even in dev.
     return supervise(start, {"TWINLOG_HA_SECRET": secrets.token_urlsafe(24)}, "both brokers")
-
-
-Starter = Callable[[dict[str, str], list[Child], threading.Event], "str | None"]
-
-
-def supervise(start: Starter, environment_extra: dict[str, str], what: str) -> int:
-    """Run `start` (it starts the children and returns the banner, or None if they did not
-    come up), then wait for Ctrl-C or SIGTERM (or a child's exit) and stop every child."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    environment = {**os.environ, "TWINLOG_AUTH_TOKENS": "{}", "PYTHONUNBUFFERED": "1",
-                   **environment_extra}
-    environment.pop("TWINLOG_CONFIG_FILE", None)
-    children: list[Child] = []
-    try:
-        banner = start(environment, children, stop)
-        if banner is not None:
-            print(banner, flush=True)
-            while not stop.is_set() and all(c.process.poll() is None for c in children):
-                stop.wait(POLL_S)
-        elif not stop.is_set():
-            print("twinlog dev: the brokers did not become ready; stopping", flush=True)
-    finally:
-        print(f"twinlog dev: stopping {what}", flush=True)
-        # All at once: stopped one after another, a member still running would wait on a
-        # request to one already gone (a DLedger follower's metadata sync: up to its timeout).
-        for child in children:
-            child.terminate()
-        codes = [child.stop() for child in children]
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    for child, code in zip(children, codes, strict=True):
-        print(f"twinlog dev: {child.name} exited with {code}", flush=True)
-    return 0 if all(code == 0 for code in codes) else 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -19,12 +20,34 @@ def _message_get(arguments: argparse.Namespace, client: BrokerClient) -> int:
     if arguments.as_json:
         print_json(answer)
         return 0
-    for name in ("msg_id", "topic", "queue_id", "queue_offset", "commit_log_offset",
-                 "size_bytes", "tags", "keys", "properties", "born_timestamp_ms",
-                 "store_timestamp_ms", "reconsume_times"):
-        print(f"{name:<20} {answer[name]}")
+    for name, value in _fields(answer):
+        print(f"{name:<20} {value}")
     print(f"{'body':<20} {_body_text(answer)}")
     return 0
+
+
+def _fields(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """A message's fields as a person reads them: "-" for none, keys space-separated as
+    produce takes them, properties as k=v, times in ISO 8601 UTC with the milliseconds."""
+    properties = message["properties"]
+    return [
+        ("msg_id", message["msg_id"]), ("topic", message["topic"]),
+        ("queue_id", str(message["queue_id"])), ("queue_offset", str(message["queue_offset"])),
+        ("commit_log_offset", str(message["commit_log_offset"])),
+        ("size_bytes", str(message["size_bytes"])), ("tags", message["tags"] or "-"),
+        ("keys", " ".join(message["keys"]) or "-"),
+        ("properties", ", ".join(f"{k}={v}" for k, v in sorted(properties.items())) or "-"),
+        ("idempotency_key", message.get("idempotency_key") or "-"),
+        ("born_time", iso_time(message["born_timestamp_ms"])),
+        ("store_time", iso_time(message["store_timestamp_ms"])),
+        ("reconsume_times", str(message["reconsume_times"])),
+    ]
+
+
+def iso_time(timestamp_ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC, to the millisecond: 2026-01-02T03:04:05.678Z."""
+    moment = datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _message_find(arguments: argparse.Namespace, client: BrokerClient) -> int:
@@ -39,8 +62,8 @@ def _message_find(arguments: argparse.Namespace, client: BrokerClient) -> int:
     if arguments.as_json:
         print_json(answer)
         return 0
-    print_table(["MSG_ID", "QUEUE", "OFFSET", "STORE_TIMESTAMP_MS", "BODY"],
-                [[m["msg_id"], m["queue_id"], m["queue_offset"], m["store_timestamp_ms"],
+    print_table(["MSG_ID", "QUEUE", "OFFSET", "STORE_TIME", "BODY"],
+                [[m["msg_id"], m["queue_id"], m["queue_offset"], iso_time(m["store_timestamp_ms"]),
                   _body_text(m)[:_BODY_PREVIEW_CHARS]] for m in answer["messages"]])
     return 0
 

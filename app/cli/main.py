@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import io
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -13,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from app.cli.client import EXIT_CLOSED_PIPE, add_address_arguments
 from app.cli.ha import add_commands as add_ha_commands
 from app.cli.lookup import add_commands as add_lookup_commands
 from app.cli.messages import add_commands as add_message_commands
@@ -152,10 +155,11 @@ def _dev(arguments: argparse.Namespace) -> int:
     if arguments.dledger:
         return run_dev_dledger(DLedgerDevLayout(
             data_root=Path(arguments.data_root), http_port=arguments.dledger_http_port,
-            dledger_port=arguments.dledger_port))
+            dledger_port=arguments.dledger_port), arguments.mapped_file_size_bytes)
     return run_dev(DevLayout(
         data_root=Path(arguments.data_root), master_http_port=arguments.master_http_port,
-        slave_http_port=arguments.slave_http_port, ha_port=arguments.ha_port))
+        slave_http_port=arguments.slave_http_port, ha_port=arguments.ha_port),
+        arguments.mapped_file_size_bytes)
 
 
 def _openapi(arguments: argparse.Namespace) -> int:
@@ -207,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="twinlog", description="twinlog: a replicated message store (RocketMQ-style)."
     )
     parser.add_argument("--version", action="version", version=f"twinlog {_version()}")
+    add_address_arguments(parser)  # the admin commands' --url and --token, before their name
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     info = commands.add_parser("store-info", help="recover a data dir and print its offsets")
     info.add_argument("--data-dir", required=True)
@@ -241,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_serve)
 
     dev = commands.add_parser(
-        "dev", help="run a SYNC_MASTER and its SLAVE locally, open auth (Ctrl-C stops both)")
+        "dev", help="run a SYNC_MASTER and its SLAVE locally, open auth, 64 MiB log files "
+                    "(Ctrl-C stops both)")
     dev.add_argument("--data-root", default="data")  # ports: 0 lets the kernel pick one
     dev.add_argument("--master-http-port", type=int, default=8080)
     dev.add_argument("--slave-http-port", type=int, default=8081)
@@ -252,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --dledger: HTTP ports from this one (0: the kernel picks)")
     dev.add_argument("--dledger-port", type=int, default=20911,
                      help="with --dledger: DLedger ports from this one (0: the kernel picks)")
+    dev.add_argument("--mapped-file-size-bytes", type=int, default=None,
+                     help="commit-log file size of new data dirs (default "
+                          "TWINLOG_MAPPED_FILE_SIZE_BYTES, else 64 MiB; a data dir keeps the "
+                          "size its files have)")
     dev.set_defaults(handler=_dev)
 
     spec = commands.add_parser("openapi", help="write the OpenAPI document of the app")
@@ -277,7 +287,25 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(arguments, "handler", None) is None:
         parser.print_help()
         return 0
-    return int(arguments.handler(arguments))
+    try:
+        code = int(arguments.handler(arguments))
+        sys.stdout.flush()  # a reader gone shows here, not as a traceback at exit
+    except BrokenPipeError:
+        # The reader of the output went away (`twinlog consume T | head -3`): no traceback,
+        # the status a command killed by SIGPIPE has in a shell. What was still buffered
+        # goes nowhere instead of raising again when the interpreter flushes at exit.
+        _discard_stdout()
+        return EXIT_CLOSED_PIPE
+    return code
+
+
+def _discard_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout replaced (a test)
+        pass
 
 
 if __name__ == "__main__":

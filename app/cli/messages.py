@@ -3,7 +3,9 @@
 `produce` sends each stdin line (or each named file, whole) as one message, in batches, and
 prints one line per message: its status and where it was stored. `consume` prints message
 bodies, one per line, from a queue (or every read queue of a topic), starting at an offset or
-at a group's committed offset, and with `--group` commits the next offset when it is done.
+at a group's committed offset, and with `--group` commits, per queue, the offset after the last
+message it wrote out and flushed: a reader that closes the pipe early (`| head`) leaves the
+rest uncommitted.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ def _group_offsets(client: BrokerClient, group: str, topic: str) -> dict[int, in
 
 
 def _consume(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    """Print the queues' messages; with --group, commit on each queue the offset after the
+    last message written out and flushed, also when the reader goes away mid-way (a closed
+    pipe ends the command in app/cli/main.py, after these commits)."""
     topic_path = f"/v1/topics/{quote(arguments.topic, safe='')}"
     queues = client.call("GET", topic_path)["queues"]
     queue_ids = [q["queue_id"] for q in queues
@@ -84,32 +89,52 @@ def _consume(arguments: argparse.Namespace, client: BrokerClient) -> int:
         if arguments.group else {}
     remaining = arguments.max_messages
     for queue_id in queue_ids:
-        offset = committed.get(queue_id, arguments.offset)
-        start = offset
-        while remaining > 0:
-            answer = client.call("GET", f"{topic_path}/queues/{queue_id}/messages",
-                                 params={"offset": offset,
-                                         "max_messages": min(remaining, 1024)})
-            for message in answer["messages"]:
-                _print_message(message, arguments.as_json)
-            remaining -= len(answer["messages"])
-            if answer["next_offset"] == offset:
-                break
-            offset = answer["next_offset"]
-        if arguments.group and offset != start:
-            client.call("PUT", f"/v1/groups/{quote(arguments.group, safe='')}/offsets/"
-                               f"{quote(arguments.topic, safe='')}/queues/{queue_id}",
-                        json={"offset": offset})
+        start = committed.get(queue_id, arguments.offset)
+        written = _Written(start)
+        try:
+            remaining = _print_queue(client, f"{topic_path}/queues/{queue_id}/messages",
+                                     written, remaining, arguments.as_json)
+        finally:
+            if arguments.group and written.offset != start:
+                client.call("PUT", f"/v1/groups/{quote(arguments.group, safe='')}/offsets/"
+                                   f"{quote(arguments.topic, safe='')}/queues/{queue_id}",
+                            json={"offset": written.offset})
     return 0
+
+
+class _Written:
+    """The queue offset after the last message of a queue written out and flushed."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+def _print_queue(client: BrokerClient, path: str, written: _Written, remaining: int,
+                 as_json: bool) -> int:
+    """Print a queue's messages from `written.offset`, at most `remaining`; moves
+    `written.offset` past each message once it is flushed, and past a page's end once the
+    whole page is (the end may skip offsets with no message). Returns what remains."""
+    while remaining > 0:
+        offset = written.offset
+        answer = client.call("GET", path, params={"offset": offset,
+                                                  "max_messages": min(remaining, 1024)})
+        for message in answer["messages"]:
+            _print_message(message, as_json)  # raises BrokenPipeError when the reader left
+            written.offset = message["queue_offset"] + 1
+        remaining -= len(answer["messages"])
+        if answer["next_offset"] == offset:
+            break
+        written.offset = answer["next_offset"]
+    return remaining
 
 
 def _print_message(message: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(message, sort_keys=True))
-        return
-    body = base64.b64decode(message["body"]) if message["body_encoding"] == "base64" \
-        else message["body"].encode()
-    sys.stdout.buffer.write(body + b"\n")
+        sys.stdout.write(json.dumps(message, sort_keys=True) + "\n")
+    else:
+        body = base64.b64decode(message["body"]) if message["body_encoding"] == "base64" \
+            else message["body"].encode()
+        sys.stdout.buffer.write(body + b"\n")
     sys.stdout.flush()
 
 

@@ -14,6 +14,7 @@ from app.cli.client import (
     CliError,
     add_connection_arguments,
     print_json,
+    print_result,
     print_table,
     run,
 )
@@ -42,12 +43,9 @@ def _topic_create(arguments: argparse.Namespace, client: BrokerClient) -> int:
                             "read_queue_count": arguments.read_queues or arguments.queues,
                             "write_queue_count": arguments.write_queues or arguments.queues}
     answer = client.call("POST", "/v1/topics", json=body, ok=(200, 201))
-    if arguments.as_json:
-        print_json(answer)
-    else:
-        print(f"created {answer['name']}: {answer['read_queue_count']} read / "
-              f"{answer['write_queue_count']} write queues")
-    return 0
+    return print_result(arguments, answer, f"created {answer['name']}: "
+                                           f"{answer['read_queue_count']} read / "
+                                           f"{answer['write_queue_count']} write queues")
 
 
 def _topic_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:
@@ -73,13 +71,11 @@ def _topic_update(arguments: argparse.Namespace, client: BrokerClient) -> int:
         raise CliError(EXIT_USAGE, "nothing to update: give --read-queues, --write-queues or "
                                    "--perm")
     answer = client.call("PATCH", _path("v1", "topics", arguments.topic), json=body)
-    if arguments.as_json:
-        print_json(answer)
-    else:
-        print(f"updated {answer['name']}: {answer['read_queue_count']} read / "
-              f"{answer['write_queue_count']} write queues, "
-              f"{_PERMISSION_NAMES.get(answer['permission'], answer['permission'])}")
-    return 0
+    permission = _PERMISSION_NAMES.get(answer["permission"], answer["permission"])
+    return print_result(arguments, answer, f"updated {answer['name']}: "
+                                           f"{answer['read_queue_count']} read / "
+                                           f"{answer['write_queue_count']} write queues, "
+                                           f"{permission}")
 
 
 def _topic_delete(arguments: argparse.Namespace, client: BrokerClient) -> int:
@@ -121,11 +117,7 @@ def _group_list(arguments: argparse.Namespace, client: BrokerClient) -> int:
 
 def _group_create(arguments: argparse.Namespace, client: BrokerClient) -> int:
     answer = client.call("POST", "/v1/groups", json={"name": arguments.group}, ok=(200, 201))
-    if arguments.as_json:
-        print_json(answer)
-    else:
-        print(f"created {answer['name']}")
-    return 0
+    return print_result(arguments, answer, f"created {answer['name']}")
 
 
 def _group_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:

@@ -5,7 +5,8 @@ Messages are deduped by (store host, commit-log offset): a master and its slave 
 copies and count once, two groups reusing offsets under different hosts both count. The
 report: per-topic counts, bytes, rate per minute and top keys (over every group and per
 broker group); consumer lag per group and queue at the group's newest snapshot with offsets;
-replication lag percentiles per slave. Everything is Spark SQL: no Python runs on executors.
+replication lag percentiles per slave (by its stable id). Everything is Spark SQL: no Python
+runs on executors.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ PARTIAL_COLUMNS = {
                     "size_bytes BIGINT, first_store_timestamp_ms BIGINT, "
                     "last_store_timestamp_ms BIGINT",
     "key_counts": "topic STRING, key STRING, count BIGINT",
-    "queue_ends": "broker_group STRING, topic STRING, queue_id INT, max_queue_offset BIGINT",
+    "queue_ends": "broker_group STRING, topic STRING, queue_id INT, max_queue_offset BIGINT, "
+                  "min_queue_offset BIGINT",
     "committed": "broker_group STRING, group_name STRING, topic STRING, queue_id INT, "
                  "queue_offset BIGINT, as_of_offset BIGINT, as_of_created_ms BIGINT",
-    "samples": "timestamp_ms BIGINT, slave STRING, ack_offset BIGINT, diff_bytes BIGINT",
+    "samples": "timestamp_ms BIGINT, slave STRING, ack_offset BIGINT, diff_bytes BIGINT, "
+               "slave_id STRING",
 }
 
 
@@ -103,7 +106,8 @@ def partials(spark: Any, messages: Any, snapshots: list[Snapshot],
     }
     if with_state:
         tables["queue_ends"] = messages.groupBy("broker_group", "topic", "queue_id").agg(
-            (F.max("queue_offset") + 1).alias("max_queue_offset"))
+            (F.max("queue_offset") + 1).alias("max_queue_offset"),
+            F.min("queue_offset").alias("min_queue_offset"))
         tables["committed"] = _latest_offsets(spark, snapshots)
         tables["samples"] = _samples(spark, snapshots)
     return tables
@@ -127,7 +131,8 @@ def merge(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
         "key_counts": both["key_counts"].groupBy("topic", "key").agg(
             F.sum("count").alias("count")),
         "queue_ends": both["queue_ends"].groupBy("broker_group", "topic", "queue_id").agg(
-            F.max("max_queue_offset").alias("max_queue_offset")),
+            F.max("max_queue_offset").alias("max_queue_offset"),
+            F.min("min_queue_offset").alias("min_queue_offset")),
         # The offsets of each group's newest snapshot that holds any, whichever run read it.
         "committed": (committed.withColumn("as_of", F.struct("as_of_offset", "as_of_created_ms"))
                       .withColumn("newest", F.first("as_of").over(newest))
@@ -171,28 +176,51 @@ def finish(tables: dict[str, Any]) -> dict[str, Any]:
 
 
 def _consumer_lag(committed: Any, queue_ends: Any) -> Any:
+    """Lag as the broker counts it (`GET /v1/groups/{group}/lag`, docs/metrics.md), per
+    group and queue of every topic the group has committed on: the queue's end less the
+    group's offset, or less the queue's first offset when the group has committed none on
+    that queue (RocketMQ's consumerProgress counts such a queue from its start; what is gone
+    is not lag), never below 0. committed_offset -1: no commit. A queue's first and end
+    offsets are those of the messages the snapshots read hold."""
     from pyspark.sql import functions as F
 
-    return (committed.join(queue_ends, ["broker_group", "topic", "queue_id"], "left")
-            .select("broker_group", "group_name", "topic", "queue_id",
-                    F.col("queue_offset").alias("committed_offset"),
-                    F.coalesce("max_queue_offset", F.lit(0)).alias("max_queue_offset"))
-            .withColumn("lag", F.greatest(
-                F.lit(0), F.col("max_queue_offset") - F.col("committed_offset")))
-            .orderBy("broker_group", "group_name", "topic", "queue_id"))
+    group_queue = ["broker_group", "group_name", "topic", "queue_id"]
+    topics = committed.select("broker_group", "group_name", "topic").distinct()
+    queues = (topics.join(queue_ends.select("broker_group", "topic", "queue_id"),
+                          ["broker_group", "topic"])
+              .unionByName(committed.select(*group_queue)).distinct())
+    first = F.coalesce("min_queue_offset", F.lit(0))
+    start = F.when(F.col("queue_offset").isNull(), first).otherwise(
+        F.greatest(F.col("queue_offset"), first))
+    return (queues.join(committed, group_queue, "left")
+            .join(queue_ends, ["broker_group", "topic", "queue_id"], "left")
+            .select(*group_queue,
+                    F.coalesce("queue_offset", F.lit(-1)).cast("bigint").alias(
+                        "committed_offset"),
+                    F.coalesce("max_queue_offset", F.lit(0)).alias("max_queue_offset"),
+                    F.greatest(F.lit(0), F.coalesce("max_queue_offset", F.lit(0)) - start)
+                    .cast("bigint").alias("lag"))
+            .orderBy(*group_queue))
 
 
 def _replication_lag(samples: Any) -> Any:
+    """Diff percentiles per slave, keyed by the slave's stable id (`slave_id`): its link's
+    address changes on every reconnect, so one slave's history would split across rows.
+    Samples taken before snapshots carried the id are keyed by their address. `slave` is
+    the last address the slave was seen at, `address_count` how many it had."""
     from pyspark.sql import functions as F
 
-    return (samples.groupBy("slave").agg(
+    key = F.coalesce(F.nullif(F.col("slave_id"), F.lit("")), F.col("slave"))
+    return (samples.withColumn("key", key).groupBy("key").agg(
+        F.max_by("slave", "timestamp_ms").alias("slave"),
+        F.countDistinct("slave").alias("address_count"),
         F.count(F.lit(1)).alias("sample_count"),
         F.percentile_approx("diff_bytes", 0.5).alias("p50_diff_bytes"),
         F.percentile_approx("diff_bytes", 0.99).alias("p99_diff_bytes"),
         F.max("diff_bytes").alias("max_diff_bytes"),
         F.min("timestamp_ms").alias("first_timestamp_ms"),
         F.max("timestamp_ms").alias("last_timestamp_ms"),
-    ).orderBy("slave"))
+    ).withColumnRenamed("key", "slave_id").orderBy("slave_id"))
 
 
 def build_report(spark: Any, snapshots: list[Snapshot],
@@ -211,7 +239,7 @@ def _samples(spark: Any, snapshots: list[Snapshot]) -> Any:
     frame = spark.read.schema(PARTIAL_COLUMNS["samples"]).parquet(
         *(f"{s.uri}/replication/diff_samples.parquet" for s in snapshots))
     return frame.select(*(F.col(name) for name in ("timestamp_ms", "slave", "ack_offset",
-                                                    "diff_bytes")))
+                                                    "diff_bytes", "slave_id")))
 
 
 def _latest_offsets(spark: Any, snapshots: list[Snapshot]) -> Any:

@@ -20,6 +20,7 @@ from store.files.disk import REAL_DISK, Disk
 from store.files.mapped_file import MappedFile
 from store.files.mapped_file_queue import MappedFileQueue
 from store.files.open_files import OpenFiles
+from store.system_topics import is_system_topic
 from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)
@@ -411,9 +412,11 @@ class ConsumeQueues:
             return list(self._queues.values())
 
     def topics(self) -> dict[str, list[int]]:
+        """The queue ids of every client topic (the broker's own system topics left out)."""
         result: dict[str, list[int]] = {}
         for queue in self.all():
-            result.setdefault(queue.topic, []).append(queue.queue_id)
+            if not is_system_topic(queue.topic):
+                result.setdefault(queue.topic, []).append(queue.queue_id)
         return {topic: sorted(ids) for topic, ids in sorted(result.items())}
 
     def count_with_entries(self) -> int:

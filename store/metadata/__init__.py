@@ -24,6 +24,7 @@ from store.metadata.delay_offsets import (
 from store.metadata.errors import (
     GroupAlreadyExists,
     GroupNotFound,
+    GroupsMaxReached,
     InvalidDelayLevel,
     InvalidExport,
     InvalidGroupName,
@@ -41,6 +42,7 @@ from store.metadata.errors import (
     TopicNotFound,
     TopicNotWritable,
     TopicsMaxReached,
+    WriteQueuesExceedReadQueues,
 )
 from store.metadata.groups import (
     create_group,
@@ -111,6 +113,7 @@ __all__ = [
     "DelayOffset",
     "GroupAlreadyExists",
     "GroupNotFound",
+    "GroupsMaxReached",
     "InvalidDelayLevel",
     "InvalidExport",
     "InvalidGroupName",
@@ -137,6 +140,7 @@ __all__ = [
     "TopicNotWritable",
     "TopicPermission",
     "TopicsMaxReached",
+    "WriteQueuesExceedReadQueues",
     "commit_consumer_offset",
     "create_group",
     "create_metadata_engine",

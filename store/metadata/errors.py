@@ -29,6 +29,12 @@ class InvalidQueueCount(MetadataError):
     error_code = "INVALID_QUEUE_COUNT"
 
 
+class WriteQueuesExceedReadQueues(MetadataError):
+    """More write queues than read queues: messages in the extra ones could not be read."""
+
+    error_code = "WRITE_QUEUES_EXCEED_READ_QUEUES"
+
+
 class InvalidQueueId(MetadataError):
     error_code = "INVALID_QUEUE_ID"
 
@@ -87,6 +93,14 @@ class GroupNotFound(MetadataError):
 
 class GroupAlreadyExists(MetadataError):
     error_code = "GROUP_ALREADY_EXISTS"
+
+
+class GroupsMaxReached(MetadataError):
+    """The broker holds `groups_max` groups already: a new one (created, or by an offset
+    commit) is refused, nothing is written."""
+
+    error_code = "GROUPS_MAX_REACHED"
+    setting = "groups_max"
 
 
 class InvalidExport(MetadataError):

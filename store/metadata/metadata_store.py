@@ -15,15 +15,27 @@ from types import TracebackType
 from typing import Any
 
 from store.clock import ClockMs, wall_ms
-from store.metadata import delay_offsets, groups, offsets, sync, topics
+from store.dispatch import SystemRecord
+from store.metadata import apply, delay_offsets, groups, offsets, plans, sync, topics
 from store.metadata.database import create_metadata_engine, transaction
 from store.metadata.errors import MetadataStoreStateError
+from store.metadata.log_records import (
+    GroupDelete,
+    GroupPut,
+    MetadataChange,
+    OffsetSet,
+    TopicDelete,
+    TopicPut,
+    TopicsPut,
+    decode,
+)
 from store.metadata.migrate import upgrade_connection_to_head
 from store.metadata.models import (
     READ_WRITE,
     ConsumerOffset,
     DataVersion,
     DelayOffset,
+    LogPosition,
     SubscriptionGroup,
     TopicConfig,
 )
@@ -62,6 +74,7 @@ class MetadataStore:
         consumer_offset_persist_interval_ms: int = DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS,
         clock_ms: ClockMs = wall_ms,
         topics_max: int | None = None,
+        groups_max: int | None = None,
         queues_per_topic_max: int = QUEUE_COUNT_MAX,
     ) -> None:
         """Open the database and upgrade it to the newest schema (Alembic, never create_all).
@@ -82,6 +95,7 @@ class MetadataStore:
         self._auto_create_topics = auto_create_topics
         self._default_queue_count = default_queue_count
         self._topics_max = topics_max
+        self._groups_max = groups_max
         self._queues_per_topic_max = queues_per_topic_max
         self._clock_ms = clock_ms
         self._engine = create_metadata_engine(database_url)
@@ -90,10 +104,12 @@ class MetadataStore:
             with self._engine.begin() as connection:
                 upgrade_connection_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
+            self._applied = apply.read_log_position(self._engine)
         except BaseException:
             self._engine.dispose()
             raise
         self._offsets = ConsumerOffsetTable(stored_offsets)
+        self._persisted_position_queue_offset = self._applied.queue_offset
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._topic_cache: dict[str, TopicConfig] = {}
@@ -245,6 +261,18 @@ class MetadataStore:
             topics.delete_topic(engine=self._engine, name=name, now_ms=self._clock_ms())
             self._offsets.forget(topic=name)
 
+    def cached_topic(self, *, name: str) -> TopicConfig | None:
+        """The topic's config from the cache the produce path fills, else the table's."""
+        self._check_open()
+        topic = self._topic_cache.get(name)
+        if topic is None:
+            topic = topics.find_topic(engine=self._engine, name=name)
+        return None if topic is None else topic.model_copy()
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return self._auto_create_topics
+
     def find_topic(self, *, name: str) -> TopicConfig | None:
         self._check_open()
         return topics.find_topic(engine=self._engine, name=name)
@@ -270,6 +298,7 @@ class MetadataStore:
     ) -> SubscriptionGroup:
         self._check_open()
         with self._write_lock:
+            plans.check_groups_max(self._engine, name, self._groups_max)
             return groups.create_group(
                 engine=self._engine,
                 name=name,
@@ -385,16 +414,148 @@ class MetadataStore:
     def flush_consumer_offsets(self) -> int:
         """Persist every offset committed since the last flush; returns the rows changed."""
         with self._write_lock:
+            # Taken first: every record below it is in the batch or already in the tables.
+            position = self._applied
             batch = self._offsets.take_dirty()
-            if not batch:
-                return 0
-            try:
-                return offsets.persist_consumer_offsets(
-                    engine=self._engine, offsets=batch, now_ms=self._clock_ms()
-                )
-            except BaseException:
-                self._offsets.restore_dirty(batch)
-                raise
+            changed = 0
+            if batch:
+                try:
+                    changed = offsets.persist_consumer_offsets(
+                        engine=self._engine, offsets=batch, now_ms=self._clock_ms()
+                    )
+                except BaseException:
+                    self._offsets.restore_dirty(batch)
+                    raise
+            if position.queue_offset > self._persisted_position_queue_offset:
+                apply.write_log_position(self._engine, position)
+                self._persisted_position_queue_offset = position.queue_offset
+            return changed
+
+    # ---- metadata records of the log ------------------------------------------------------------
+
+    @property
+    def log_position(self) -> LogPosition:
+        """How far into the log's metadata records the tables are applied (in memory: what
+        the next flush persists)."""
+        return self._applied
+
+    def consistent_export(self) -> threading.RLock:
+        """Held around reading `log_position` and exporting a table: no record applies in
+        between (an export then says exactly which records it reflects)."""
+        return self._write_lock
+
+    def apply_record(self, record: SystemRecord) -> MetadataChange | None:
+        """Apply one metadata record of the log (dispatch's `on_system_record`, in log order).
+        Raises MetadataRecordError for a record this build cannot read: dispatch then stays
+        at it (and says so) rather than go on with tables that would differ from the log."""
+        change = decode(record.op, record.body)
+        with self._write_lock:
+            if record.queue_offset < self._applied.queue_offset:
+                return None  # in the tables already (a bootstrap from the master took it)
+            self.apply_change(change)
+            self._applied = LogPosition(queue_offset=record.queue_offset + 1,
+                                        commit_log_offset=record.commit_log_offset,
+                                        updated_at_ms=self._clock_ms())
+        return change
+
+    def bootstrap_position(self, position: LogPosition) -> None:
+        """After taking a master's tables (slave sync's bootstrap): records below `position`
+        are in them, and apply from there on; persisted at once."""
+        with self._write_lock:
+            if position.queue_offset > self._applied.queue_offset:
+                self._applied = position
+                apply.write_log_position(self._engine, position)
+                self._persisted_position_queue_offset = position.queue_offset
+
+    def apply_change(self, change: MetadataChange) -> None:
+        """Apply one change to the tables: a pure function of the tables and the change."""
+        self._check_open()
+        with self._write_lock:
+            if isinstance(change, OffsetSet):
+                self._offsets.apply(OffsetKey(change.group_name, change.topic, change.queue_id),
+                                    change.queue_offset, reset=change.reset,
+                                    now_ms=change.at_ms)
+            elif isinstance(change, TopicPut):
+                self._topic_cache[change.name] = apply.put_topic(self._engine, change)
+            elif isinstance(change, TopicsPut):
+                for config in apply.put_topics(self._engine, change.topics):
+                    self._topic_cache[config.name] = config
+            elif isinstance(change, TopicDelete):
+                self._topic_cache.pop(change.name, None)
+                apply.delete_topic(self._engine, change)
+                self._offsets.forget(topic=change.name)
+            elif isinstance(change, GroupPut):
+                apply.put_group(self._engine, change)
+            elif isinstance(change, GroupDelete):
+                apply.delete_group(self._engine, change)
+                self._offsets.forget(group_name=change.name)
+            else:
+                raise AssertionError(f"unknown change {change!r}")
+
+    # ---- plans: the records a request would write (the tables change when they apply) --------
+
+    def plan_create_topics(self, new_topics: Sequence[topics.NewTopic]) -> list[TopicPut]:
+        self._check_open()
+        return plans.create_topics(self._engine, new_topics, now_ms=self._clock_ms(),
+                                   topics_max=self._topics_max,
+                                   queues_per_topic_max=self._queues_per_topic_max)
+
+    def plan_update_topic(self, *, name: str, read_queue_count: int | None = None,
+                          write_queue_count: int | None = None,
+                          permission: int | None = None) -> TopicPut | None:
+        self._check_open()
+        return plans.update_topic(self._engine, name, now_ms=self._clock_ms(),
+                                  read_queue_count=read_queue_count,
+                                  write_queue_count=write_queue_count, permission=permission,
+                                  queues_per_topic_max=self._queues_per_topic_max)
+
+    def plan_delete_topic(self, *, name: str) -> TopicDelete:
+        self._check_open()
+        return plans.delete_topic(self._engine, name, now_ms=self._clock_ms())
+
+    def plan_create_group(self, *, name: str, consume_enabled: bool = True,
+                          broadcast_enabled: bool = False,
+                          retry_queue_count: int = groups.DEFAULT_RETRY_QUEUE_COUNT,
+                          retry_times_max: int = groups.DEFAULT_RETRY_TIMES_MAX) -> GroupPut:
+        self._check_open()
+        plans.check_groups_max(self._engine, name, self._groups_max)
+        return plans.create_group(self._engine, name, now_ms=self._clock_ms(),
+                                  consume_enabled=consume_enabled,
+                                  broadcast_enabled=broadcast_enabled,
+                                  retry_queue_count=retry_queue_count,
+                                  retry_times_max=retry_times_max)
+
+    def plan_update_group(self, *, name: str, consume_enabled: bool | None = None,
+                          broadcast_enabled: bool | None = None,
+                          retry_queue_count: int | None = None,
+                          retry_times_max: int | None = None) -> GroupPut | None:
+        self._check_open()
+        return plans.update_group(self._engine, name, now_ms=self._clock_ms(),
+                                  consume_enabled=consume_enabled,
+                                  broadcast_enabled=broadcast_enabled,
+                                  retry_queue_count=retry_queue_count,
+                                  retry_times_max=retry_times_max)
+
+    def plan_delete_group(self, *, name: str) -> GroupDelete:
+        self._check_open()
+        return plans.delete_group(self._engine, name, now_ms=self._clock_ms())
+
+    def plan_offset(self, *, group_name: str, topic: str, queue_id: int, queue_offset: int,
+                    reset: bool) -> OffsetSet | None:
+        """A commit (forward only: OffsetMovesBackwards) or a reset; None when the offset is
+        the group's already. A queue's first commit checks that its group, topic and queue
+        exist (GroupNotFound, TopicNotFound, InvalidQueueId); later ones need no query."""
+        self._check_open()
+        check_queue_offset(queue_offset)
+        key = OffsetKey(group_name, topic, queue_id)
+        current = self._offsets.get(key)
+        if current is None:
+            plans.check_offset(self._engine, key)
+        elif current.queue_offset == queue_offset:
+            return None
+        elif not reset:
+            offsets.check_moves_forward(key, current.queue_offset, queue_offset)
+        return OffsetSet(group_name, topic, queue_id, queue_offset, reset, self._clock_ms())
 
     # ---- delay offsets -------------------------------------------------------------------------
 

@@ -164,3 +164,27 @@ class DataVersionRow(DataVersionBase, table=True):
 
 class DataVersion(DataVersionBase):
     """RocketMQ's DataVersion: a copy is stale when its version differs from the master's."""
+
+
+# ---- where the tables stand in the log ---------------------------------------------------------
+
+
+class LogPositionBase(SQLModel):
+    # The next queue offset of the metadata topic to apply (store/system_topics.py): every
+    # metadata record below it is in these tables. The topic and group tables may be ahead of
+    # it (they are written as each record applies), never behind.
+    queue_offset: int = Field(sa_type=BigInteger)
+    # The commit-log offset just past the last record applied (0: none).
+    commit_log_offset: int = Field(sa_type=BigInteger)
+    updated_at_ms: int = Field(sa_type=BigInteger)
+
+
+class LogPositionRow(LogPositionBase, table=True):
+    """One row per stream of records the tables follow (today one: "metadata")."""
+
+    __tablename__ = "log_position"
+    name: str = Field(primary_key=True, sa_type=String(_TABLE_NAME_COLUMN_LENGTH))
+
+
+class LogPosition(LogPositionBase):
+    """How far into the log the metadata tables are applied."""

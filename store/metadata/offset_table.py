@@ -76,6 +76,18 @@ class ConsumerOffsetTable:
             self._dirty.add(key)
             return CommitOutcome.ADVANCED
 
+    def apply(self, key: OffsetKey, queue_offset: int, *, reset: bool, now_ms: int) -> bool:
+        """A metadata record's offset (store/metadata/log_records.py OffsetSet): set when it is
+        a reset or moves forward, else nothing; True when the table changed."""
+        with self._lock:
+            current = self._entries.get(key)
+            if current is not None and (current.queue_offset == queue_offset
+                                        or (not reset and current.queue_offset > queue_offset)):
+                return False
+            self._entries[key] = _entry(key, queue_offset, now_ms)
+            self._dirty.add(key)
+            return True
+
     def put_persisted(self, offsets: Iterable[ConsumerOffset]) -> None:
         """Take offsets the database already holds (a reset, a master's copy), in any direction."""
         with self._lock:

@@ -14,8 +14,10 @@ from store.metadata.errors import (
     InvalidRetryTimes,
     InvalidTopicName,
     QueuesPerTopicMaxExceeded,
+    WriteQueuesExceedReadQueues,
 )
 from store.metadata.models import READ_WRITE
+from store.system_topics import SYSTEM_TOPIC_PREFIX, is_system_topic
 from store.topic import topic_problem
 
 # Every queue has its own consume-queue files, so the count per topic is bounded.
@@ -49,6 +51,9 @@ def check_topic_name(name: str) -> None:
     problem = topic_problem(name)
     if problem is not None:
         raise InvalidTopicName(f"invalid topic name {name!r}: {problem}")
+    if is_system_topic(name):
+        raise InvalidTopicName(f"invalid topic name {name!r}: names starting with "
+                               f"{SYSTEM_TOPIC_PREFIX} are the broker's own")
 
 
 def check_group_name(name: str) -> None:
@@ -79,6 +84,15 @@ def check_queue_count_cap(field: str, count: int, queues_per_topic_max: int) -> 
             f"{field} {count} is above this broker's queues_per_topic_max"
             f" ({queues_per_topic_max})"
         )
+
+
+def check_queue_counts(read_queue_count: int, write_queue_count: int) -> None:
+    """Writes go to write queues, consumers read read queues: a write queue past the read
+    queues would hold acknowledged messages that no one can read."""
+    if write_queue_count > read_queue_count:
+        raise WriteQueuesExceedReadQueues(f"write_queue_count {write_queue_count} is more than "
+                                f"read_queue_count {read_queue_count}: messages in the extra "
+                                "write queues could not be read")
 
 
 def check_permission(permission: int) -> None:

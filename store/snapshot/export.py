@@ -57,6 +57,7 @@ SAMPLE_SCHEMA = pa.schema([
     ("slave", pa.string()),
     ("ack_offset", pa.int64()),
     ("diff_bytes", pa.int64()),
+    ("slave_id", pa.string()),  # the slave's stable id; null in samples that predate it
 ])
 WORKERS_MAX = 16
 

@@ -40,6 +40,7 @@ from store.snapshot.log_reader import (
     iter_windows,
 )
 from store.snapshot.throttle import Throttle
+from store.system_topics import is_system_topic
 
 BATCH_ROWS_MIN = 4096  # a topic's rows are buffered until there are that many ...
 BATCH_BYTES_MIN = 2 * 1024 * 1024  # ... or that many bytes of log
@@ -142,15 +143,23 @@ class MessageWriter:
         self.topic_counts: dict[str, int] = {}
 
     def add(self, window: DecodedWindow) -> None:
+        """A window's client messages; records of the broker's own topics (metadata changes,
+        store/system_topics.py) are not messages and are left out."""
+        count, body_bytes = window.count, window.body_bytes
         for group in window.groups:
             rows = window.batch.slice(group.begin, group.end - group.begin)
             topic = group.topic
+            if is_system_topic(topic):
+                count -= rows.num_rows
+                # (few rows, and binary_view has no length kernel: read them)
+                body_bytes -= sum(len(body) for body in rows.column("body").to_pylist())
+                continue
             self.topic_counts[topic] = self.topic_counts.get(topic, 0) + rows.num_rows
             for hour, hour_rows, log_bytes in _by_store_hour(rows, group.log_bytes):
                 self._add_rows(f"topic={_escape(topic)}/store_hour={hour}", hour_rows,
                                log_bytes)
-        self.count += window.count
-        self.body_bytes += window.body_bytes
+        self.count += count
+        self.body_bytes += body_bytes
         if self._buffered_bytes >= BUFFERED_BYTES_MAX:
             for name in list(self._buffers):
                 self._write(name, self._buffers.pop(name).batches)

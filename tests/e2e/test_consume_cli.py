@@ -5,12 +5,15 @@ on stderr with an exit code that says what failed."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.test_admin_cli import TOKEN, ok, one_error_line, twinlog
 from tests.support.brokers import BrokerProcess, Launcher
+
+pytestmark = pytest.mark.processes
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +30,16 @@ def _produce(url: str, topic: str, *lines: str, key: str = "k") -> list[str]:
 
 
 def test_message_get(broker: BrokerProcess) -> None:
-    """`message get` prints a message's fields by its id; an unknown id exits 4, a malformed
-    one exits 1, each with one line."""
-    (msg_id,) = _produce(broker.url, "CliGet", "the body")
+    """`message get` prints a message's fields by its id as a person reads them (no Python
+    reprs: "-" for no tags, keys as produce takes them, times in ISO 8601 UTC with the ms);
+    an unknown id exits 4, a malformed one exits 1, each with one line."""
+    (msg_id,) = _produce(broker.url, "CliGet", "the body", key="order-1")
     shown = ok(twinlog(broker.url, "message", "get", msg_id))
     assert f"msg_id               {msg_id}" in shown and "body                 the body" in shown
+    fields = dict(line.split(None, 1) for line in shown.splitlines())
+    assert fields["tags"] == "-" and fields["keys"] == "order-1", fields
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", fields["store_time"]), fields
+    assert "None" not in shown and "[" not in shown and "{" not in shown, shown
     as_json = json.loads(ok(twinlog(broker.url, "message", "get", msg_id, "--json")))
     assert as_json["topic"] == "CliGet"
     unknown = msg_id[:16] + "00000000FFFFFFFF"
@@ -85,7 +93,7 @@ def test_message_find_by_key(broker: BrokerProcess) -> None:
     _produce(url, "CliKeys", "unrelated", key="order-10")
     table = ok(twinlog(url, "message", "find", "--topic", "CliKeys", "--key", "order-9"))
     rows = table.splitlines()
-    assert rows[0].split() == ["MSG_ID", "QUEUE", "OFFSET", "STORE_TIMESTAMP_MS", "BODY"]
+    assert rows[0].split() == ["MSG_ID", "QUEUE", "OFFSET", "STORE_TIME", "BODY"]
     assert [row.split()[0] for row in rows[1:]] == ids[::-1]
     assert [row.split()[-1] for row in rows[1:]] == ["second", "first"]
     found = json.loads(ok(twinlog(url, "message", "find", "--topic", "CliKeys", "--key",

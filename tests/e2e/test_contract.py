@@ -163,6 +163,7 @@ def assert_no_finding(base_url: str, operation_ids: tuple[str, ...] = ()) -> Non
     print(f"contract: {tested['scenarios']} scenarios in phases {sorted(tested['phases'])}")
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_fuzzer_finds_nothing(launch: Launcher, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every operation but demotion, 25 deterministic examples per operation and phase,
@@ -173,6 +174,7 @@ def test_fuzzer_finds_nothing(launch: Launcher, monkeypatch: pytest.MonkeyPatch)
     assert_no_finding(broker.url)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_fuzzer_finds_nothing_on_a_dledger_leader(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:

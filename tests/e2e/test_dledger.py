@@ -3,14 +3,19 @@ test and passed as descriptors (tests/support/dledger_group.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.dledger_group import DLedgerGroup, Member, wait_for
+from tests.support.dledger_group import ROOT, DLedgerGroup, Member, wait_for
 from tests.support.processes import pause, resume
+
+pytestmark = pytest.mark.processes
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +252,49 @@ def test_diff_ha_and_metrics_show_the_group(group: DLedgerGroup) -> None:
     follower_text = followers[0].client.get("/metrics").text
     assert _metric(follower_text, 'twinlog_dledger_role{role="FOLLOWER"}') == 1
     assert "twinlog_dledger_peer_lag_entries{" not in follower_text
+
+
+def _ha_status(member: Member) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TWINLOG_")}
+    return subprocess.run([sys.executable, "-m", "app.cli.main", "ha", "status", "--url",
+                           member.url], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_ha_status_prints_the_member_view(group: DLedgerGroup) -> None:
+    """`twinlog ha status` in DLedger mode (it printed nothing and exited 0): on the leader
+    its role, term and a row per peer with its match index, lag and in sync; on a follower
+    its leader and the peers it knows of; exit 0 while the group is healthy."""
+    leader = group.wait_leader()
+    assert leader.client.post("/v1/topics/HaStatus/messages", json={"body": "s"}).status_code \
+        == 201
+    followers = _followers(group, leader)
+    term = leader.dledger()["term"]
+
+    lines: list[str] = []
+
+    def leader_table() -> bool:
+        done = _ha_status(leader)
+        lines[:] = done.stdout.splitlines()
+        rows = [line.split() for line in lines[2:]]
+        return done.returncode == 0 and len(rows) == 2 and all(
+            row[-1] == "yes" and row[6] == "0" for row in rows)
+
+    wait_for(leader_table, timeout_s=30, what="both peers in sync in ha status")
+    assert lines[0].startswith(f"LEADER {leader.node_id} of group default, term {term}, "
+                               "in sync 2 of 1 needed, committed index "), lines
+    assert lines[1].split() == ["PEER", "DLEDGER_ADDRESS", "HTTP_ADDRESS", "STATE",
+                                "MATCH_INDEX", "LAG_ENTRIES", "LAG_BYTES", "CONTACT_MS_AGO",
+                                "IN_SYNC"]
+    assert sorted(line.split()[0] for line in lines[2:]) == sorted(
+        follower.node_id for follower in followers)
+    seen = _ha_status(followers[0])
+    assert seen.returncode == 0, seen.stderr
+    first, _, *rows = seen.stdout.splitlines()
+    assert first.startswith(f"FOLLOWER {followers[0].node_id} of group default, term {term}, "
+                            f"leader {leader.node_id} ({leader.url})"), first
+    assert [row.split()[:2] for row in rows if "(leader)" in row] == [[leader.node_id,
+                                                                       "(leader)"]]
 
 
 def _has_topic(member: Member, topic: str) -> bool:

@@ -19,6 +19,8 @@ from tests.support.brokers import (
     wait_for,
 )
 
+pytestmark = pytest.mark.processes
+
 TOPIC = "Failover"
 PRODUCERS = 16
 

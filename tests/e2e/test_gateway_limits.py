@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.brokers import ROOT, BrokerProcess, Launcher, wait_for
 from tests.support.raw_http import RawClient, request_head, rss_bytes
 
+pytestmark = pytest.mark.processes
+
 ADMIN_TOKEN = "limits-admin-token"
 TOKENS = {"ENVIRONMENT": json.dumps({ADMIN_TOKEN: ["admin", "produce", "consume"]})}
 AUTH = {"authorization": f"Bearer {ADMIN_TOKEN}"}

@@ -17,6 +17,8 @@ import pytest
 
 from tests.support.brokers import ROOT, Launcher
 
+pytestmark = pytest.mark.processes
+
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
 PACKAGE = "twinlog_generated_client"
 

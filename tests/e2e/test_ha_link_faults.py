@@ -26,6 +26,8 @@ from tests.support.brokers import (
 from tests.support.power_cut import lose_tail
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.processes
+
 SEEDS = range(int(os.environ.get("TWINLOG_FAULT_SEEDS", "3")))
 
 

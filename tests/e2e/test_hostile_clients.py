@@ -4,7 +4,11 @@ full-size run)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.hostile import RSS_GROWTH_MAX, Plan, run
+
+pytestmark = pytest.mark.processes
 
 
 def test_attackers_are_refused_or_cut_and_memory_stays_bounded() -> None:

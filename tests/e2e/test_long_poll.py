@@ -7,8 +7,11 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.brokers import BrokerProcess, Launcher, wait_for
+
+pytestmark = pytest.mark.processes
 
 LATENCY_MS_MAX = 50
 # Rounds, the best of which must meet the bound: the suite shares two cores with other

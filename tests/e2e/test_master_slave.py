@@ -17,6 +17,8 @@ import pytest
 from tests.support.brokers import BrokerProcess, Launcher, caught_up, master_diff, wait_for
 from tests.support.processes import pause
 
+pytestmark = pytest.mark.processes
+
 Pair = tuple[BrokerProcess, BrokerProcess]
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.brokers import Launcher
+
+pytestmark = pytest.mark.processes
 
 
 def test_idempotency_key_across_a_master_restart(launch: Launcher) -> None:

@@ -13,6 +13,8 @@ import pytest
 from tests.support.brokers import BrokerProcess, Launcher, wait_for
 from tests.support.certificates import ServerCertificate, make_ca, make_server_certificate
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> ServerCertificate:

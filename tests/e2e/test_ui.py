@@ -35,7 +35,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BURST_MESSAGES = 8
 POLL_INTERVAL_MS = 200
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 
 @dataclass

@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.brokers import FAST_SETTINGS, ROOT, BrokerProcess, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 _NOT_SOURCES = shutil.ignore_patterns(
     ".git", ".venv", "data", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
@@ -37,14 +37,18 @@ def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> 
     return done.stdout
 
 
-def _build_wheel(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of the checkout, once for the module's tests (each only
+    reads it: one looks inside, the other installs it into a venv of its own)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     sources = tmp_path / "sources"
     shutil.copytree(ROOT, sources, ignore=_NOT_SOURCES)
     dist = tmp_path / "dist"
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
          "--wheel-dir", dist, sources, cwd=tmp_path)
-    (wheel,) = dist.glob("twinlog-*.whl")
-    return wheel
+    (built,) = dist.glob("twinlog-*.whl")
+    return built
 
 
 def _fresh_environment(tmp_path: Path, wheel: Path) -> Path:
@@ -65,10 +69,10 @@ def _clean_environment() -> dict[str, str]:
             if not key.startswith("TWINLOG_") and key != "PYTHONPATH"}
 
 
-def test_wheel_ships_the_migrations_and_the_license(tmp_path: Path) -> None:
+def test_wheel_ships_the_migrations_and_the_license(wheel: Path) -> None:
     """The wheel holds every package, the Alembic migrations, the license and the assets of
     /docs and /redoc."""
-    names = set(zipfile.ZipFile(_build_wheel(tmp_path)).namelist())
+    names = set(zipfile.ZipFile(wheel).namelist())
     assert {"app/api/static/swagger-ui/swagger-ui-bundle.js",
             "app/api/static/swagger-ui/swagger-ui.css",
             "app/api/static/redoc/redoc.standalone.js"} <= names
@@ -78,11 +82,11 @@ def test_wheel_ships_the_migrations_and_the_license(tmp_path: Path) -> None:
     assert any(".dist-info/" in name and name.endswith("LICENSE") for name in names), names
 
 
-def test_installed_wheel_serves_produces_and_consumes(tmp_path: Path) -> None:
+def test_installed_wheel_serves_produces_and_consumes(wheel: Path, tmp_path: Path) -> None:
     """`twinlog serve` from a fresh venv outside the checkout migrates its metadata, takes a
     produce (201), returns the message on a consume and serves /docs with its assets;
     `twinlog --version` reads the package metadata."""
-    venv = _fresh_environment(tmp_path, _build_wheel(tmp_path))
+    venv = _fresh_environment(tmp_path, wheel)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     env = _clean_environment()

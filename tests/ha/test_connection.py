@@ -602,6 +602,7 @@ print("started", flush=True)
 """
 
 
+@pytest.mark.processes
 def test_open_connection_does_not_hold_the_process_at_exit() -> None:
     """A process whose main thread returns while a slave's connection is still in its
     handshake exits at once: the connection's threads never make exit wait on a silent slave

@@ -241,6 +241,7 @@ def test_heartbeat_header_keeps_idle_link_alive(start_node: StartNode) -> None:
     assert master.replication.service.connection_count == 1
 
 
+@pytest.mark.processes
 def test_killed_slave_process_catches_up(tmp_path: Path) -> None:
     """A slave in its own process, killed with SIGKILL mid-stream and restarted, catches up to
     a byte-identical commit log and the same consume queues."""

@@ -81,7 +81,8 @@ def test_slave_restart_catches_up(start_node: StartNode) -> None:
 
 def test_diff_views_go_to_zero(start_node: StartNode) -> None:
     """After quiescence the master's per-slave diff and the slave's own view are 0 bytes, and
-    the sampler keeps bounded samples of it."""
+    the sampler keeps bounded samples of it, each naming the slave by its stable id (on the
+    master and on the slave itself), not only by its link's ephemeral address."""
     from ha import MasterDiff, SlaveLinkView
 
     master = start_node("master", BrokerRole.SYNC_MASTER)
@@ -106,4 +107,8 @@ def test_diff_views_go_to_zero(start_node: StartNode) -> None:
     assert isinstance(slave_view, SlaveLinkView)
     assert slave_view.connected and slave_view.local_max_offset == master.store.max_offset
     wait_until(lambda: slave.replication.diff().diff_bytes == 0)  # type: ignore[union-attr]
-    wait_until(lambda: len(master.replication.sampler.drain_samples()) > 0)
+    wait_until(lambda: len(master.replication.sampler.peek_samples()) > 0)
+    slave_id = slave.replication.client.slave_id.hex()  # type: ignore[union-attr]
+    assert {s.slave_id for s in master.replication.sampler.drain_samples()} == {slave_id}
+    wait_until(lambda: len(slave.replication.sampler.peek_samples()) > 0)
+    assert {s.slave_id for s in slave.replication.sampler.peek_samples()} == {slave_id}

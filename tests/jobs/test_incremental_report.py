@@ -20,6 +20,8 @@ from store.snapshot import ExportRequest, export_snapshot, metadata_rows
 from tests.support.report_tables import report_tables
 from tests.support.store import small_config, wait_dispatched
 
+pytestmark = pytest.mark.jvm
+
 pytest.importorskip("pyspark")
 
 TOPICS = ("Orders", "Logs", "Audit")

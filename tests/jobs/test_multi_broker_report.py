@@ -23,6 +23,8 @@ from store.metadata import MetadataStore, sqlite_database_url
 from store.snapshot import ExportRequest, export_snapshot, metadata_rows
 from tests.support.store import small_config, wait_dispatched
 
+pytestmark = pytest.mark.jvm
+
 pytest.importorskip("pyspark")
 
 TOPICS = ("Orders", "Logs")

@@ -21,6 +21,8 @@ from store.snapshot import ExportRequest, export_snapshot
 from tests.support.store import small_config, wait_dispatched
 from tests.support.store_clock import store_clock
 
+pytestmark = pytest.mark.jvm
+
 pytest.importorskip("pyspark")
 
 HOUR_MS = 3_600_000

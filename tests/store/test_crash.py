@@ -6,10 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from store import MessageStore
 from tests.support.child_lines import ChildLines
 from tests.support.crash_writer import body_for
 from tests.support.store import small_config
+
+pytestmark = pytest.mark.processes
 
 ACKS_BEFORE_KILL = 1500
 

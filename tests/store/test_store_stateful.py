@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import event, settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -203,6 +204,7 @@ class StoreMachine(RuleBasedStateMachine):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_store_survives_power_cuts() -> None:
     """No flushed message is lost and reads match the log after any power cut, and the cuts
     exercised unflushed data across file rolls and torn records."""

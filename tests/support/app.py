@@ -19,11 +19,7 @@ from app.settings import Settings, load_settings
 from tests.support.store import TEST_DISK_MAX_USED_RATIO
 
 MESSAGE_SIZE_MAX_BYTES = 16 * 1024
-
-
 MAX_BODY_SIZE_BYTES = 64 * 1024
-
-
 MAX_BATCH_MESSAGES = 10
 
 

@@ -17,8 +17,6 @@ from app.server.port_file import read_port_file
 from tests.support.processes import terminate, terminate_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
 READY_TIMEOUT_S = 30.0
 
 
@@ -165,12 +163,13 @@ def _launching(root: Path) -> Iterator[Launcher]:
     try:
         yield start
     finally:
-        try:
-            terminate_all([(broker.process, broker.name, broker.log)
-                           for broker in reversed(started)])
-        finally:
-            for broker in started:
-                broker.client.close()
+        # The test's clients first: an HTTPS broker's graceful shutdown waits for each open
+        # connection's TLS close, and an idle client left open never sends it (10 s, the
+        # whole `timeout_graceful_shutdown_s`, at the end of tests/e2e/test_tls.py).
+        for broker in started:
+            broker.client.close()
+        terminate_all([(broker.process, broker.name, broker.log)
+                       for broker in reversed(started)])
 
 
 def master_diff(master: BrokerProcess) -> dict[str, Any]:

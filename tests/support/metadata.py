@@ -14,7 +14,6 @@ from store.metadata import (
     export_table,
     sqlite_database_url,
 )
-from tests.support.postgres import postgres_database_url, postgres_server  # noqa: F401
 
 START_MS = 1_700_000_000_000
 

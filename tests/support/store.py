@@ -9,11 +9,7 @@ from typing import Any
 from store import MessageStore, StoreConfig
 
 SMALL_FILE_BYTES = 64 * 1024
-
-
 SMALL_MESSAGE_MAX_BYTES = 16 * 1024
-
-
 TEST_DISK_MAX_USED_RATIO = 0.95
 
 

@@ -51,6 +51,7 @@ from store.metadata import MetadataTable, head_revision
 from store.retention import disk_used_ratio
 from store.snapshot import SnapshotError, SnapshotRangeRemoved
 from store.snapshot.manifest import snapshot_dir_name
+from store.system_topics import METADATA_TOPIC
 
 # Reads are for dashboards too (the monitor scope, which admin includes); what changes the
 # broker needs admin. Per route, so that the body guard (app/api/body_guard.py) sees the scope.
@@ -189,7 +190,16 @@ def admin_store(broker: BrokerDep) -> StoreView:
 
 
 def _export(broker: Broker, table: MetadataTable) -> TableExportView:
-    return TableExportView.model_validate(broker.metadata_store.export_table(table))
+    metadata = broker.metadata_store
+    with metadata.consistent_export():
+        position = metadata.log_position
+        export = metadata.export_table(table)
+    bounds = broker.store.queue_offset_range(METADATA_TOPIC, 0)
+    return TableExportView.model_validate({
+        **export, "broker_group": broker.settings.broker_group,
+        "log_position": {"queue_offset": position.queue_offset,
+                         "commit_log_offset": position.commit_log_offset},
+        "metadata_min_queue_offset": bounds[0] if bounds is not None else 0})
 
 
 @router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics")
@@ -254,7 +264,8 @@ def admin_create_snapshot(gateway: GatewayDep) -> SnapshotManifestView:
         raise ApiError("SNAPSHOT_RANGE_REMOVED", str(error)) from error
     except SnapshotError as error:
         raise ApiError("NOTHING_TO_SNAPSHOT", str(error)) from error
-    path = gateway.settings.snapshot_root / snapshot_dir_name(manifest.range_from,
-                                                              manifest.range_to)
+    # Absolute: the broker's working directory means nothing to the client.
+    path = gateway.settings.snapshot_root.absolute() / snapshot_dir_name(manifest.range_from,
+                                                                         manifest.range_to)
     fields = {k: v for k, v in asdict(manifest).items() if k != "extra"}
     return SnapshotManifestView(path=str(path), **fields)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
+from app.api import metadata_writes
 from app.api.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
 from app.api.errors import ApiError
 from app.api.gateway import Gateway
@@ -27,7 +29,8 @@ from app.api.schemas.groups import (
 )
 from app.broker.broker import Broker
 from app.settings import Scope
-from store.metadata import ConsumerOffset, GroupNotFound, SubscriptionGroup
+from store.metadata import ConsumerOffset, GroupAlreadyExists, GroupNotFound, SubscriptionGroup
+from store.metadata.groups import DEFAULT_RETRY_QUEUE_COUNT, DEFAULT_RETRY_TIMES_MAX
 
 router = APIRouter(tags=["groups"])
 
@@ -53,11 +56,10 @@ def list_groups(broker: BrokerDep) -> GroupList:
 
 @router.post("/v1/groups", operation_id="create-group", status_code=status.HTTP_201_CREATED,
              dependencies=[requires(Scope.ADMIN)],
-             responses=problem_responses(400, 401, 403, 409, 503))
+             responses=problem_responses(202, 400, 401, 403, 409, 429, 503, 507))
 def create_group(group: GroupCreate, gateway: GatewayDep) -> Group:
-    broker = gateway.master_broker()
-    return group_view(broker.metadata_store.create_group(
-        name=group.name, consume_enabled=group.consume_enabled,
+    return group_view(metadata_writes.create_group(
+        gateway.master_broker(), group.name, consume_enabled=group.consume_enabled,
         broadcast_enabled=group.broadcast_enabled, retry_queue_count=group.retry_queue_count,
         retry_times_max=group.retry_times_max))
 
@@ -71,10 +73,10 @@ def describe_group(group: GroupPath, broker: BrokerDep) -> Group:
 
 @router.delete("/v1/groups/{group}", operation_id="delete-group",
                status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(Scope.ADMIN)],
-               responses=problem_responses(400, 401, 403, 404, 503))
+               responses=problem_responses(202, 400, 401, 403, 404, 429, 503, 507))
 def delete_group(group: GroupPath, gateway: GatewayDep) -> Response:
     """Delete a group and its committed offsets (404 GROUP_NOT_FOUND when unknown)."""
-    gateway.master_broker().metadata_store.delete_group(name=group)
+    metadata_writes.delete_group(gateway.master_broker(), group)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -90,9 +92,10 @@ def list_consumer_offsets(group: GroupPath, broker: BrokerDep,
 
 @router.put("/v1/groups/{group}/offsets/{topic}/queues/{queue_id}",
             operation_id="commit-consumer-offset", dependencies=[requires(Scope.CONSUME)],
-            responses=problem_responses(400, 401, 403, 404, 409, 503))
-def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueIdPath,
-                           commit: OffsetCommit, gateway: GatewayDep) -> ConsumerOffsetView:
+            responses=problem_responses(202, 400, 401, 403, 404, 409, 429, 503, 507))
+async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueIdPath,
+                                 commit: OffsetCommit,
+                                 gateway: GatewayDep) -> ConsumerOffsetView:
     """Commit the next offset to consume. It only moves forward unless allow_backwards (a
     reset); it may not pass the queue's max offset. The group is created on first commit when
     auto_create_groups is on."""
@@ -102,8 +105,20 @@ def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueId
     if commit.offset > max_offset:
         raise ApiError("INVALID_OFFSET", f"offset {commit.offset} is past the queue's max "
                        f"offset {max_offset}")
-    _commit_creating_group(gateway, broker, group, topic, queue_id, commit)
-    stored = broker.metadata_store.list_consumer_offsets(group_name=group, topic=topic)
+    metadata = broker.metadata_store
+    known = metadata.get_consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
+    if broker.metadata_log is not None and known is not None:
+        # The hot path, on the event loop: a queue committed before needs no query, and the
+        # record's guarantees and its apply are awaited, not waited for on a worker thread.
+        change = metadata.plan_offset(group_name=group, topic=topic, queue_id=queue_id,
+                                      queue_offset=commit.offset,
+                                      reset=commit.allow_backwards)
+        if change is not None:
+            await metadata_writes.write(broker, [change])
+    else:
+        await run_in_threadpool(_commit_creating_group, gateway, broker, group, topic,
+                                queue_id, commit)
+    stored = metadata.list_consumer_offsets(group_name=group, topic=topic)
     for offset in stored:
         if offset.queue_id == queue_id:
             return offset_view(offset)
@@ -112,7 +127,7 @@ def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: QueueId
 
 @router.post("/v1/groups/{group}/offsets/{topic}:reset", operation_id="reset-consumer-offsets",
              dependencies=[requires(Scope.ADMIN)],
-             responses=problem_responses(400, 401, 403, 404, 409, 503))
+             responses=problem_responses(202, 400, 401, 403, 404, 409, 429, 503, 507))
 def reset_consumer_offsets(group: GroupPath, topic: TopicPath, reset: OffsetResetByTime,
                            gateway: GatewayDep) -> ConsumerOffsetList:
     """Reset the group's offsets on a topic to a time: per queue, the first message stored at
@@ -139,18 +154,19 @@ def _commit_creating_group(gateway: Gateway, broker: Broker, group: str, topic: 
         if not gateway.settings.auto_create_groups:
             raise
         if broker.metadata_store.find_group(name=group) is None:
-            broker.metadata_store.create_group(name=group)
+            try:
+                metadata_writes.create_group(
+                    broker, group, consume_enabled=True, broadcast_enabled=False,
+                    retry_queue_count=DEFAULT_RETRY_QUEUE_COUNT,
+                    retry_times_max=DEFAULT_RETRY_TIMES_MAX)
+            except GroupAlreadyExists:
+                pass  # another commit created it first
         _commit(broker, group, topic, queue_id, commit)
 
 
 def _commit(broker: Broker, group: str, topic: str, queue_id: int, commit: OffsetCommit) -> None:
-    metadata = broker.metadata_store
-    if commit.allow_backwards:
-        metadata.reset_consumer_offset(group_name=group, topic=topic, queue_id=queue_id,
-                                       queue_offset=commit.offset)
-    else:
-        metadata.commit_consumer_offset(group_name=group, topic=topic, queue_id=queue_id,
-                                        queue_offset=commit.offset)
+    metadata_writes.set_offset(broker, group, topic, queue_id, commit.offset,
+                               reset=commit.allow_backwards)
 
 
 @router.get("/v1/groups/{group}/lag", operation_id="get-consumer-lag",

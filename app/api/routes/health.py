@@ -42,9 +42,19 @@ async def readyz(gateway: GatewayDep) -> Response:
         link = SlaveDiffView(**asdict(view), metadata_sync=broker.slave_sync.status()
                              if broker.slave_sync is not None else None)
     fault = broker.store.health.fault
-    readiness = Readiness(ready=broker.is_running and fault is None, role=broker.role_name,
-                          state=broker.state.value, ha_link=link,
-                          detail=fault.describe() if fault is not None else None)
+    detail = fault.describe() if fault is not None else None
+    dispatch = broker.store.dispatch
+    dispatch_stuck = dispatch.failing and broker.is_running
+    if detail is None and dispatch_stuck:
+        detail = (f"dispatch fails at commit-log offset {dispatch.dispatched_offset}: "
+                  f"{dispatch.last_error}")
+    foreign = broker.slave_sync.foreign_master if broker.slave_sync is not None else None
+    if detail is None and foreign is not None:
+        detail = foreign  # a slave pointed at another broker group's master
+    readiness = Readiness(ready=broker.is_running and fault is None and foreign is None
+                          and not dispatch_stuck,
+                          role=broker.role_name, state=broker.state.value, ha_link=link,
+                          detail=detail)
     return JSONResponse(readiness.model_dump(mode="json"),
                         status_code=200 if readiness.ready else 503)
 

@@ -16,6 +16,7 @@ from app.api.schemas.messages import ConsumedMessage, KeyLookupResult
 from app.settings import Scope
 from store.index.key_index import LOOKUP_RESULTS_MAX
 from store.message_id import MSG_ID_HEX_LENGTH, MSG_ID_PATTERN, LookupStatus
+from store.system_topics import is_system_topic
 
 router = APIRouter(tags=["consume"], dependencies=[requires(Scope.CONSUME)])
 
@@ -41,7 +42,8 @@ async def get_message(
     if result.status is LookupStatus.MALFORMED_ID:
         raise ApiError("INVALID_MESSAGE_ID", f"{msg_id!r} is not a message id "
                        f"({MSG_ID_HEX_LENGTH} hex digits)")
-    if result.message is None:
+    if result.message is None or is_system_topic(result.message.topic):
+        # (a record of the broker's own topics is not a message: store/system_topics.py)
         raise ApiError("MESSAGE_NOT_FOUND", f"no message {msg_id} on this broker")
     return consumed(result.message, body_encoding)
 

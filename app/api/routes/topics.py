@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
+from app.api import metadata_writes
 from app.api.deps import BrokerDep, MasterBrokerDep, TopicPath, requires
 from app.api.errors import ApiError
 from app.api.openapi import problem_responses
@@ -23,6 +24,15 @@ from store.metadata import NewTopic, TopicConfig
 router = APIRouter(tags=["topics"])
 
 
+def _queue_counts(read_queue_count: int | None, write_queue_count: int | None,
+                  default: int) -> tuple[int, int]:
+    """(read, write): a count left out takes the other's value, both default_queue_count when
+    neither is given (so a topic asked for 1 read queue gets 1 write queue, not 4 that no
+    one could read)."""
+    read = read_queue_count or write_queue_count or default
+    return read, write_queue_count or read_queue_count or default
+
+
 def topic_view(config: TopicConfig) -> Topic:
     return Topic(name=config.name, read_queue_count=config.read_queue_count,
                  write_queue_count=config.write_queue_count, permission=config.permission,
@@ -40,35 +50,34 @@ def list_topics(broker: BrokerDep) -> TopicList:
 
 @router.post("/v1/topics", operation_id="create-topic", status_code=status.HTTP_201_CREATED,
              dependencies=[requires(Scope.ADMIN)],
-             responses=problem_responses(400, 401, 403, 409, 503))
+             responses=problem_responses(202, 400, 401, 403, 409, 429, 503, 507))
 def create_topic(topic: TopicCreate, broker: MasterBrokerDep) -> Topic:
     """Create a topic; queue counts default to the broker's default_queue_count."""
-    config = broker.metadata_store.create_topic(
-        name=topic.name, read_queue_count=topic.read_queue_count,
-        write_queue_count=topic.write_queue_count, permission=topic.permission)
-    broker.topic_created(config)
+    default = broker.metadata_store.default_queue_count
+    [config] = metadata_writes.create_topics(broker, [NewTopic(
+        topic.name, *_queue_counts(topic.read_queue_count, topic.write_queue_count, default),
+        topic.permission)])
     return topic_view(config)
 
 
 @router.post("/v1/topics:batch", operation_id="create-topics",
              status_code=status.HTTP_201_CREATED, dependencies=[requires(Scope.ADMIN)],
-             responses=problem_responses(400, 401, 403, 409, 503))
+             responses=problem_responses(202, 400, 401, 403, 409, 429, 503, 507))
 def create_topics(batch: TopicCreateBatch, broker: MasterBrokerDep) -> TopicList:
     """Create many topics in one transaction: all of them, or none (409 when one exists or
     when they would pass topics_max)."""
     default = broker.metadata_store.default_queue_count
-    configs = broker.metadata_store.create_topics([
-        NewTopic(topic.name, topic.read_queue_count or default,
-                 topic.write_queue_count or default, topic.permission)
+    configs = metadata_writes.create_topics(broker, [
+        NewTopic(topic.name,
+                 *_queue_counts(topic.read_queue_count, topic.write_queue_count, default),
+                 topic.permission)
         for topic in batch.topics])
-    for config in configs:
-        broker.topic_created(config)
     return TopicList(topics=[topic_view(config) for config in configs])
 
 
 @router.patch("/v1/topics/{topic}", operation_id="update-topic",
               dependencies=[requires(Scope.ADMIN)],
-              responses=problem_responses(400, 401, 403, 404, 409, 503))
+              responses=problem_responses(202, 400, 401, 403, 404, 409, 429, 503, 507))
 def update_topic(topic: TopicPath, update: TopicUpdate, broker: MasterBrokerDep) -> Topic:
     """Change a topic's permission and grow its queue counts (409 QUEUE_COUNT_SHRINKS for a
     count lower than today's: its queues' messages would be stranded). Fields left out stay."""
@@ -81,22 +90,22 @@ def update_topic(topic: TopicPath, update: TopicUpdate, broker: MasterBrokerDep)
         if wanted is not None and wanted < now:
             raise ApiError("QUEUE_COUNT_SHRINKS", f"{field} may only grow ({now} today, "
                            f"{wanted} asked)")
-    config = metadata.update_topic(name=topic, read_queue_count=update.read_queue_count,
-                                   write_queue_count=update.write_queue_count,
-                                   permission=update.permission)
-    broker.topic_created(config)
+    config = metadata_writes.update_topic(broker, topic,
+                                          read_queue_count=update.read_queue_count,
+                                          write_queue_count=update.write_queue_count,
+                                          permission=update.permission)
     return topic_view(config)
 
 
 @router.delete("/v1/topics/{topic}", operation_id="delete-topic",
                status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(Scope.ADMIN)],
-               responses=problem_responses(400, 401, 403, 404, 503))
+               responses=problem_responses(202, 400, 401, 403, 404, 429, 503, 507))
 def delete_topic(topic: TopicPath, broker: MasterBrokerDep) -> Response:
     """Delete a topic: its config and consumer offsets, its consume queues and key-index
     entries. Its messages stay in the commit log until retention removes them; reads and
     lookups by key no longer see them (a lookup by msg_id still does). A produce then
     answers 404, unless auto_create_topics makes the topic afresh."""
-    broker.delete_topic(topic)
+    metadata_writes.delete_topic(broker, topic)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -1,6 +1,6 @@
-"""`/ui`: the dashboard page, served by the broker itself from the installed package (no CDN,
-no build step). The page is static and public; the data it polls (/admin/ha, /metrics) needs a
-monitor or admin token, which the page asks for."""
+"""`/ui`: the dashboard page (and `/`, which redirects to it), served by the broker itself
+from the installed package (no CDN, no build step). The page is static and public; the data it
+polls (/admin/ha, /metrics) needs a monitor or admin token, which the page asks for."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ _ASSETS = {
 @cache
 def _asset(name: str) -> bytes:
     return files("app.api.ui").joinpath(name).read_bytes()
+
+
+@router.get("/")
+async def root_page() -> Response:
+    """A browser pointed at the broker lands on the dashboard (307: the root may serve
+    something else one day)."""
+    return RedirectResponse("/ui/", status_code=307)
 
 
 @router.get("/ui")

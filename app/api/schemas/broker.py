@@ -61,12 +61,26 @@ class StoreView(BaseModel):
     put_bytes_per_s: float
 
 
+class LogPositionView(BaseModel):
+    """How far into the log's metadata records the tables are applied: every record below
+    `queue_offset` (of the metadata topic) is in them."""
+
+    queue_offset: int
+    commit_log_offset: int
+
+
 class TableExportView(BaseModel):
-    """One metadata table as a master serves it to slaves (RocketMQ's SlaveSynchronize)."""
+    """One metadata table as a master serves it to slaves (RocketMQ's SlaveSynchronize). Since
+    metadata changes travel in the log, a slave takes a table from here only to bootstrap: when
+    the master's log no longer holds records it lacks (`metadata_min_queue_offset` is past the
+    slave's own position); it then applies the log's records from `log_position` on."""
 
     table: str
     data_version: DataVersionView
     rows: list[dict[str, Any]]
+    broker_group: str | None = None
+    log_position: LogPositionView | None = None
+    metadata_min_queue_offset: int | None = None
 
 
 # Written out, not derived from store/snapshot/manifest.py's Manifest, though most fields are

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 from pydantic.dataclasses import dataclass
 
 from app.api.schemas.dledger import DLedgerView
@@ -117,6 +117,14 @@ class DemoteRequest(BaseModel):
     master_http_address: Annotated[str, StringConstraints(
         pattern=r"^https?://[^\s/]+$", max_length=255)] = Field(
         examples=["http://127.0.0.1:8080"])
+
+    @field_validator("master_ha_address")
+    @classmethod
+    def _port_in_range(cls, address: str) -> str:
+        port = int(address.rpartition(":")[2])
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port} is not in 1..65535")
+        return address
 
 
 class RoleChangeView(BaseModel):

@@ -136,8 +136,14 @@ async def test_sync_exports(served: Served) -> None:
         response = await served.client.get(f"/admin/sync/{path}", headers=ADMIN)
         export = TableExportView.model_validate_json(response.content)
         assert export.table == table
-        assert export.model_dump() == served.broker.metadata_store.export_table(
-            MetadataTable(table))
+        metadata = served.broker.metadata_store
+        assert export.model_dump(include={"table", "data_version", "rows"}) == (
+            metadata.export_table(MetadataTable(table)))
+        # ... and which of the log's metadata records the table reflects
+        assert export.broker_group == served.broker.settings.broker_group
+        assert export.log_position is not None
+        assert export.log_position.queue_offset == metadata.log_position.queue_offset >= 1
+        assert export.metadata_min_queue_offset == 0
     topics = (await served.client.get("/admin/sync/topics", headers=ADMIN)).json()
     assert "Synced" in {row["name"] for row in topics["rows"]}
     assert topics["data_version"]["counter"] >= 1

@@ -50,7 +50,7 @@ async def test_delete_topic_removes_its_queues(tmp_path: Path) -> None:
         deleted = await client.delete("/v1/topics/Doomed")
         assert deleted.status_code == 204, deleted.text
         assert not (tmp_path / "b" / "consumequeue" / "Doomed").exists()
-        assert store.max_offset == max_offset
+        assert store.max_offset > max_offset  # the delete is a record of the log
         for response in (await client.get("/v1/topics/Doomed"),
                          await client.get("/v1/topics/Doomed/queues/0/messages"),
                          await client.post("/v1/topics/Doomed/messages", json={"body": "y"}),

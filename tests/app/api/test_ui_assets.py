@@ -13,10 +13,14 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_page_and_assets_come_from_the_broker(serve: ServeFactory) -> None:
-    """The page, its script and its style answer 200 with their types; /ui redirects to /ui/;
-    another name is a 404 problem; the page loads nothing from another host."""
+    """The page, its script and its style answer 200 with their types; / and /ui redirect to
+    /ui/ (no token needed), and / is no operation of the spec; another name is a 404
+    problem; the page loads nothing from another host."""
     async with serve(auth_tokens={"admin-token": ["admin"]}) as served:
         client = served.client
+        root = await client.get("/")
+        assert root.status_code == 307 and root.headers["location"] == "/ui/"
+        assert "/" not in (await client.get("/openapi.json")).json()["paths"]
         redirect = await client.get("/ui")
         assert redirect.status_code == 308 and redirect.headers["location"] == "/ui/"
         page = await client.get("/ui/")  # static and public: the data needs the token

@@ -177,3 +177,71 @@ def test_a_retired_sync_applies_nothing_it_pulls_afterwards(
         sync.stop()
     assert requests == ["/admin/sync/topics"]
     assert slave.find_topic(name="Orders") is None
+
+
+def _in_the_log_api(master: MetadataStore, *, broker_group: str, queue_offset: int,
+                    min_queue_offset: int) -> httpx.MockTransport:
+    """A master that writes metadata changes as records of its log (classic mode)."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        table = request.url.path.removeprefix("/admin/sync/")
+        export = {**master.export_table(PATHS[table]), "broker_group": broker_group,
+                  "log_position": {"queue_offset": queue_offset, "commit_log_offset": 4096},
+                  "metadata_min_queue_offset": min_queue_offset}
+        return httpx.Response(200, content=json.dumps(export))
+
+    return httpx.MockTransport(handle)
+
+
+def _log_sync(slave: MetadataStore, transport: httpx.MockTransport,
+              queue_max_offset: int = 1000) -> SlaveSync:
+    return SlaveSync("http://master:8080/", slave, interval_s=60, timeout_s=1,
+                     auth_token="sync-token", transport=transport, broker_group="broker-a",
+                     queue_max_offset=lambda topic, queue_id: queue_max_offset,
+                     tables_in_the_log=True)
+
+
+def _master_with_an_offset(master: MetadataStore) -> None:
+    master.create_topic(name="T", read_queue_count=1, write_queue_count=1)
+    master.create_group(name="g")
+    master.commit_consumer_offset(group_name="g", topic="T", queue_id=0, queue_offset=40)
+    master.flush_consumer_offsets()
+
+
+def test_tables_the_log_carries_are_not_pulled(
+        stores: tuple[MetadataStore, MetadataStore]) -> None:
+    """While the master's log still holds every metadata record the slave lacks, the slave
+    takes topics, groups and offsets from its log only: the pull applies none of them."""
+    master, slave = stores
+    _master_with_an_offset(master)
+    _log_sync(slave, _in_the_log_api(master, broker_group="broker-a", queue_offset=3,
+                                     min_queue_offset=0)).sync_once()
+    assert slave.list_topics() == [] and slave.list_groups() == []
+    assert slave.list_consumer_offsets() == []
+    assert slave.log_position.queue_offset == 0
+
+
+def test_a_bootstrap_clamps_offsets_to_the_slave_s_queues_and_moves_its_position(
+        stores: tuple[MetadataStore, MetadataStore]) -> None:
+    """When retention took records the slave lacks, it takes the tables, no offset past its
+    own queue (its log may be behind the master's), and applies records from the exported
+    position on."""
+    master, slave = stores
+    _master_with_an_offset(master)
+    _log_sync(slave, _in_the_log_api(master, broker_group="broker-a", queue_offset=7,
+                                     min_queue_offset=5), queue_max_offset=30).sync_once()
+    assert [topic.name for topic in slave.list_topics()] == ["T"]
+    assert slave.get_consumer_offset(group_name="g", topic="T", queue_id=0) == 30
+    assert slave.log_position.queue_offset == 7
+
+
+def test_a_master_of_another_broker_group_is_refused(
+        stores: tuple[MetadataStore, MetadataStore]) -> None:
+    master, slave = stores
+    _master_with_an_offset(master)
+    sync = _log_sync(slave, _in_the_log_api(master, broker_group="broker-b", queue_offset=7,
+                                            min_queue_offset=5))
+    sync.run_once()
+    assert sync.foreign_master is not None and "broker-b" in sync.foreign_master
+    assert "broker-a" in (sync.state.last_error or "")
+    assert slave.list_topics() == [] and slave.list_consumer_offsets() == []

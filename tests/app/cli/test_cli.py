@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from app.cli.main import _serve_overrides, build_parser, main
 from store import Message, MessageStore
+from store.snapshot import ExportRequest, export_snapshot
 from tests.support.ports import refused_port
 from tests.support.store import small_config
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_serve_refuses_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,3 +61,41 @@ def test_serve_tls_flags_are_the_tls_settings(capsys: pytest.CaptureFixture[str]
     assert "tls_key" in capsys.readouterr().err
     arguments = build_parser().parse_args(["serve", "--tls-cert", "a.crt", "--tls-key", "a.key"])
     assert _serve_overrides(arguments) == {"tls_cert": "a.crt", "tls_key": "a.key"}
+
+
+def _report_without(tmp_path: Path, preamble: str,
+                    env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`twinlog report` over a real snapshot, in a child whose `preamble` takes a dependency
+    away first."""
+    store = MessageStore(small_config(tmp_path / "data"))
+    store.start()
+    store.put_message(Message("Report", b"x"))
+    store.shutdown()
+    export_snapshot(ExportRequest(tmp_path / "data", tmp_path / "snapshots"))
+    script = (f"import sys\n{preamble}\nfrom app.cli.main import main\n"
+              "raise SystemExit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", script, "report", str(tmp_path / "snapshots"),
+                           "--out", str(tmp_path / "report")], cwd=ROOT,
+                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.processes  # a twinlog child
+def test_report_without_pyspark_names_the_spark_extra(tmp_path: Path) -> None:
+    """After `make run` (no test extra) `twinlog report` died with a raw ModuleNotFoundError;
+    with pyspark hidden it now exits 2 with one line naming the `spark` extra."""
+    done = _report_without(tmp_path, "sys.modules['pyspark'] = None", dict(os.environ))
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "pip install 'twinlog[spark]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.processes  # a twinlog child
+def test_report_without_java_says_so(tmp_path: Path) -> None:
+    """With pyspark but no Java (no JAVA_HOME, no java on PATH): one line, exit 2, before a
+    JVM fails to start."""
+    env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path / "no-java-here")
+    done = _report_without(tmp_path, "", env)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "JAVA_HOME" in done.stderr, done.stderr

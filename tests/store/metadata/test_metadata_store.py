@@ -293,6 +293,7 @@ def test_concurrent_commits_while_persisting(open_store: OpenStore, database_url
     assert [_stored_offset(database_url, queue_id) for queue_id in range(4)] == [199] * 4
 
 
+@pytest.mark.processes  # the session's PostgreSQL server
 def test_store_works_on_postgresql(postgres_database_url: str) -> None:
     """On PostgreSQL the store migrates, and offsets flushed at stop survive a reopen."""
     store = MetadataStore(postgres_database_url)

@@ -28,10 +28,10 @@ from store.metadata import (
 from store.metadata.migrate import migrations_directory
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
-METADATA_TABLES = {table.value for table in MetadataTable} | {"data_version"}
+METADATA_TABLES = {table.value for table in MetadataTable} | {"data_version", "log_position"}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.processes)])
 def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database: a new SQLite file, or a new PostgreSQL database (skipped if none)."""
     if request.param == "sqlite":

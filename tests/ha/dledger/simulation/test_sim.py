@@ -15,6 +15,7 @@ from ha.dledger.simulation.sim import Simulation, SimulationFailure, main, run_s
 SUITE_SEEDS = 300
 
 
+@pytest.mark.slow
 def test_several_hundred_seeds_keep_every_invariant_and_lose_no_acknowledged_append() -> None:
     """Under each of seeds 0-299's faults (crashes, partitions, retention, transfers, large
     payloads, tiny push bounds) every invariant holds after every event, and after healing
@@ -39,6 +40,7 @@ def first_failure() -> str:
     return str(failure.value)
 
 
+@pytest.mark.slow
 def test_a_node_answering_before_its_vote_is_durable_is_caught_with_its_seed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """With votes sent before the term+vote write is durable, a crash lets a node vote twice in

@@ -1,0 +1,109 @@
+"""Metadata changes written as records of the commit log, answered once they hold.
+
+A topic, group or consumer-offset change is planned against the tables (MetadataStore's
+`plan_*`, which refuses what the direct writes refuse), put in the log as a record of the
+metadata topic (store/system_topics.py) with the guarantees of any put, and answered once this
+broker's dispatch has applied it: the answer then reads back what it wrote, and a slave applies
+the same record from its copy of the log, in the same order, so a promoted slave holds exactly
+the state its log holds (DESIGN: everything a failover must keep travels in the replicated log).
+
+The answer keeps the promise of a put: PUT_OK when held as the broker's role promises (on a
+SYNC_MASTER, by a slave); FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE or FLUSH_DISK_TIMEOUT when it
+is applied here but not held as promised (202); a refusal (SERVICE_NOT_AVAILABLE,
+OS_PAGE_CACHE_BUSY, ...) when nothing was written. Topic and group changes are planned and
+written one at a time (`_change_lock`), so each plan reads the tables every earlier change has
+reached; offset commits are not serialized (the last one in log order wins, forward only).
+
+Classic modes only, for now: a DLedger member still writes its tables directly on the leader
+(app/broker/leader_sync.py copies them to followers).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from store import Message, MessageStore, PutMessageStatus
+from store.metadata.log_records import MetadataChange, TopicDelete, encode, op_of
+from store.system_topics import METADATA_TOPIC, PROPERTY_OP, PROPERTY_SUBJECT_TOPIC
+from store.waits.completion import PutCompletion
+
+# How long an answer waits for this broker's dispatch to apply what it wrote.
+APPLY_TIMEOUT_MS = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    status: PutMessageStatus
+    detail: str = ""
+
+
+class MetadataWriteFailed(Exception):
+    """A metadata change not written (a refusal: nothing is in the log), or written but not
+    applied here in time; the API answers it as a put of that status."""
+
+    def __init__(self, outcome: WriteOutcome) -> None:
+        super().__init__(outcome.detail or outcome.status.value)
+        self.outcome = outcome
+
+
+def record_of(change: MetadataChange) -> Message:
+    properties = {PROPERTY_OP: op_of(change)}
+    if isinstance(change, TopicDelete):
+        properties[PROPERTY_SUBJECT_TOPIC] = change.name
+    return Message(METADATA_TOPIC, encode(change), properties=properties, queue_id=0)
+
+
+class MetadataLog:
+    def __init__(self, store: MessageStore, *, apply_timeout_ms: int = APPLY_TIMEOUT_MS) -> None:
+        self._store = store
+        self._apply_timeout_ms = apply_timeout_ms
+        # Held by a topic or group change from its plan to its answer (the plan must see
+        # every change before it); offset commits never take it.
+        self.change_lock = threading.Lock()
+
+    async def write(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
+        """Put the changes' records (all in one append), then wait for their guarantees and
+        for this broker to apply them. The outcome is PUT_OK or a degraded stored status;
+        MetadataWriteFailed when nothing was written or it was not applied in time."""
+        completions, end_offset = self._append(changes)
+        statuses = [await completion for completion in completions]
+        applied = await PutCompletion(pending=self._store.wait_dispatched(
+            end_offset, self._apply_timeout_ms))
+        return _settled(statuses, applied, self._apply_timeout_ms)
+
+    def write_blocking(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
+        """`write` for a caller on a worker thread (a sync route, an auto-created topic)."""
+        completions, end_offset = self._append(changes)
+        statuses = [completion.result() for completion in completions]
+        applied = self._store.wait_dispatched(end_offset, self._apply_timeout_ms).wait(None)
+        return _settled(statuses, applied, self._apply_timeout_ms)
+
+    def _append(self, changes: Sequence[MetadataChange]) -> tuple[list[PutCompletion], int]:
+        """The records appended: their completions and the end of the last; a refusal raises."""
+        assert changes
+        if len(changes) == 1:
+            results = [self._store.put_system_message(record_of(changes[0]))]
+        else:
+            assert not any(isinstance(change, TopicDelete) for change in changes)
+            results = self._store.put_system_messages([record_of(change) for change in changes])
+        for result, _ in results:
+            if result.status is not PutMessageStatus.PUT_OK:
+                raise MetadataWriteFailed(WriteOutcome(result.status, result.detail or ""))
+        end_offset = max(result.commit_log_offset + result.wrote_bytes for result, _ in results)
+        return [completion for _, completion in results], end_offset
+
+
+def _settled(statuses: list[PutMessageStatus], applied: PutMessageStatus,
+             apply_timeout_ms: int) -> WriteOutcome:
+    if applied is not PutMessageStatus.PUT_OK:
+        raise MetadataWriteFailed(WriteOutcome(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            f"stored in the log, but not applied on this broker within {apply_timeout_ms} ms "
+            "(dispatch is behind); it applies when dispatch reaches it"))
+    for status in statuses:
+        if status is not PutMessageStatus.PUT_OK:
+            return WriteOutcome(status, "applied on this broker, but not held as its role "
+                                        "promises")
+    return WriteOutcome(PutMessageStatus.PUT_OK)

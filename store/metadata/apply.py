@@ -1,0 +1,135 @@
+"""Metadata records applied to the tables: each a pure function of the tables and the record.
+
+A put writes the record's whole row (the same times on every replica), a delete removes the row
+and its consumer offsets when the row is there (applying it again is nothing), and the data
+version of a table moves only when its rows changed. `log_position` says how far the tables
+follow the log (store/metadata/models.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TypeVar
+
+from sqlalchemy import ColumnElement, Engine, delete
+from sqlmodel import Session, col, select
+
+from store.metadata.changes import delete_row_and_offsets
+from store.metadata.database import execute_delete, transaction
+from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, TopicPut
+from store.metadata.models import (
+    ConsumerOffsetRow,
+    LogPosition,
+    LogPositionRow,
+    SubscriptionGroup,
+    SubscriptionGroupRow,
+    TopicConfig,
+    TopicConfigRow,
+)
+from store.metadata.versions import MetadataTable, bump_data_version
+
+METADATA_STREAM = "metadata"
+_Row = TypeVar("_Row", TopicConfigRow, SubscriptionGroupRow)
+
+
+def put_topic(engine: Engine, change: TopicPut) -> TopicConfig:
+    return put_topics(engine, (change,))[0]
+
+
+def put_topics(engine: Engine, changes: Sequence[TopicPut]) -> list[TopicConfig]:
+    """Every topic's row as the records say, in one transaction."""
+    configs = []
+    with transaction(engine) as session:
+        changed_ms = 0
+        names = [change.name for change in changes]
+        existing = {row.name: row for row in session.exec(
+            select(TopicConfigRow).where(col(TopicConfigRow.name).in_(names))).all()}
+        for change in changes:
+            row, changed = _put_row(session, TopicConfigRow, existing.get(change.name), change)
+            existing[change.name] = row
+            if changed:
+                changed_ms = max(changed_ms, change.updated_at_ms)
+            configs.append(row)
+        if changed_ms:
+            bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=changed_ms)
+        session.flush()
+        return [TopicConfig.model_validate(row, from_attributes=True) for row in configs]
+
+
+def delete_topic(engine: Engine, change: TopicDelete) -> bool:
+    """Whether the topic was there. Its consumer offsets go either way: the tables must not
+    keep rows of it that the log's order says are gone."""
+    with transaction(engine) as session:
+        row = session.get(TopicConfigRow, change.name)
+        if row is None:
+            _delete_offsets(session, col(ConsumerOffsetRow.topic) == change.name, change.at_ms)
+            return False
+        delete_row_and_offsets(session, row, MetadataTable.TOPIC_CONFIG,
+                               col(ConsumerOffsetRow.topic) == change.name, now_ms=change.at_ms)
+        return True
+
+
+def put_group(engine: Engine, change: GroupPut) -> SubscriptionGroup:
+    with transaction(engine) as session:
+        row, changed = _put_row(session, SubscriptionGroupRow,
+                                session.get(SubscriptionGroupRow, change.name), change)
+        if changed:
+            bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP,
+                              now_ms=change.updated_at_ms)
+        session.flush()
+        return SubscriptionGroup.model_validate(row, from_attributes=True)
+
+
+def _put_row(session: Session, row_class: type[_Row], row: _Row | None,
+             change: TopicPut | GroupPut) -> tuple[_Row, bool]:
+    """The row as the record says (added when absent); whether anything changed."""
+    fields = asdict(change)
+    if row is None:
+        row = row_class(**fields)
+        session.add(row)
+        return row, True
+    if all(getattr(row, name) == value for name, value in fields.items()):
+        return row, False
+    for name, value in fields.items():
+        setattr(row, name, value)
+    return row, True
+
+
+def delete_group(engine: Engine, change: GroupDelete) -> bool:
+    """Whether the group was there."""
+    with transaction(engine) as session:
+        row = session.get(SubscriptionGroupRow, change.name)
+        if row is None:
+            _delete_offsets(session, col(ConsumerOffsetRow.group_name) == change.name,
+                            change.at_ms)
+            return False
+        delete_row_and_offsets(session, row, MetadataTable.SUBSCRIPTION_GROUP,
+                               col(ConsumerOffsetRow.group_name) == change.name,
+                               now_ms=change.at_ms)
+        return True
+
+
+def _delete_offsets(session: Session, which: ColumnElement[bool], now_ms: int) -> None:
+    if execute_delete(session, delete(ConsumerOffsetRow).where(which)):
+        bump_data_version(session, MetadataTable.CONSUMER_OFFSET, now_ms=now_ms)
+
+
+def read_log_position(engine: Engine) -> LogPosition:
+    with transaction(engine) as session:
+        row = session.get(LogPositionRow, METADATA_STREAM)
+        if row is None:
+            return LogPosition(queue_offset=0, commit_log_offset=0, updated_at_ms=0)
+        return LogPosition.model_validate(row, from_attributes=True)
+
+
+def write_log_position(engine: Engine, position: LogPosition) -> None:
+    """Only ever forward: the tables hold every record below the position written."""
+    with transaction(engine) as session:
+        row = session.get(LogPositionRow, METADATA_STREAM)
+        if row is None:
+            session.add(LogPositionRow(name=METADATA_STREAM, **position.model_dump()))
+        elif position.queue_offset > row.queue_offset:
+            row.queue_offset = position.queue_offset
+            row.commit_log_offset = position.commit_log_offset
+            row.updated_at_ms = position.updated_at_ms

@@ -1,0 +1,29 @@
+"""The broker's own topics: records that carry the broker's state through the commit log.
+
+Everything a failover must keep travels in the replicated log, as records of a system topic
+that every replica dispatches in log order: metadata changes (topics, groups, consumer
+offsets) are records of `METADATA_TOPIC`, whose body the metadata layer decodes
+(store/metadata/log_records.py). The store itself reads one kind: a topic delete
+(`OP_TOPIC_DELETE`, the deleted topic in `PROPERTY_SUBJECT_TOPIC`), which dispatch applies as
+a tombstone at the record's offset on every replica, and which the master's commit log applies
+to its next queue offsets in the same lock hold as the append, so the topic's next incarnation
+starts at queue offset 0 everywhere.
+
+Names starting with `SYSTEM_TOPIC_PREFIX` are the broker's: a client cannot create, produce to,
+consume or list them (the gateway refuses them as reserved).
+"""
+
+from __future__ import annotations
+
+SYSTEM_TOPIC_PREFIX = "TWINLOG_SYS_"
+METADATA_TOPIC = SYSTEM_TOPIC_PREFIX + "METADATA"
+METADATA_TOPIC_BYTES = METADATA_TOPIC.encode()
+# What a system record does, readable without decoding its body.
+PROPERTY_OP = "TWINLOG_OP"
+# The user topic a record is about (a topic delete's victim).
+PROPERTY_SUBJECT_TOPIC = "TWINLOG_TOPIC"
+OP_TOPIC_DELETE = "topic.delete"
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic.startswith(SYSTEM_TOPIC_PREFIX)
