@@ -144,6 +144,9 @@ class SimDisk:
     # offsets as they come.
     metadata_lost: int = 0
     lenient: bool = False
+    # Whether the log started at a master's retained min offset: it has no queue of a topic
+    # whose records there all lie below that offset.
+    started_mid_log: bool = False
 
     @property
     def end(self) -> int:
@@ -179,6 +182,7 @@ class SimDisk:
         if self.is_empty and offset % FILE_SIZE_BYTES == 0:
             self.data = bytearray(offset)  # an empty log starts wherever the master's does
             self.min_offset = self.flushed_end = self.dispatched_end = offset
+            self.started_mid_log = offset > 0
         elif offset != self.end:
             return AppendRawStatus.OFFSET_MISMATCH
         if len(body) > FILE_SIZE_BYTES - offset % FILE_SIZE_BYTES:
