@@ -201,7 +201,8 @@ class SimDisk:
         cleared."""
         assert offset <= self.end, (offset, self.end)
         if offset < self.min_offset:
-            self._losing_metadata(0)
+            if self.metadata.state() != EMPTY_STATE:  # applied records, or a bootstrap's
+                self.metadata_lost += 1
             cleared = self.end - self.min_offset
             self.data = bytearray()
             self.min_offset = self.flushed_end = 0

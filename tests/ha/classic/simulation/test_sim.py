@@ -159,8 +159,8 @@ def test_a_slave_skipping_metadata_records_is_caught_when_promoted(
     dispatch, on_frame = SimDisk.dispatch, SlaveSide._on_frame
     in_a_slave = [False]
 
-    def slave_skips(self: SimDisk, apply: bool = True) -> None:
-        dispatch(self, apply and not in_a_slave[0])
+    def slave_skips(self: SimDisk, apply: bool = True, end: int | None = None) -> None:
+        dispatch(self, apply and not in_a_slave[0], end)
 
     def flagged(self: SlaveSide, frame: Frame) -> None:
         in_a_slave[0] = True
