@@ -11,8 +11,11 @@ flushed, its epoch file, and its consume queues, with the real store's write rul
   the flushed offset, then recovery cuts it to a record boundary.
 - Cutting back (a slave agreeing with its master) is durable at once, as the store's
   `truncate_log`; the epoch file is written atomically (durable) too.
-- Consume queues are built by a dispatch that follows the log, cut back with it, and rebuilt
-  by recovery: queue entries always name whole records of the log.
+- Consume queues are built by a dispatch that follows the log, cut back with it, and cut to
+  what recovery kept: queue entries always name whole records of the log. Records carry their
+  topic, queue and queue offset; dispatch applies a metadata record (metadata.py) and turns a
+  topic delete into a tombstone (durable, kept across cuts, as store/tombstones.py's) that
+  removes the topic's queues and keeps its older records out of them.
 """
 
 from __future__ import annotations
