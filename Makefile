@@ -7,7 +7,10 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test lint types contracts unit suite bench mutate faults sim sim-ha sim-timing clean
+CLIENTS_TS := tests/clients/ts
+CLIENTS_STAMP := $(CLIENTS_TS)/node_modules/.installed
+
+.PHONY: setup clients run test lint types contracts unit suite bench mutate faults sim sim-ha sim-timing clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +25,14 @@ $(STAMP): $(RUN_STAMP)
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The TypeScript client generators and compiler, as pinned in tests/clients/ts/package-lock.json
+# (openapi-typescript, openapi-fetch, typescript), for tests/e2e/test_generated_clients.py.
+$(CLIENTS_STAMP): $(CLIENTS_TS)/package.json $(CLIENTS_TS)/package-lock.json
+	cd $(CLIENTS_TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(CLIENTS_STAMP)
+
+clients: $(CLIENTS_STAMP)
 
 run: $(RUN_STAMP)
 	$(BIN)/twinlog dev
@@ -48,7 +59,7 @@ unit: setup
 # The whole suite, Spark and real processes included, the same way: tests/conftest.py puts
 # the Spark files first, as one unit of work, so one worker runs them all on one Spark
 # session while the other goes through the rest.
-suite: setup
+suite: setup clients
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # What CI runs (.ci/run): the checks first (a new one goes in this list), then the whole suite.
@@ -63,6 +74,7 @@ bench: setup
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/hostile.py
 	$(BIN)/python bench/dledger.py
+	$(BIN)/python bench/idle_memory.py
 
 # Replication under seeded link faults between real processes, with many more seeds than
 # `make test` runs (3): `make faults SEEDS=100`. A failure names its seed.

@@ -196,8 +196,17 @@ class Settings(BaseSettings):
                                        "of the data disk the oldest files are removed early")
     consume_queue_entries_per_file: int = Field(
         300_000, ge=1, le=50_000_000,
-        description="20-byte entries per consume-queue file; each file is allocated whole, so "
-                    "this times the queue count is the disk the queues reserve")
+        description="20-byte entries per consume-queue file; its blocks are reserved in steps "
+                    "of consume_queue_reserve_step_bytes as entries arrive, not whole")
+    consume_queue_reserve_step_bytes: int = Field(
+        16 * 1024, ge=4096, le=1 << 30,
+        description="how much of a consume-queue file is reserved at a time (a put reserves "
+                    "its entry's step before it is acknowledged)")
+    disk_reserve_bytes: int = Field(
+        64 << 20, ge=0, le=1 << 40,
+        description="free disk the commit log leaves when it creates a file, for the consume "
+                    "queues and indexes of what it acknowledged; past it puts answer 507 "
+                    "CREATE_MAPPED_FILE_FAILED until space returns")
     consume_queue_open_files_max: int = Field(
         256, ge=1, le=1_000_000,
         description="consume-queue files mapped at once (2 descriptors each); the least "
@@ -266,6 +275,10 @@ class Settings(BaseSettings):
     dledger_allow_unauthenticated: bool = Field(False, description="run the DLedger port "
                                                 "open (anyone who reaches it can vote and "
                                                 "push entries)")
+    dledger_membership_override: bool = Field(
+        False, description="start even though dledger_group, dledger_self_id or the ids of "
+        "dledger_peers differ from the membership stored in the data dir (refused otherwise), "
+        "and store the new one: a deliberate change of the group")
     dledger_listen_fd: int | None = Field(
         None, ge=0, description="a bound TCP socket inherited from the parent to serve the "
                                 "DLedger port on (tests, supervisors); default: bind this "
@@ -473,6 +486,8 @@ class Settings(BaseSettings):
                 disk_max_used_ratio=self.disk_max_used_ratio,
                 consume_queue_entries_per_file=self.consume_queue_entries_per_file,
                 consume_queue_open_files_max=self.consume_queue_open_files_max,
+                consume_queue_reserve_step_bytes=self.consume_queue_reserve_step_bytes,
+                disk_reserve_bytes=self.disk_reserve_bytes,
                 store_host=self.store_host,
                 long_poll_waiters_max=self.long_poll_waiters_max,
                 key_index_slot_count=self.key_index_slot_count,

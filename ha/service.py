@@ -99,6 +99,7 @@ class HAService:
             connection.join()
         self.waits.fail_all(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
         self.store.deadlines.unwatch(self.waits)
+        self.store.retention.hold_offset = None
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -188,11 +189,17 @@ class HAService:
             if step.unreplicable_end_offset:  # rare: before any other ack can count it
                 self.waits.complete_through(step.unreplicable_end_offset,
                                             PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+            self._hold_for_slaves()
         self.waits.advance(step.replicated_offset)
+
+    def _hold_for_slaves(self) -> None:
+        """Retention keeps what the slaves in sync still read (MasterCore.retention_hold)."""
+        self.store.retention.hold_offset = self.core.retention_hold(self.store.max_offset)
 
     def _on_close(self, connection: HAConnection, reason: str) -> None:
         with self._lock:
             rejected = self.core.closed(connection)
+            self._hold_for_slaves()
         if rejected is not None:
             log.error("ha: slave %s rejected (%s): %s", rejected.address, rejected.state,
                       reason)

@@ -5,7 +5,9 @@ offset it saw; dispatch calls `notify` after it wrote a queue's entries, and eve
 that queue whose offset is now passed is woken through its own callback (the gateway's
 callback sets an asyncio event from dispatch's thread). No timer and no polling: a parked
 waiter costs nothing until its queue grows or its caller gives up. The number of waiters is
-bounded; past it `park` answers None and the caller answers at once.
+bounded; past it `park` answers None and the caller answers at once. Once the gateway stops
+(`release_all`), every waiter is woken and a new one is woken as it parks, so a stop answers
+every waiting read at once instead of waiting out their `wait_ms`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Arrivals:
         self.waiters_max = waiters_max
         self._waiters: dict[QueueKey, set[Waiter]] = {}
         self._count = 0
+        self._released = False
         self._lock = threading.Lock()
 
     @property
@@ -46,9 +49,12 @@ class Arrivals:
         which finds the waiter. Either way no arrival is missed."""
         key = (topic, queue_id)
         with self._lock:
+            waiter = Waiter(key, seen_max_offset, wake)
+            if self._released:  # the gateway stops: answer now, listed nowhere, no slot
+                self._wake(waiter)
+                return waiter
             if self._count >= self.waiters_max:
                 return None
-            waiter = Waiter(key, seen_max_offset, wake)
             self._waiters.setdefault(key, set()).add(waiter)
             self._count += 1
         if current_max_offset() > seen_max_offset:
@@ -82,6 +88,13 @@ class Arrivals:
             everyone = [w for waiters in self._waiters.values() for w in waiters]
         for waiter in everyone:
             self._wake(waiter)
+
+    def release_all(self) -> None:
+        """The gateway stops taking requests: every waiter answers now, and so does every
+        waiter that parks from here on (a request already read off a connection)."""
+        with self._lock:
+            self._released = True
+        self.wake_all()
 
     @staticmethod
     def _wake(waiter: Waiter) -> None:

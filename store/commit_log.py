@@ -69,13 +69,18 @@ class CommitLog:
                  disk: Disk = REAL_DISK) -> None:
         self._config = config
         self._files = MappedFileQueue(config.data_dir / "commitlog", config.mapped_file_size_bytes,
-                                      disk)
+                                      disk, free_bytes_kept=config.disk_reserve_bytes)
         self._lock = threading.Lock()
         self._on_append = on_append
         self._store_host = config.store_host_bytes
         self._record_size_max = config.mapped_file_size_bytes - END_FILE_MIN_BLANK_LENGTH
         # Next queue offset per (topic, queue id); rebuilt from the consume queues at recovery.
         self._queue_offsets: dict[tuple[str, int], int] = {}
+        # Per queue, the queue offset below which consume-queue entries have their blocks
+        # (ConsumeQueues.reserve_for, set by the store): a put past it reserves more first,
+        # and a full disk refuses the put instead of leaving it unindexed.
+        self._queue_reserved: dict[tuple[str, int], int] = {}
+        self.reserve_queue: Callable[[str, int, int], int] | None = None
         self._round_robin: dict[str, Iterator[int]] = {}
         self._queue_counts: dict[str, int] = {}
         # The file appends go to, cached: looked up under the lock on every put otherwise.
@@ -117,6 +122,7 @@ class CommitLog:
     def set_queue_offsets(self, queue_offsets: dict[tuple[str, int], int]) -> None:
         with self._lock:
             self._queue_offsets = dict(queue_offsets)
+            self._queue_reserved.clear()
 
     def set_queue_count(self, topic: str, queue_count: int) -> None:
         assert 1 <= queue_count <= self._config.queue_count_max
@@ -133,6 +139,8 @@ class CommitLog:
     def _forget_topic_locked(self, topic: str) -> None:
         self._queue_offsets = {key: offset for key, offset in self._queue_offsets.items()
                                if key[0] != topic}
+        self._queue_reserved = {key: offset for key, offset in self._queue_reserved.items()
+                                if key[0] != topic}
         self._round_robin.pop(topic, None)
         self._queue_counts.pop(topic, None)
 
@@ -233,6 +241,15 @@ class CommitLog:
                 return
         key = (topic, queue_id)
         queue_offset = self._queue_offsets.get(key, 0)
+        if queue_offset >= self._queue_reserved.get(key, 0) and self.reserve_queue is not None:
+            try:
+                self._queue_reserved[key] = self.reserve_queue(topic, queue_id, queue_offset)
+            except OSError as error:
+                result.status = PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+                result.detail = (f"cannot reserve consume-queue space for {topic}/{queue_id}: "
+                                 f"{error}")
+                result.wrote_bytes = 0
+                return
         result.commit_log_offset = mapped.append_record(record, queue_offset)
         self._queue_offsets[key] = queue_offset + 1
         result.queue_offset = queue_offset

@@ -44,6 +44,13 @@ class StoreConfig:
     # Key index files: hash slots and entries per file (4 and 24 bytes each, reserved whole).
     key_index_slot_count: int = 250_000
     key_index_entries_per_file: int = 1_000_000
+    # Free space the commit log leaves on the disk when it creates a file: what the consume
+    # queues and indexes of the messages it acknowledged need, so that no acknowledged message
+    # goes unindexed for want of space (about a fifth of a file of the smallest records).
+    disk_reserve_bytes: int = 64 * MIB
+    # Consume-queue files (6 MB at 300,000 entries) reserve blocks in steps of this many bytes,
+    # not whole: one message to each of thousands of queues takes one step each.
+    consume_queue_reserve_step_bytes: int = 16 * 1024
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -60,6 +67,9 @@ class StoreConfig:
                 f"message_size_max_bytes={self.message_size_max_bytes}) plus the end marker",
             ),
             (self.consume_queue_entries_per_file >= 1, "consume_queue_entries_per_file", ">= 1"),
+            (self.disk_reserve_bytes >= 0, "disk_reserve_bytes", "must be >= 0"),
+            (self.consume_queue_reserve_step_bytes >= 4096, "consume_queue_reserve_step_bytes",
+             "must be >= 4096"),
             (self.consume_queue_open_files_max >= 1, "consume_queue_open_files_max", ">= 1"),
             (self.message_size_max_bytes >= 0, "message_size_max_bytes", "must be >= 0"),
             (self.flush_interval_ms > 0, "flush_interval_ms", "must be > 0"),

@@ -124,14 +124,16 @@ class DispatchService(ServiceThread):
         held = self.failures.held_position
         return held if held is not None and held[0] < current[0] else current
 
-    def rewind(self, offset: int, cut: Callable[[], int]) -> int:
-        """Run `cut` (which removes the log from `offset` on) with dispatch held still, then
-        dispatch again from `offset`. The start of the record before it is not known without
-        a scan, so the next checkpoint (until a record is dispatched) makes recovery scan."""
+    def rewind(self, cut: Callable[[], tuple[int, int]]) -> int:
+        """Run `cut` (which removes the log from some offset on, and answers the bytes it
+        cleared and where dispatch must start again: that offset, or a record boundary below
+        it) with dispatch held still, then dispatch again from there. The start of the record
+        before it is not known without a scan, so the next checkpoint (until a record is
+        dispatched) makes recovery scan."""
         with self._dispatch_lock:
-            cleared_bytes = cut()
-            if self.dispatched_offset > offset:
-                self.dispatched_offset = offset
+            cleared_bytes, start = cut()
+            if self.dispatched_offset > start:
+                self.dispatched_offset = start
                 self.last_record_offset = -1
             return cleared_bytes
 

@@ -20,7 +20,7 @@ from store.arrivals import Arrivals, Waiter
 from store.clock import monotonic_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.dispatch import DispatchService, SystemRecord, SystemRecordHandler
+from store.dispatch import DispatchService, SystemRecordHandler
 from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
@@ -35,7 +35,6 @@ from store.paths import StorePaths
 from store.reads import (
     READ_BYTES_MAX,
     GetMessagesResult,
-    GetMessageStatus,
     get_messages,
     read_heads,
 )
@@ -50,14 +49,14 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
+from store.system_feed import SystemRecordFeed
 from store.system_topics import (
-    METADATA_TOPIC,
     OP_TOPIC_DELETE,
     PROPERTY_OP,
     PROPERTY_SUBJECT_TOPIC,
     is_system_topic,
 )
-from store.tombstones import Tombstones
+from store.tombstones import Tombstones, revived_start
 from store.waits.completion import Pending, PutCompletion
 from store.waits.deadlines import DeadlineService
 
@@ -144,8 +143,10 @@ class MessageStore:
         self.health.add_listener(self._update_fast_path)
         self.queues = ConsumeQueues(config, disk)
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
+        self.commit_log.reserve_queue = self.queues.reserve_for
         self.allocate = AllocateService(self.commit_log.files)
         self.arrivals = Arrivals(config.long_poll_waiters_max)
+        self.system_feed = SystemRecordFeed(self)
         self.tombstones = Tombstones(self.paths.deleted_topics, disk)
         self.key_index = KeyIndex(self.paths.index_dir, config.key_index_slot_count,
                                   config.key_index_entries_per_file, disk)
@@ -190,7 +191,7 @@ class MessageStore:
             self.recovery = recover(self.paths, self.commit_log, self.queues, self.dispatch,
                                     crashed=crashed,
                                     check_crc=self.config.check_crc_on_recover,
-                                    key_index=self.key_index)
+                                    key_index=self.key_index, tombstones=self.tombstones)
         except BaseException:
             self._release_lock()
             self.commit_log.close()
@@ -323,7 +324,10 @@ class MessageStore:
         the number of queues removed; OSError when the tombstone could not be written."""
         if self.state is not Lifecycle.RUNNING:
             raise StoreStateError(f"delete_topic() on a store that is {self.state.value}")
-        self.tombstones.add(topic, self.commit_log.max_offset, self.commit_log.min_offset)
+        # Dead below the log's last byte: every record of the topic so far, and a cut back
+        # to this end (nothing lost) does not revive it (Tombstones.cut).
+        self.tombstones.add(topic, max(0, self.commit_log.max_offset - 1),
+                            self.commit_log.min_offset)
 
         def remove() -> int:
             self.commit_log.forget_topic(topic)
@@ -377,36 +381,28 @@ class MessageStore:
         self.deadlines.wake()
         return pending
 
-    def attach_system_records(self, handler: SystemRecordHandler,
-                              from_queue_offset: int) -> int:
+    def attach_system_records(self, handler: SystemRecordHandler, from_queue_offset: int,
+                              applied_offset: int | None = None,
+                              reset: Callable[[], None] | None = None) -> int:
         """Hand every metadata record to `handler`, in log order: first those dispatched
         already from `from_queue_offset` of the metadata topic on (what the metadata layer has
         not applied yet: recovery redispatches before it is attached), then each one dispatch
         reaches. Returns how many were caught up. With dispatch held still, so none is missed
-        or handed twice between the two."""
+        or handed twice between the two. With `reset`, the layer never keeps what the log
+        lost: when its last applied record (`applied_offset`) is not in the log, or a cut
+        (`truncate_log`) removes one it applied, it is reset and fed again from the start
+        (store/system_feed.py)."""
 
         def catch_up() -> int:
-            count = 0
-            queue_offset = from_queue_offset
-            while True:
-                result = self.get_messages(METADATA_TOPIC, 0, queue_offset, 256)
-                if (result.status is GetMessageStatus.OFFSET_TOO_SMALL
-                        and result.next_offset > queue_offset):
-                    log.warning("metadata records below queue offset %d are gone (retention); "
-                                "catching up from %d", result.next_offset, result.next_offset)
-                    queue_offset = result.next_offset
-                    continue
-                if not result.messages:
-                    break
-                for message in result.messages:
-                    handler(SystemRecord(message.commit_log_offset, message.queue_offset,
-                                         message.properties.get(PROPERTY_OP, ""), message.body))
-                    count += 1
-                queue_offset = result.next_offset
-            self.dispatch.on_system_record = handler
+            count = self.system_feed.attach(handler, from_queue_offset, applied_offset, reset)
+            self.dispatch.on_system_record = self.system_feed.dispatched
             return count
 
         return self.dispatch.hold_still(catch_up)
+
+    def detach_system_records(self) -> None:
+        self.dispatch.on_system_record = None
+        self.system_feed.detach()
 
     def put_messages(
         self, messages: Sequence[Message]
@@ -474,14 +470,27 @@ class MessageStore:
         assert self.config.broker_role is BrokerRole.SLAVE, "only a slave's log is cut back"
         assert 0 <= offset <= self.commit_log.max_offset
 
-        def cut() -> int:
+        revived: dict[str, int] = {}
+
+        def cut() -> tuple[int, int]:
             cleared = self.commit_log.truncate(offset)
             self.queues.truncate_physical(offset)
             self.key_index.truncate(offset)
+            revived.update(self.tombstones.cut(offset))
+            for topic in revived:  # re-indexed from their last deletion left
+                self.queues.remove_topic(topic)
             self.commit_log.set_queue_offsets(self.queues.queue_offsets())
-            return cleared
+            self.system_feed.log_cut(offset)
+            return cleared, revived_start(revived, offset, self.commit_log.min_offset,
+                                          self.config.mapped_file_size_bytes)
 
-        cleared_bytes = self.dispatch.rewind(offset, cut)
+        cleared_bytes = self.dispatch.rewind(cut)
+        if revived:
+            log.warning("the cut back to %d removed the deletion of %s: their records below it "
+                        "are indexed again", offset, ", ".join(sorted(revived)))
+            while self.dispatch.dispatch_available():
+                pass
+            self.commit_log.set_queue_offsets(self.queues.queue_offsets())
         self.commit_log.flush()  # the directory too, for the files the cut removed
         self.queues.flush()
         return cleared_bytes
@@ -601,6 +610,16 @@ class MessageStore:
                     break
         return found
 
+    def record_at(self, offset: int) -> tuple[StoredMessage, bool] | None:
+        """The whole record that starts at `offset` and whether it is committed (always, in
+        the classic modes), or None when no valid record starts there (never written, cut
+        by a truncation, removed by retention, or the middle of another record)."""
+        message = self._record_or_none(offset)
+        if message is None:
+            return None
+        limit = self.dispatch.limit_offset
+        return message, limit is None or offset + message.total_size <= limit
+
     def _record_or_none(self, offset: int) -> StoredMessage | None:
         try:
             return self.commit_log.read_record(offset)
@@ -620,6 +639,11 @@ class MessageStore:
 
     def unpark_reader(self, waiter: Waiter) -> None:
         self.arrivals.cancel(waiter)
+
+    def release_readers(self) -> None:
+        """The gateway stops: every parked reader, and every one that parks from now on,
+        answers at once with what there is (store/arrivals.py `release_all`)."""
+        self.arrivals.release_all()
 
     def queue_offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int | None:
         """The first queue offset of a message stored at or after `timestamp_ms` (the max

@@ -91,6 +91,10 @@ class StorePaths:
         return self.root / "dledger" / "log_base"
 
     @property
+    def dledger_membership(self) -> Path:
+        return self.root / "dledger" / "membership"
+
+    @property
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 

@@ -40,6 +40,7 @@ from store.record import (
     RECORD_OVERHEAD,
     RecordError,
 )
+from store.tombstones import Tombstones, revived_start
 from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def recover(
     crashed: bool,
     check_crc: bool = True,
     key_index: KeyIndex | None = None,
+    tombstones: Tombstones | None = None,
 ) -> RecoveryReport:
     started = time.perf_counter()
     # Pass 1: load and validate the file sets.
@@ -93,6 +95,13 @@ def recover(
     # Pass 5: consume queues must not point past the log, nor have holes redispatch skips;
     # what they hold for the scanned records goes to disk for the same reason as above.
     queues.truncate_physical(end)
+    # A deletion the log lost (its record was not flushed) revives its topic's records below.
+    revived = tombstones.cut(end) if tombstones is not None else {}
+    for topic in revived:
+        queues.remove_topic(topic)
+    if revived:
+        log.warning("recovery: the log lost the deletion of %s; their records are indexed "
+                    "again", ", ".join(sorted(revived)))
     cut_queues = queues.truncate_at_holes(start, _entry_matcher(commit_log))
     if cut_queues:
         log.warning("recovery: %d consume queues had holes or stale entries; rebuilt from "
@@ -100,10 +109,11 @@ def recover(
     queues.sync_entries_from(start)
     # Pass 6: redispatch; from further back when the key index lost entries (a damaged
     # file, or none yet): dispatch skips queue entries and index entries already present.
-    redispatch_start = start
+    redispatch_start = revived_start(revived, start, commit_log.min_offset,
+                                     commit_log.files.file_size_bytes)
     index_start = key_index.load(end) if key_index is not None else None
     if index_start is not None:
-        redispatch_start = max(commit_log.min_offset, min(start, index_start))
+        redispatch_start = max(commit_log.min_offset, min(redispatch_start, index_start))
     dispatch.dispatched_offset = redispatch_start
     while dispatch.dispatch_available():
         pass

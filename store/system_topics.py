@@ -27,3 +27,17 @@ OP_TOPIC_DELETE = "topic.delete"
 
 def is_system_topic(topic: str) -> bool:
     return topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def deleted_topic(topic: str, properties: dict[str, str]) -> str | None:
+    """The user topic a record deletes: a topic delete's subject, else None."""
+    if topic != METADATA_TOPIC or properties.get(PROPERTY_OP) != OP_TOPIC_DELETE:
+        return None
+    return properties.get(PROPERTY_SUBJECT_TOPIC) or None
+
+
+def forget_topic(counters: dict[tuple[str, int], int], topic: str) -> None:
+    """Drop a deleted topic's next queue offsets from `counters` (its next incarnation starts
+    every queue at 0)."""
+    for key in [key for key in counters if key[0] == topic]:
+        del counters[key]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +133,130 @@ def test_readme_indexes_every_doc() -> None:
     for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "twinlog.toml"]:
         relative = path.relative_to(ROOT).as_posix()
         assert f"]({relative})" in readme, f"README's docs index omits {relative}"
+
+
+def _route_scopes() -> dict[tuple[str, str], str | None]:
+    """(METHOD, path) -> the token scope the route requires (None: no token needed), read
+    from the app's routes (the ScopeCheck dependency `requires` adds)."""
+    from fastapi.routing import APIRoute
+
+    from app.api.deps import ScopeCheck
+    from app.api.main import create_app
+    from app.settings import Settings
+
+    def routes(items: list[Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for item in items:
+            included = getattr(item, "original_router", None)  # an included router
+            if included is not None:
+                yield from routes(included.routes, prefix + included.prefix)
+            elif isinstance(item, APIRoute) or hasattr(item, "dependant"):
+                yield prefix, item
+
+    scopes: dict[tuple[str, str], str | None] = {}
+    for prefix, route in routes(create_app(Settings.model_construct()).routes):
+        if not route.include_in_schema:
+            continue
+        checks = [dependency.call.token_scope for dependency in route.dependant.dependencies
+                  if isinstance(dependency.call, ScopeCheck)]
+        path = route.path if route.path.startswith(prefix) else prefix + route.path
+        for method in route.methods:
+            scopes[(method, path)] = checks[0].value if checks else None
+    return scopes
+
+
+def _documented_scopes() -> dict[tuple[str, str], str | None]:
+    """(METHOD, path) -> the scope docs/http-api.md names for the operation: `Scope X` in its
+    own section, else in the `##` section above it; None where it says no token is needed."""
+    documented: dict[tuple[str, str], str | None] = {}
+    section_scope: str | None = None
+    text = HTTP_API.read_text(encoding="utf-8")
+    for block in re.split(r"\n(?=##+ )", text):
+        heading, _, body = block.partition("\n")
+        named = re.search(r"[Ss]cope `(\w+)`", body.split("```")[0])
+        if heading.startswith("## "):
+            section_scope = named[1] if named else None
+        operation = re.match(r"### `(\w+) (\S+)` \(`", heading)
+        if operation:
+            said = None if "No token needed" in body else (
+                named[1] if named else section_scope)
+            documented[(operation[1], operation[2])] = said
+    return documented
+
+
+def test_http_api_names_the_scope_each_operation_needs() -> None:
+    """Each operation's section names the scope its route checks (GET admin views and
+    /metrics need `monitor`, which an admin token includes)."""
+    actual = _route_scopes()
+    documented = _documented_scopes()
+    assert set(documented) == set(actual)
+    wrong = {operation: (documented[operation], scope) for operation, scope in actual.items()
+             if documented[operation] != scope}
+    assert not wrong, f"(documented, required) differ: {wrong}"
+
+
+def test_every_scope_is_documented_where_tokens_are() -> None:
+    """operations.md's auth_tokens and the spec's description (Swagger UI's first page) name
+    every scope; operations.md says the scope /metrics needs."""
+    from app.api.openapi import DESCRIPTION
+    from app.settings import Scope
+
+    operations = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    paragraph = operations.split("- **`auth_tokens`**", 1)[1].split("\n- ", 1)[0]
+    for scope in Scope:
+        assert f"`{scope.value}`" in paragraph, f"operations.md's auth_tokens: {scope.value}"
+        assert f"`{scope.value}`" in DESCRIPTION, f"the spec's description: {scope.value}"
+    metrics_scope = _route_scopes()[("GET", "/metrics")]
+    assert f"`/metrics` needs `{metrics_scope}`" in " ".join(paragraph.split())
+    assert f"`GET /metrics` (scope `{metrics_scope}`)" in operations
+
+
+def _metric_families() -> set[str]:
+    """Every twinlog_* family the broker defines (the metrics modules of app/api), counters
+    with the `_total` the exposition adds."""
+    families = set()
+    for module in sorted((ROOT / "app" / "api").glob("metrics*.py")):
+        source = module.read_text(encoding="utf-8")
+        for kind, name in re.findall(r'(Counter|Gauge|Histogram|Summary)\w*\(\s*"(twinlog_\w+)"',
+                                     source):
+            families.add(f"{name}_total" if kind == "Counter" and not name.endswith("_total")
+                         else name)
+    return families
+
+
+def test_metrics_md_describes_every_series() -> None:
+    """Each twinlog_* family the broker exposes has its row in docs/metrics.md, and each row
+    names a family the broker has."""
+    families = _metric_families()
+    assert len(families) > 20, families
+    rows = set(re.findall(r"^\| `(twinlog_\w+)` \|",
+                          (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8"), re.M))
+    assert families - rows == set(), f"metrics.md lacks {sorted(families - rows)}"
+    assert rows - families == set(), f"metrics.md names {sorted(rows - families)}"
+
+
+_MSG_ID = re.compile(r"\b7F000001[0-9A-F]{24}\b")
+
+
+@pytest.mark.parametrize("document", DOCS, ids=lambda path: path.name)
+def test_example_msg_ids_name_a_port(document: Path) -> None:
+    """A msg id in the docs is what a broker hands out: its STOREHOST names a real port
+    (port 0 is what a broker started on `--http-port 0` writes, never a documented setup)."""
+    from store.message_id import parse_msg_id
+
+    for msg_id in _MSG_ID.findall(document.read_text(encoding="utf-8")):
+        port = int.from_bytes(parse_msg_id(msg_id).store_host[4:8], "big")
+        assert port != 0, f"{document.name}: {msg_id} names port 0"
+
+
+def test_a_status_next_to_an_error_code_is_the_code_s() -> None:
+    """`409 QUEUE_COUNT_SHRINKS`, `exit 1, 409 ...`: a status written before an error code is
+    the status the broker answers it with (app/api/errors.py)."""
+    from app.api.errors import PROBLEMS
+
+    for document in DOCS:
+        text = document.read_text(encoding="utf-8")
+        for status, code in re.findall(r"\b([1-5]\d\d),? `?([A-Z][A-Z_]{3,})`?", text):
+            if code in PROBLEMS and code != "PUT_OK":
+                assert int(status) == PROBLEMS[code].http_status, (
+                    f"{document.name}: {status} {code}, answered with "
+                    f"{PROBLEMS[code].http_status}")

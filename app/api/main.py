@@ -37,6 +37,7 @@ from app.api.routes import admin, consume, dledger, groups, health, messages, pr
 from app.broker.broker import Broker
 from app.broker.metadata_log import MetadataWriteFailed
 from app.server.gc_tuning import tuned_gc
+from app.server.memory_trim import release_free_memory
 from app.settings import Settings, load_settings
 from store.metadata import MetadataError
 
@@ -96,6 +97,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     "(development only)")
     try:
         with tuned_gc(gateway.settings.gc_tuning):
+            release_free_memory()  # what starting freed goes back to the system
             yield
     finally:
         broker.stop()

@@ -1,7 +1,7 @@
-"""Topic, group and offset changes as the routes make them: in the classic modes as records of
-the log (Broker.write_metadata, app/broker/metadata_log.py), answered 201/200/204 once held as
-the broker's role promises, 202 (problem+json naming the put status) when applied here but not
-held as promised; in DLedger mode straight into the leader's tables, as before.
+"""Topic, group and offset changes as the routes make them: records of the log
+(app/broker/metadata_log.py), answered 201/200/204 once held as the broker's role promises (in
+DLedger mode: committed) and applied here, 202 (problem+json naming the put status) when
+applied here but not held as promised, or (DLedger) not known committed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from app.broker.metadata_log import WriteOutcome
 from store import PutMessageStatus
 from store.metadata import SubscriptionGroup, TopicConfig
 from store.metadata.log_records import MetadataChange, TopicsPut
-from store.metadata.rules import check_queue_counts
 from store.metadata.topics import NewTopic
 
 # A topic's share of a TopicsPut record at most (a 127-byte name and the JSON around it).
@@ -23,15 +22,13 @@ _TOPIC_RECORD_BYTES_MAX = 300
 
 
 def _write(broker: Broker, changes: Sequence[MetadataChange]) -> None:
-    """Classic modes, on a worker thread: MetadataWriteFailed (a refusal, answered as its put
+    """On a worker thread: MetadataWriteFailed (a refusal, answered as its put
     status) when nothing was written, a 202 ApiError when applied here but not held."""
-    assert broker.metadata_log is not None
     _answer(broker.metadata_log.write_blocking(changes))
 
 
 async def write(broker: Broker, changes: Sequence[MetadataChange]) -> None:
     """`_write` on the event loop."""
-    assert broker.metadata_log is not None
     _answer(await broker.metadata_log.write(changes))
 
 
@@ -42,13 +39,6 @@ def _answer(outcome: WriteOutcome) -> None:
 
 def create_topics(broker: Broker, new_topics: Sequence[NewTopic]) -> list[TopicConfig]:
     metadata = broker.metadata_store
-    if broker.metadata_log is None:
-        for topic in new_topics:
-            check_queue_counts(topic.read_queue_count, topic.write_queue_count)
-        configs = metadata.create_topics(new_topics)
-        for config in configs:
-            broker.topic_created(config)
-        return configs
     with broker.metadata_log.change_lock:
         plan = metadata.plan_create_topics(new_topics)
         if len(plan) == 1:
@@ -66,17 +56,6 @@ def create_topics(broker: Broker, new_topics: Sequence[NewTopic]) -> list[TopicC
 def update_topic(broker: Broker, name: str, *, read_queue_count: int | None,
                  write_queue_count: int | None, permission: int | None) -> TopicConfig:
     metadata = broker.metadata_store
-    if broker.metadata_log is None:
-        current = metadata.get_topic(name=name)
-        check_queue_counts(current.read_queue_count if read_queue_count is None
-                           else read_queue_count,
-                           current.write_queue_count if write_queue_count is None
-                           else write_queue_count)
-        config = metadata.update_topic(name=name, read_queue_count=read_queue_count,
-                                       write_queue_count=write_queue_count,
-                                       permission=permission)
-        broker.topic_created(config)
-        return config
     with broker.metadata_log.change_lock:
         change = metadata.plan_update_topic(name=name, read_queue_count=read_queue_count,
                                             write_queue_count=write_queue_count,
@@ -89,9 +68,6 @@ def update_topic(broker: Broker, name: str, *, read_queue_count: int | None,
 def delete_topic(broker: Broker, name: str) -> None:
     """Its config and offsets, its queues and key-index entries (at the record, on every
     replica); its messages stay in the commit log until retention."""
-    if broker.metadata_log is None:
-        broker.delete_topic(name)
-        return
     with broker.metadata_log.change_lock:
         _write(broker, [broker.metadata_store.plan_delete_topic(name=name)])
 
@@ -99,11 +75,6 @@ def delete_topic(broker: Broker, name: str) -> None:
 def create_group(broker: Broker, name: str, *, consume_enabled: bool, broadcast_enabled: bool,
                  retry_queue_count: int, retry_times_max: int) -> SubscriptionGroup:
     metadata = broker.metadata_store
-    if broker.metadata_log is None:
-        return metadata.create_group(name=name, consume_enabled=consume_enabled,
-                                     broadcast_enabled=broadcast_enabled,
-                                     retry_queue_count=retry_queue_count,
-                                     retry_times_max=retry_times_max)
     with broker.metadata_log.change_lock:
         _write(broker, [metadata.plan_create_group(
             name=name, consume_enabled=consume_enabled, broadcast_enabled=broadcast_enabled,
@@ -113,9 +84,6 @@ def create_group(broker: Broker, name: str, *, consume_enabled: bool, broadcast_
 
 def delete_group(broker: Broker, name: str) -> None:
     metadata = broker.metadata_store
-    if broker.metadata_log is None:
-        metadata.delete_group(name=name)
-        return
     with broker.metadata_log.change_lock:
         _write(broker, [metadata.plan_delete_group(name=name)])
 
@@ -124,14 +92,6 @@ def set_offset(broker: Broker, group: str, topic: str, queue_id: int, queue_offs
                reset: bool) -> None:
     """A commit (forward only) or a reset of one queue's offset."""
     metadata = broker.metadata_store
-    if broker.metadata_log is None:
-        if reset:
-            metadata.reset_consumer_offset(group_name=group, topic=topic, queue_id=queue_id,
-                                           queue_offset=queue_offset)
-        else:
-            metadata.commit_consumer_offset(group_name=group, topic=topic, queue_id=queue_id,
-                                            queue_offset=queue_offset)
-        return
     change = metadata.plan_offset(group_name=group, topic=topic, queue_id=queue_id,
                                   queue_offset=queue_offset, reset=reset)
     if change is not None:

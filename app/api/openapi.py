@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.api.errors import PROBLEM_CONTENT_TYPE, PROBLEMS
+from app.api.openapi_clients import shape_for_clients
 from app.api.openapi_examples import add_examples
 from app.api.schemas.problems import Problem
 from app.api.schemas.produce import RESERVED_PROPERTY_NAMES, MessageAttributes
@@ -29,8 +30,9 @@ twinlog's HTTP gateway: produce, consume and admin for a RocketMQ-style replicat
 * Errors are `application/problem+json` (RFC 9457) with an `error_code`, and `put_status`
   (the broker's PutMessageStatus) when a put was refused.
 * Offsets are JSON integers; the broker never hands out one at or above 2^53.
-* Auth: bearer tokens with scopes `produce`, `consume`, `admin` when the broker has tokens
-  configured; `/healthz`, `/readyz` never need one.
+* Auth: bearer tokens with scopes `produce`, `consume`, `admin`, `monitor` when the broker
+  has tokens configured. `monitor` reads (/metrics, every GET under /admin); `admin` also
+  changes the broker. `/healthz`, `/readyz` never need one.
 """
 
 
@@ -71,6 +73,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         _property_maps(schema)
     _declare_limits(schemas, app.state.gateway.settings)
     _properties_header_is_json(document)
+    shape_for_clients(document)
     add_examples(document)
     return document
 
@@ -100,7 +103,9 @@ def _property_maps(schema: dict[str, Any]) -> None:
 
 
 def _properties_header_is_json(document: dict[str, Any]) -> None:
-    """X-Twinlog-Properties carries a JSON object: say so with the schema of `properties`."""
+    """X-Twinlog-Properties carries a JSON object: a string whose content is JSON of the
+    schema of `properties` (JSON Schema's contentMediaType and contentSchema). A `schema`, not
+    a `content` map: generators drop a header declared with `content`."""
     attributes = MessageAttributes.model_json_schema()
     _property_maps(attributes)
     schema = attributes["properties"]["properties"]
@@ -108,8 +113,8 @@ def _properties_header_is_json(document: dict[str, Any]) -> None:
     operation = document["paths"]["/v1/topics/{topic}/messages"]["post"]
     for parameter in operation["parameters"]:
         if parameter["name"] == "X-Twinlog-Properties":
-            parameter.pop("schema")
-            parameter["content"] = {"application/json": {"schema": schema}}
+            parameter["schema"] = {"type": "string", "contentMediaType": "application/json",
+                                   "contentSchema": schema}
 
 
 def _problem_answers(operation: dict[str, Any]) -> None:

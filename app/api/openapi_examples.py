@@ -19,7 +19,7 @@ _PARAMETER_EXAMPLES: dict[str, Any] = {
     "Idempotency-Key": "order-42-attempt-1",
     "X-Twinlog-Keys": "order-42,customer-7",
     "X-Twinlog-Tags": "paid",
-    "X-Twinlog-Properties": {"region": "eu"},
+    "X-Twinlog-Properties": '{"region": "eu"}',
     "key": "order-42",
     "begin_timestamp_ms": 0,
     "end_timestamp_ms": _TIMESTAMP_MS,
@@ -124,10 +124,7 @@ def add_examples(document: dict[str, Any]) -> None:
         for operation in item.values():
             operation_id = operation["operationId"]
             for parameter in operation.get("parameters", []):
-                example = _PARAMETER_EXAMPLES[parameter["name"]]
-                target = parameter["content"]["application/json"] \
-                    if "content" in parameter else parameter
-                target["example"] = example
+                parameter["example"] = _PARAMETER_EXAMPLES[parameter["name"]]
             body = operation.get("requestBody", {}).get("content", {}).get("application/json")
             if body is not None and operation_id in _BODY_EXAMPLES:
                 body["example"] = _BODY_EXAMPLES[operation_id]

@@ -27,8 +27,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.dledger_member import build_dledger, leader_http_address
-from app.broker.idempotency import IdempotencyWindow, rebuild
+from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.slave_sync import SlaveSync
@@ -99,6 +100,8 @@ class Broker:
         self.leader_sync: LeaderSync | None = None  # DLedger mode: metadata follows the leader
         self.idempotency = IdempotencyWindow(settings.idempotency_window_s,
                                              settings.idempotency_keys_max)
+        if self.dledger is not None:
+            self.idempotency.check_indeterminate = self._check_indeterminate
         self.state = BrokerState.CREATED
         self.started_at_ms = 0
         # topic -> write queue count, for topics checked writable (the produce hot path).
@@ -108,8 +111,9 @@ class Broker:
         # Counters only, under `_rate_lock` (request threads sample too): no need for the loop.
         self._rate_sampler = IntervalService("put-rate-sampler", _RATE_SAMPLE_INTERVAL_MS,
                                              self.sample_put_rates)
-        # Classic modes: metadata changes are records of the log (app/broker/metadata_log.py).
-        self.metadata_log = MetadataLog(self.store) if self.dledger is None else None
+        # Metadata changes are records of the log (app/broker/metadata_log.py); in DLedger
+        # mode the group member puts them, as it puts messages.
+        self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
 
@@ -135,8 +139,10 @@ class Broker:
             self.metadata.start()
             # Records the metadata has not applied yet (recovery redispatched them before
             # it was there), then each one dispatch reaches, in log order.
+            applied = self.metadata.log_position
             caught_up = self.store.attach_system_records(
-                self._apply_system_record, self.metadata.log_position.queue_offset)
+                self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
+                reset=self._reset_metadata)
             if caught_up:
                 log.info("metadata: %d records of the log applied at start", caught_up)
             for topic in self.metadata.list_topics():
@@ -265,7 +271,7 @@ class Broker:
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
-            tables_in_the_log=self.dledger is None)
+            tables_in_the_log=True)
         sync.start()
         return sync
 
@@ -285,10 +291,31 @@ class Broker:
         while store.dispatch.dispatched_offset < (store.commit_limit or 0) \
                 and time.monotonic() < deadline_s:
             time.sleep(0.01)
-        restored = rebuild(self.idempotency, store)
+        # The window as the committed log gives it, in place of the one this member had: an
+        # entry whose record a truncation removed (it led before, its tail was cut since)
+        # must not answer a retry.
+        window = self.idempotency
+        fresh = IdempotencyWindow(self.settings.idempotency_window_s,
+                                  self.settings.idempotency_keys_max)
+        restored = rebuild(fresh, store)
+        window.replace_entries(fresh)
         self._writable_term = term
         log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
                  restored)
+
+    def _check_indeterminate(self, topic: str, key: str,
+                             put: RememberedPut) -> RememberedPut | None:
+        """DLedger: a remembered COMMIT_INDETERMINATE put, checked against the log before it
+        is replayed (IdempotencyWindow.check_indeterminate)."""
+        found = self.store.record_at(put.commit_log_offset)
+        if found is None:
+            return None
+        record, committed = found
+        if record.topic != topic or record.properties.get(PROPERTY_IDEMPOTENCY_KEY) != key:
+            return None  # the offset holds another message now
+        if committed:
+            return dataclasses.replace(put, status=PutMessageStatus.PUT_OK)
+        return put  # still in this leader's log: it may commit yet
 
     # -- failover by hand --------------------------------------------------------------------
 
@@ -399,24 +426,24 @@ class Broker:
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
 
+    def _reset_metadata(self) -> None:
+        """The log lost records the tables applied: empty them (the store feeds the records
+        it still holds again), and forget the writable queue counts they gave."""
+        self.metadata_store.reset_applied_state()
+        self._writable_queue_counts.clear()
+
     def _detach_system_records(self) -> None:
-        self.store.dispatch.on_system_record = None
+        self.store.detach_system_records()
 
     def ensure_writable_topic(self, topic: str) -> int:
         """The topic's write queue count, creating the topic if allowed (MetadataError if not;
         MetadataWriteFailed when its creation could not be written). On a worker thread."""
-        if self.metadata_log is not None:
-            config = self._ensure_topic_through_the_log(topic)
-            check_writable(config)
-            self._writable_queue_counts[topic] = config.write_queue_count
-            return config.write_queue_count
-        config = self.metadata_store.ensure_writable_topic(name=topic)
-        self.store.set_queue_count(topic, config.write_queue_count)
+        config = self._ensure_topic_through_the_log(topic)
+        check_writable(config)
         self._writable_queue_counts[topic] = config.write_queue_count
         return config.write_queue_count
 
     def _ensure_topic_through_the_log(self, topic: str) -> TopicConfig:
-        assert self.metadata_log is not None
         metadata = self.metadata_store
         config = metadata.cached_topic(name=topic)
         if config is not None:
@@ -445,13 +472,6 @@ class Broker:
         self._writable_queue_counts.pop(topic, None)
         if write_queue_count is not None:
             self.store.set_queue_count(topic, write_queue_count)
-
-    def delete_topic(self, topic: str) -> None:
-        """Delete the topic's metadata (404 when unknown), then its queues in the store."""
-        self.metadata_store.delete_topic(name=topic)
-        self._writable_queue_counts.pop(topic, None)
-        removed = self.store.delete_topic(topic)
-        log.info("topic %s deleted: %d consume queues removed", topic, removed)
 
     # -- rates -------------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ supervisor binds it first, so it knows every port before any member starts and n
 ever guessed free), else this member's own address in `dledger_peers`. The store is built
 commit-limited and as a SLAVE: the only writes it takes are entries written at their
 position by the member, so a direct put (a bug) is refused rather than forked off the log.
+The data dir's stored membership is checked first (ha/dledger/stored/membership.py): a start
+with another peer list than the group's is refused, unless `dledger_membership_override`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ import socket
 
 from app.settings import Settings
 from ha.dledger.commit_log import DLedgerCommitLog
+from ha.dledger.stored.membership import check_membership, membership_of
 from store import BrokerRole, MessageStore
 
 
 def build_dledger(settings: Settings) -> DLedgerCommitLog:
     store_config = dataclasses.replace(settings.to_store_config(), broker_role=BrokerRole.SLAVE)
     store = MessageStore(store_config, commit_limited=True)
+    assert settings.dledger_self_id is not None
+    check_membership(store.paths.dledger_membership,
+                     membership_of(settings.dledger_group, settings.dledger_self_id,
+                                   settings.dledger_peer_list),
+                     override=settings.dledger_membership_override)
     listener = dledger_listener(settings)
     try:
         return DLedgerCommitLog(store, settings.to_dledger_transport_config(),

@@ -10,6 +10,13 @@ concurrent retry awaits, so two racing requests with one key still store one mes
 never holds a key while it waits for another request's key: `claim` takes all of a request's
 keys in one step or none of them, so no two requests can wait on each other (issue 12: two
 batches that each held a key the other awaited hung until restart).
+
+DLedger mode: an entry is only as good as the record it names. A new leader replaces the whole
+window with the one its committed log gives (`replace_entries` after `rebuild`), so no entry
+whose record a truncation removed survives a change of leader; and a COMMIT_INDETERMINATE entry
+goes through `check_indeterminate` before it is replayed (the broker reads the record at its
+offset: committed and its own, it is replayed as PUT_OK; still in this leader's log and its
+own, replayed as indeterminate; anything else, forgotten, and the key is stored anew).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import asyncio
 import heapq
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
@@ -48,6 +55,8 @@ class _Entry:
 
 
 Key = tuple[str, str]  # (topic, idempotency key)
+# (topic, key, the remembered indeterminate put) -> the put to replay, or None to forget it.
+IndeterminateCheck = Callable[[str, str, RememberedPut], "RememberedPut | None"]
 
 
 class IdempotencyWindow:
@@ -60,6 +69,7 @@ class IdempotencyWindow:
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
         self._pending: dict[Key, asyncio.Future[RememberedPut | None]] = {}
         self.replay_count = 0
+        self.check_indeterminate: IndeterminateCheck | None = None  # DLedger mode
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -69,6 +79,17 @@ class IdempotencyWindow:
         """The remembered put, the future of a put in flight, or None (a new key)."""
         entry_key = (topic, key)
         entry = self._entries.get(entry_key)
+        if entry is not None and entry.put.status is PutMessageStatus.COMMIT_INDETERMINATE \
+                and self.check_indeterminate is not None:
+            checked = self.check_indeterminate(topic, key, entry.put)
+            if checked is None:
+                log.info("idempotency: the indeterminate put of key %r (topic %s) at offset %d "
+                         "is not in the log any more: forgotten", key, topic,
+                         entry.put.commit_log_offset)
+                del self._entries[entry_key]
+                entry = None
+            else:
+                entry.put = checked
         if entry is not None:
             if entry.stored_at_ms >= self._clock_ms() - self.window_ms:
                 self.replay_count += 1
@@ -121,6 +142,12 @@ class IdempotencyWindow:
         self._entries.pop(entry_key, None)
         self._entries[entry_key] = _Entry(put, stored_at_ms)
         self._evict()
+
+    def replace_entries(self, other: IdempotencyWindow) -> None:
+        """Take `other`'s remembered puts in place of this window's (a new DLedger leader's
+        window, rebuilt from its committed log); keys being stored now stay pending. One
+        assignment: a request on the event loop sees the old entries or the new ones."""
+        self._entries = other._entries
 
     def _evict(self) -> None:
         oldest_ms = self._clock_ms() - self.window_ms

@@ -1,16 +1,15 @@
-"""DLedger mode: metadata (topics, groups, consumer and delay offsets) follows the leader.
+"""DLedger mode: a follower's metadata bootstrap follows the leader.
 
-Metadata writes go to the leader (a follower answers 503 naming it: app/api/gateway.py), and each
-follower pulls the leader's tables with the classic slave's metadata sync
-(app/broker/slave_sync.py), pointed at whichever member leads now. This thread watches the member's
-published status every `check_interval_s`: a new leader elsewhere restarts the sync against it (the
-new sync pulls at once), becoming the leader stops it (this member's tables are now the ones others
-pull), and no known leader leaves the last sync running (it fails and backs off, bounded,
-until a leader is known).
-
-A new leader serves the tables it last pulled: what the previous leader changed after that
-pull (at most one `slave_sync_interval_s` of metadata writes) is not carried over, as in
-RocketMQ, whose followers also sync metadata on a timer.
+Topics, groups and consumer offsets are records of the replicated log (app/broker/metadata_log.py):
+every member applies the committed ones by dispatch, in log order, so a new leader holds the
+tables its committed log holds. What each follower still pulls from the leader, with the
+classic slave's metadata sync (app/broker/slave_sync.py, pointed at whichever member leads
+now), is what the log does not carry (delay offsets) and the bootstrap of a member whose log
+lacks metadata records the leader's log no longer holds (retention). This thread watches the
+member's published status every `check_interval_s`: a new leader elsewhere restarts the sync
+against it, becoming the leader stops it and, once this member's commit reaches the log's end
+as it took over, lets it take writes (`caught_up`), and no known leader leaves the last sync
+running (it fails and backs off, bounded, until a leader is known).
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ class LeaderSync(ServiceThread):
         if is_leader:
             self._stop_sync()
             if not self._was_leader:
-                log.warning("dledger: %s leads term %d: metadata writes come here",
+                log.warning("dledger: %s leads term %d: writes come here once caught up",
                             status.self_id, status.term)
                 self._takeover_end_index = status.end_index
                 self._became_leader()

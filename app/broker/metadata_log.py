@@ -14,8 +14,12 @@ OS_PAGE_CACHE_BUSY, ...) when nothing was written. Topic and group changes are p
 written one at a time (`_change_lock`), so each plan reads the tables every earlier change has
 reached; offset commits are not serialized (the last one in log order wins, forward only).
 
-Classic modes only, for now: a DLedger member still writes its tables directly on the leader
-(app/broker/leader_sync.py copies them to followers).
+In DLedger mode the leader puts each record through its group member (DLedgerCommitLog) like a
+produce: the answer is success only once the record is committed and applied here; a record
+answered COMMIT_INDETERMINATE (a quorum timeout, a lost leadership) is a 202 that says it may
+still commit or be lost, and is applied on every member only if it commits; a refusal (not the
+leader, pending appends full) wrote nothing. Every member applies the committed records by
+dispatch, in log order, so a new leader holds exactly the tables its committed log holds.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store import Message, MessageStore, PutMessageStatus
+from ha.dledger.commit_log import DLedgerCommitLog, DLedgerPut
+from store import Message, MessageStore, PutMessageResult, PutMessageStatus
 from store.metadata.log_records import MetadataChange, TopicDelete, encode, op_of
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP, PROPERTY_SUBJECT_TOPIC
 from store.waits.completion import PutCompletion
@@ -56,8 +61,11 @@ def record_of(change: MetadataChange) -> Message:
 
 
 class MetadataLog:
-    def __init__(self, store: MessageStore, *, apply_timeout_ms: int = APPLY_TIMEOUT_MS) -> None:
+    def __init__(self, store: MessageStore, *, apply_timeout_ms: int = APPLY_TIMEOUT_MS,
+                 dledger: DLedgerCommitLog | None = None) -> None:
+        """`dledger`: the group member whose puts carry the records (DLedger mode)."""
         self._store = store
+        self._dledger = dledger
         self._apply_timeout_ms = apply_timeout_ms
         # Held by a topic or group change from its plan to its answer (the plan must see
         # every change before it); offset commits never take it.
@@ -67,6 +75,15 @@ class MetadataLog:
         """Put the changes' records (all in one append), then wait for their guarantees and
         for this broker to apply them. The outcome is PUT_OK or a degraded stored status;
         MetadataWriteFailed when nothing was written or it was not applied in time."""
+        if self._dledger is not None:
+            puts = self._put_through(self._dledger, changes)
+            decided = [await put for put in puts]
+            committed = _committed(decided)
+            if isinstance(committed, WriteOutcome):
+                return committed
+            applied = await PutCompletion(pending=self._store.wait_dispatched(
+                committed, self._apply_timeout_ms))
+            return _settled([], applied, self._apply_timeout_ms)
         completions, end_offset = self._append(changes)
         statuses = [await completion for completion in completions]
         applied = await PutCompletion(pending=self._store.wait_dispatched(
@@ -75,6 +92,15 @@ class MetadataLog:
 
     def write_blocking(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
         """`write` for a caller on a worker thread (a sync route, an auto-created topic)."""
+        if self._dledger is not None:
+            puts = self._put_through(self._dledger, changes)
+            for put in puts:
+                put.future.wait(None)  # the host bounds it (the quorum deadline)
+            committed = _committed([put.outcome() for put in puts])
+            if isinstance(committed, WriteOutcome):
+                return committed
+            applied = self._store.wait_dispatched(committed, self._apply_timeout_ms).wait(None)
+            return _settled([], applied, self._apply_timeout_ms)
         completions, end_offset = self._append(changes)
         statuses = [completion.result() for completion in completions]
         applied = self._store.wait_dispatched(end_offset, self._apply_timeout_ms).wait(None)
@@ -93,6 +119,32 @@ class MetadataLog:
                 raise MetadataWriteFailed(WriteOutcome(result.status, result.detail or ""))
         end_offset = max(result.commit_log_offset + result.wrote_bytes for result, _ in results)
         return [completion for _, completion in results], end_offset
+
+
+    @staticmethod
+    def _put_through(member: DLedgerCommitLog,
+                     changes: Sequence[MetadataChange]) -> list[DLedgerPut]:
+        """DLedger mode: one entry a change, appended in order (the host keeps call order)."""
+        assert changes
+        return [member.put(record_of(change)) for change in changes]
+
+
+def _committed(decided: Sequence[tuple[PutMessageResult, PutMessageStatus]]
+               ) -> WriteOutcome | int:
+    """DLedger mode: the end offset of the last record once every one committed; the outcome
+    to answer when one did not (a refusal raises: nothing of it was written)."""
+    for number, (result, status) in enumerate(decided):
+        if not status.is_stored:
+            detail = result.detail or ""
+            if number:  # a batch of topics: the records before it went in, each whole
+                detail += (f" ({number} of {len(decided)} records of this change were written "
+                           "before it and apply if they commit)")
+            raise MetadataWriteFailed(WriteOutcome(status, detail))
+    for result, status in decided:
+        if status is not PutMessageStatus.PUT_OK:
+            return WriteOutcome(status, (result.detail or status.value) + "; a metadata "
+                                "change applies on every member only if its record commits")
+    return max(result.commit_log_offset + result.wrote_bytes for result, _ in decided)
 
 
 def _settled(statuses: list[PutMessageStatus], applied: PutMessageStatus,

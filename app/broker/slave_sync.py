@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import logging
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from app.api.schemas.sync import MetadataSyncStatus
 from store.clock import wall_ms
 from store.metadata import MetadataError, MetadataStore
 from store.metadata.models import LogPosition
 from store.service import ServiceThread
+
+if TYPE_CHECKING:
+    import httpx  # loaded by a slave's sync when it starts; a master never needs it
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,17 @@ class SyncState:
     tables_applied: dict[str, int] = field(default_factory=dict)
 
 
+def _httpx() -> Any:
+    """httpx, loaded when a slave's sync starts. Its package imports its own command line
+    (`httpx._main`: rich, click and pygments, about 4 MB) whenever those are installed; a
+    broker never runs it, so it is marked absent first (httpx then skips it)."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    import httpx
+
+    return httpx
+
+
 class SlaveSync(ServiceThread):
     name = "slave-metadata-sync"
 
@@ -93,8 +106,12 @@ class SlaveSync(ServiceThread):
         self._interval_s = interval_s
         headers = {"authorization": f"Bearer {auth_token}"} if auth_token else {}
         # An https master's certificate is always verified: against `ca_file` when given
-        # (a private CA), else the system's CAs. A failure is a sync error naming it.
-        verify = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
+        # (a private CA), else the system's CAs. A failure is a sync error naming it. An http
+        # master needs no TLS context (loading the system's CAs costs about 1 MB).
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=str(ca_file)) if ca_file
+            else self.master_http_address.startswith("https:"))
+        httpx = _httpx()
         self._client = httpx.Client(base_url=self.master_http_address, headers=headers,
                                     timeout=timeout_s, transport=transport, verify=verify)
         self.state = SyncState()
@@ -115,6 +132,7 @@ class SlaveSync(ServiceThread):
         self._client.close()
 
     def run_once(self) -> float:
+        httpx = _httpx()
         self.state.last_attempt_ms = wall_ms()
         try:
             self.sync_once()

@@ -20,23 +20,23 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from store.service import ServiceThread
-from store.snapshot import (
-    ExportRequest,
-    HeldLogFiles,
-    Manifest,
-    SnapshotError,
-    SnapshotRangeRemoved,
-    export_snapshot,
-    metadata_rows,
-)
+from store.snapshot import Manifest, SnapshotError, SnapshotRangeRemoved  # light: no pyarrow
 
 if TYPE_CHECKING:
     from app.broker.broker import Broker  # which builds its Snapshots: an import cycle
+    from store.snapshot import ExportRequest
 
 log = logging.getLogger(__name__)
 
 # Past the flush's own deadline, the most a snapshot waits for the flush to answer.
 _WAIT_MARGIN_S = 1.0
+
+
+def export_snapshot(request: ExportRequest) -> Manifest:
+    """store.snapshot's export, loaded (with pyarrow) by the first snapshot."""
+    from store.snapshot import export_snapshot as export
+
+    return export(request)
 
 
 class SnapshotBusy(Exception):
@@ -61,6 +61,8 @@ class Snapshots:
             self._running.release()
 
     def _export_locked(self) -> Manifest:
+        from store.snapshot import ExportRequest, HeldLogFiles, metadata_rows
+
         broker = self._broker
         settings = broker.settings
         asked_end = broker.store.max_offset  # what was put before this export was asked for

@@ -24,9 +24,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx  # loaded by the commands that call a broker, not by `twinlog serve`
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -79,6 +80,8 @@ def require_url(arguments: argparse.Namespace, reason: str) -> None:
 
 class BrokerClient:
     def __init__(self, url: str, token: str | None, timeout_s: float = TIMEOUT_S) -> None:
+        import httpx
+
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
         self.url = url
@@ -91,6 +94,8 @@ class BrokerClient:
 
     def call(self, method: str, path: str, *, ok: Sequence[int] = (200,), **kwargs: Any) -> Any:
         """The JSON answer of one call; a CliError when it fails (see the module's codes)."""
+        import httpx
+
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as error:

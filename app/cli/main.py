@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -91,6 +92,7 @@ def _serve(arguments: argparse.Namespace) -> int:
     from app.server.fd_budget import FdBudgetError, fd_budget, raise_nofile_limit
     from app.server.http_server import build_server
     from app.settings import ReplicationMode, SettingsError, load_settings
+    from store.metadata.migrate import MigrationFailed, migrate_in_child
 
     config_file = Path(arguments.config) if arguments.config else None
     http_socket = _inherited_http_socket(arguments.http_listen_fd)
@@ -126,6 +128,12 @@ def _serve(arguments: argparse.Namespace) -> int:
         budget = fd_budget(settings, raise_nofile_limit())
     except FdBudgetError as error:
         print(f"twinlog: {error}", file=sys.stderr)
+        return 2
+    try:
+        # Alembic runs in a child, so that the broker never holds it (store/metadata/migrate.py).
+        migrate_in_child(settings.metadata_database_url)
+    except (MigrationFailed, OSError, subprocess.SubprocessError) as error:
+        print(f"twinlog: the metadata database could not be migrated: {error}", file=sys.stderr)
         return 2
     app = create_app(settings)
     server = build_server(app, settings, budget,

@@ -17,6 +17,7 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
+from app.api.gateway import Gateway
 from app.api.metrics import RefusalCounts
 from app.server.eager_accept import EagerAccept
 from app.server.fd_budget import FdBudget
@@ -32,6 +33,7 @@ EXPIRE_EVERY_TICKS = 5
 
 class TwinlogServer(PortReportingServer):
     eager_accept: EagerAccept | None = None
+    gateway: Gateway
     accepts_eagerly = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -57,6 +59,11 @@ class TwinlogServer(PortReportingServer):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.eager_accept is not None:
             self.eager_accept.stop()
+        # Long-poll reads answer now with what there is: left parked, each would hold the
+        # graceful shutdown for its whole wait_ms and then be cut off.
+        broker = self.gateway.broker
+        if broker is not None:
+            broker.store.release_readers()
         await super().shutdown(sockets)
 
     async def on_tick(self, counter: int) -> bool:
@@ -88,6 +95,7 @@ def build_server(app: FastAPI, settings: Settings, budget: FdBudget,
         ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key)
     log.info("%s (http_connections_max %d)", budget.describe(), settings.http_connections_max)
     server = TwinlogServer(config, app, port_file)
+    server.gateway = app.state.gateway
     app.state.gateway.metrics.http_connections_open = lambda: len(server.server_state.connections)
     server.accepts_eagerly = settings.http_eager_accept
     return server

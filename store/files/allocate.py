@@ -27,8 +27,11 @@ _AT_FDCWD = -100
 _AT_SYMLINK_FOLLOW = 0x400
 
 
-def allocate_file(directory: Path, start_offset: int, size_bytes: int, disk: Disk) -> MappedFile:
-    """A mapped file of `size_bytes` reserved blocks that is not part of the log yet.
+def allocate_file(directory: Path, start_offset: int, size_bytes: int, disk: Disk,
+                  reserve_bytes: int | None = None) -> MappedFile:
+    """A mapped file of `size_bytes` that is not part of the log yet, its blocks reserved
+    (all of them, or the first `reserve_bytes`: the rest is a hole that `MappedFile.reserve`
+    allocates before anything is written there).
 
     The file has no name (O_TMPFILE) where the file system allows it, so a crash or a failure
     leaves nothing behind; elsewhere it is `<name>.tmp`, which loading removes. On failure
@@ -46,8 +49,13 @@ def allocate_file(directory: Path, start_offset: int, size_bytes: int, disk: Dis
         path = temp
     try:
         try:
-            disk.allocate(fd, size_bytes)
+            reserved_bytes = size_bytes if reserve_bytes is None else min(reserve_bytes,
+                                                                          size_bytes)
+            if reserved_bytes < size_bytes:
+                os.ftruncate(fd, size_bytes)
+            disk.allocate(fd, reserved_bytes)
             mapped = MappedFile(path, start_offset, size_bytes, create=False)
+            mapped.reserved_position = reserved_bytes
         finally:
             os.close(fd)
     except BaseException:
@@ -82,6 +90,7 @@ def publish_file(mapped: MappedFile, directory: Path) -> MappedFile:
     # as a deleted file forever. Opening and mapping cost microseconds; the pages are shared.
     try:
         published = MappedFile(final, mapped.start_offset, mapped.size_bytes, create=False)
+        published.reserved_position = mapped.reserved_position
     except BaseException:
         final.unlink(missing_ok=True)
         raise

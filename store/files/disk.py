@@ -87,10 +87,15 @@ class Disk:
         for listener in durability.listeners:
             listener.names_synced(directory)
 
-    def allocate(self, fd: int, size_bytes: int) -> None:
-        """Reserve every block of [0, size_bytes): a full disk answers ENOSPC here, not SIGBUS
-        at the first write into the mapping, as a sparse (ftruncate) file would."""
-        os.posix_fallocate(fd, 0, size_bytes)
+    def allocate(self, fd: int, size_bytes: int, offset: int = 0) -> None:
+        """Reserve every block of [offset, offset + size_bytes): a full disk answers ENOSPC
+        here, not SIGBUS at the first write into the mapping, as a hole would."""
+        os.posix_fallocate(fd, offset, size_bytes)
+
+    def free_bytes(self, directory: Path) -> int:
+        """What an unprivileged writer may still take on the file system of `directory`."""
+        stats = os.statvfs(directory)
+        return stats.f_bavail * stats.f_frsize
 
 
 REAL_DISK = Disk()

@@ -30,7 +30,7 @@ class MappedFile(ReferenceCounted):
     """
 
     __slots__ = ("path", "start_offset", "size_bytes", "write_position", "flushed_position",
-                 "_fd", "_map", "_unlink_on_cleanup")
+                 "reserved_position", "_fd", "_map", "_unlink_on_cleanup")
 
     def __init__(self, path: Path, start_offset: int, size_bytes: int, *, create: bool) -> None:
         assert size_bytes > 0, size_bytes
@@ -55,6 +55,9 @@ class MappedFile(ReferenceCounted):
             raise
         self.write_position = 0
         self.flushed_position = 0
+        # The blocks of [0, reserved_position) are allocated: writes there cannot meet a full
+        # disk. Whole files are reserved at creation; consume queues' in steps (`reserve`).
+        self.reserved_position = size_bytes
 
     @property
     def fd(self) -> int:
@@ -81,6 +84,15 @@ class MappedFile(ReferenceCounted):
     @property
     def is_full(self) -> bool:
         return self.write_position == self.size_bytes
+
+    def reserve(self, end_position: int, step_bytes: int, disk: Disk = REAL_DISK) -> None:
+        """Allocate the blocks up to `end_position`, rounded up to a whole step (and cut at
+        the file's end); raises OSError (ENOSPC...) and reserves nothing more on failure."""
+        if end_position <= self.reserved_position:
+            return
+        end = min(self.size_bytes, -(-end_position // step_bytes) * step_bytes)
+        disk.allocate(self._fd, end - self.reserved_position, self.reserved_position)
+        self.reserved_position = end
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write at the write position and return the position written at."""

@@ -29,6 +29,8 @@ ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = CONSUME_QUEUE_ENTRY_SIZE_BYTES
 assert ENTRY.size == ENTRY_SIZE
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
+# A default for queues built outside a store (tests); the store passes its setting.
+DEFAULT_RESERVE_STEP_BYTES = 16 * 1024
 _GAP_ENTRY = (-1, 0, 0)  # stands for a record the queue will never have (see _fill_gap)
 
 # (queue offset, commit-log offset, size, tags code), as dispatch collects them.
@@ -49,11 +51,13 @@ class ConsumeQueue:
     """
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size_bytes: int,
-                 open_files: OpenFiles, disk: Disk = REAL_DISK) -> None:
+                 open_files: OpenFiles, disk: Disk = REAL_DISK,
+                 reserve_step_bytes: int = DEFAULT_RESERVE_STEP_BYTES) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self._directory = directory
         self._file_size_bytes = file_size_bytes
+        self._reserve_step_bytes = reserve_step_bytes
         self._open_files = open_files
         self._disk = disk
         self._files: MappedFileQueue | None = None
@@ -84,7 +88,7 @@ class ConsumeQueue:
 
     def _open(self) -> MappedFileQueue:
         files = MappedFileQueue(self._directory, self._file_size_bytes, self._disk,
-                                random_access=True)
+                                random_access=True, reserve_step_bytes=self._reserve_step_bytes)
         if self._directory.is_dir():
             try:
                 files.load()
@@ -100,6 +104,8 @@ class ConsumeQueue:
                 self._end_found = True
             last.write_position = end_position
             last.flushed_position = end_position
+            # What lies past the entries may be a hole: reserved again before it is written.
+            last.reserved_position = end_position
         self._files = files
         return files
 
@@ -134,6 +140,23 @@ class ConsumeQueue:
     def max_queue_offset(self) -> int:
         """The next queue offset to be written (one past the last entry)."""
         return self._max_offset_bytes // ENTRY_SIZE
+
+    def reserve_for(self, queue_offset: int) -> int:
+        """Allocate the blocks of entry `queue_offset` before dispatch writes it (a put is
+        about to be acknowledged: a full disk must refuse the put, not the entry later).
+        Returns the queue offset below which every entry's blocks are reserved. An entry that
+        lies in a file after the last, which dispatch has not filled yet, cannot be reserved
+        early: the answer then covers only that entry, so the next put asks again. Raises
+        OSError (ENOSPC...) when the blocks cannot be had."""
+        byte_offset = queue_offset * ENTRY_SIZE
+        with self._opened() as files:
+            last = files.last_file()
+            if last is None or (last.is_full and byte_offset == last.end_offset):
+                last = _file_for(files, queue_offset)
+            if not last.start_offset <= byte_offset < last.end_offset:
+                return queue_offset + 1
+            files.reserve(last, byte_offset - last.start_offset + ENTRY_SIZE)
+            return (last.start_offset + last.reserved_position) // ENTRY_SIZE
 
     def put(self, queue_offset: int, commit_log_offset: int, size: int, tags_code: int) -> bool:
         """Write the entry for `queue_offset`; an entry already there is left as it is."""
@@ -176,6 +199,7 @@ class ConsumeQueue:
                     index += 1
                     continue
                 pack = ENTRY.pack
+                files.reserve(mapped, mapped.write_position + len(run) * ENTRY_SIZE)
                 mapped.append(b"".join([pack(entry[1], entry[2], entry[3]) for entry in run]))
                 index += len(run)
 
@@ -308,9 +332,13 @@ class ConsumeQueue:
 
 
 def _file_for(files: MappedFileQueue, queue_offset: int) -> MappedFile:
-    """The file to write entry `queue_offset` into (the last one, or a new one)."""
+    """The file to write entry `queue_offset` into (the last one, or a new one), with the
+    entry's blocks reserved (OSError, ENOSPC..., when they cannot be)."""
     byte_offset = queue_offset * ENTRY_SIZE
-    return files.writable_file(start_if_empty=byte_offset - byte_offset % files.file_size_bytes)
+    mapped = files.writable_file(start_if_empty=byte_offset - byte_offset % files.file_size_bytes)
+    if mapped.start_offset <= byte_offset < mapped.end_offset:
+        files.reserve(mapped, byte_offset - mapped.start_offset + ENTRY_SIZE)
+    return mapped
 
 
 def _raw_entry(files: MappedFileQueue, queue_offset: int) -> tuple[int, int, int]:
@@ -352,6 +380,7 @@ class ConsumeQueues:
     def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK) -> None:
         self._root = config.data_dir / "consumequeue"
         self._file_size_bytes = config.consume_queue_file_size_bytes
+        self._reserve_step_bytes = config.consume_queue_reserve_step_bytes
         self._disk = disk
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
@@ -392,9 +421,14 @@ class ConsumeQueues:
                 if queue is None:
                     directory = self._root / topic / str(queue_id)
                     queue = ConsumeQueue(directory, topic, queue_id, self._file_size_bytes,
-                                         self.open_files, self._disk)
+                                         self.open_files, self._disk,
+                                         self._reserve_step_bytes)
                     self._queues[(topic, queue_id)] = queue
         return queue
+
+    def reserve_for(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """ConsumeQueue.reserve_for, for the commit log's put path (the queue is made)."""
+        return self.get_or_create(topic, queue_id).reserve_for(queue_offset)
 
     def remove_topic(self, topic: str) -> int:
         """Close and delete every queue of `topic` (a deleted topic); return how many. The

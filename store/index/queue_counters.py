@@ -2,7 +2,8 @@
 
 The consume queues know every dispatched record; the records from the dispatch position to
 the log's end (never in a queue) are read from the commit log. Their queue offsets count too:
-the leader numbers a new entry after the uncommitted ones before it.
+the leader numbers a new entry after the uncommitted ones before it. A topic delete among them
+(store/system_topics.py) drops the topic's counters: what follows it starts at 0.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from store.commit_log import CommitLog
 from store.dispatch import DispatchService
 from store.index.consume_queue import ConsumeQueues
 from store.record import BLANK_MAGIC, PREFIX
+from store.system_topics import deleted_topic, forget_topic
 
 
 def next_queue_offsets(commit_log: CommitLog, queues: ConsumeQueues,
@@ -20,16 +22,20 @@ def next_queue_offsets(commit_log: CommitLog, queues: ConsumeQueues,
     counted twice, never missed (the larger offset wins)."""
     start = max(dispatch.dispatched_offset, commit_log.min_offset)
     counters = queues.queue_offsets()
-    for topic, queue_id, queue_offset in records_from(commit_log, start):
+    for topic, queue_id, queue_offset, deleted in records_from(commit_log, start):
+        if deleted is not None:
+            forget_topic(counters, deleted)
         key = (topic, queue_id)
         if queue_offset + 1 > counters.get(key, 0):
             counters[key] = queue_offset + 1
     return counters
 
 
-def records_from(commit_log: CommitLog, start: int) -> list[tuple[str, int, int]]:
-    """(topic, queue id, queue offset) of every record from `start` to the log's end."""
-    found: list[tuple[str, int, int]] = []
+def records_from(commit_log: CommitLog,
+                 start: int) -> list[tuple[str, int, int, str | None]]:
+    """(topic, queue id, queue offset, the topic it deletes or None) of every record from
+    `start` to the log's end."""
+    found: list[tuple[str, int, int, str | None]] = []
     offset = start
     file_size = commit_log.files.file_size_bytes
     while offset < commit_log.max_offset:
@@ -39,6 +45,7 @@ def records_from(commit_log: CommitLog, start: int) -> list[tuple[str, int, int]
             offset += file_size - offset % file_size
             continue
         record = commit_log.read_record(offset)
-        found.append((record.topic, record.queue_id, record.queue_offset))
+        found.append((record.topic, record.queue_id, record.queue_offset,
+                      deleted_topic(record.topic, record.properties)))
         offset += total_size
     return found

@@ -123,6 +123,21 @@ def read_log_position(engine: Engine) -> LogPosition:
         return LogPosition.model_validate(row, from_attributes=True)
 
 
+def clear_applied(engine: Engine, now_ms: int) -> None:
+    """Empty what the log's records fill (topics, groups, offsets) and set the position back
+    to the start, in one transaction: the records are then applied again from the first."""
+    with transaction(engine) as session:
+        for model, table in ((TopicConfigRow, MetadataTable.TOPIC_CONFIG),
+                             (SubscriptionGroupRow, MetadataTable.SUBSCRIPTION_GROUP),
+                             (ConsumerOffsetRow, MetadataTable.CONSUMER_OFFSET)):
+            if execute_delete(session, delete(model)):
+                bump_data_version(session, table, now_ms=now_ms)
+        row = session.get(LogPositionRow, METADATA_STREAM)
+        if row is not None:
+            row.queue_offset = row.commit_log_offset = 0
+            row.updated_at_ms = now_ms
+
+
 def write_log_position(engine: Engine, position: LogPosition) -> None:
     """Only ever forward: the tables hold every record below the position written."""
     with transaction(engine) as session:

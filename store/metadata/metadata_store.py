@@ -29,7 +29,7 @@ from store.metadata.log_records import (
     TopicsPut,
     decode,
 )
-from store.metadata.migrate import upgrade_connection_to_head
+from store.metadata.migrate import bring_to_head
 from store.metadata.models import (
     READ_WRITE,
     ConsumerOffset,
@@ -101,8 +101,8 @@ class MetadataStore:
         self._engine = create_metadata_engine(database_url)
         try:
             # Through our own engine, so an in-memory SQLite database is migrated too.
-            with self._engine.begin() as connection:
-                upgrade_connection_to_head(connection)
+            with self._engine.connect() as connection:
+                bring_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
             self._applied = apply.read_log_position(self._engine)
         except BaseException:
@@ -457,6 +457,21 @@ class MetadataStore:
                                         commit_log_offset=record.commit_log_offset,
                                         updated_at_ms=self._clock_ms())
         return change
+
+    def reset_applied_state(self) -> None:
+        """The log lost records these tables applied: empty the tables its records fill and
+        go back to its start, so that its records, applied again, give exactly its state
+        (store/system_feed.py). Offsets committed but not persisted go too: they came from
+        records as well."""
+        self._check_open()
+        with self._write_lock:
+            now_ms = self._clock_ms()
+            apply.clear_applied(self._engine, now_ms)
+            self._offsets = ConsumerOffsetTable(())
+            self._topic_cache.clear()
+            self._applied = LogPosition(queue_offset=0, commit_log_offset=0,
+                                        updated_at_ms=now_ms)
+            self._persisted_position_queue_offset = 0
 
     def bootstrap_position(self, position: LogPosition) -> None:
         """After taking a master's tables (slave sync's bootstrap): records below `position`

@@ -37,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from store.snapshot.errors import SnapshotError, SnapshotRangeRemoved
 from store.snapshot.log_reader import LogFile, log_range
 from store.snapshot.manifest import (
     MANIFEST_NAME,
@@ -60,15 +61,6 @@ SAMPLE_SCHEMA = pa.schema([
     ("slave_id", pa.string()),  # the slave's stable id; null in samples that predate it
 ])
 WORKERS_MAX = 16
-
-
-class SnapshotError(Exception):
-    """The export cannot be made as asked (a bad range, nothing to export, ...)."""
-
-
-class SnapshotRangeRemoved(SnapshotError):
-    """Retention removed the start of the range during the export, before any record of it
-    was read: nothing was written, and the next export starts at the log's new start."""
 
 
 @dataclass

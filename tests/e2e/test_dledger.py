@@ -302,8 +302,9 @@ def _has_topic(member: Member, topic: str) -> bool:
 
 
 def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
-    """Topics, groups and consumer offsets written on the leader reach every follower; after
-    a hand-over the followers (the old leader among them) sync from the new leader."""
+    """Topics, groups and consumer offsets written on the leader reach every follower (records
+    of the log); after a hand-over the followers (the old leader among them) get the new
+    leader's changes, and their metadata sync (what the log does not carry) follows it."""
     leader = group.wait_leader()
     created = leader.client.post("/v1/topics", json={"name": "Meta", "write_queue_count": 2,
                                                      "read_queue_count": 2})

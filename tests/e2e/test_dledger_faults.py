@@ -16,9 +16,8 @@ import httpx
 import pytest
 
 from tests.support.brokers import log_bytes
-from tests.support.dledger_group import DLedgerGroup, Member, wait_for
+from tests.support.dledger_group import DLedgerGroup, Member, ProxiedGroup, wait_for
 from tests.support.processes import terminate_all
-from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.processes
 
@@ -157,20 +156,6 @@ def _assert_byte_identical(group: DLedgerGroup, leader: Member) -> None:
     assert len(set(logs.values())) == 1, {node_id: len(log) for node_id, log in logs.items()}
 
 
-def _new_leader(group: DLedgerGroup, old: Member) -> Member:
-    found: list[Member] = []
-
-    def elected() -> bool:
-        leader = group.leader()
-        if leader is not None and leader is not old:
-            found.append(leader)
-            return True
-        return False
-
-    wait_for(elected, 20, "a new leader among the others")
-    return found[-1]
-
-
 def test_kill_9_of_the_leader_under_16_producers_loses_no_put_ok(tmp_path: Path) -> None:
     """A leader killed with SIGKILL under 16 producers is replaced; every 201 (message id and
     offset) is readable on both survivors, and the restarted old leader converges to the
@@ -185,7 +170,7 @@ def test_kill_9_of_the_leader_under_16_producers_loses_no_put_ok(tmp_path: Path)
             wait_for(lambda: producers.acked_count() >= 300, 60, "300 PUT_OK before the kill")
             group.kill(old.node_id)
             killed_at = producers.acked_count()
-            leader = _new_leader(group, old)
+            leader = group.wait_new_leader(old)
             producers.url = leader.url
             wait_for(lambda: producers.acked_count() >= killed_at + 200, 60,
                      "200 more PUT_OK on the new leader")
@@ -198,41 +183,6 @@ def test_kill_9_of_the_leader_under_16_producers_loses_no_put_ok(tmp_path: Path)
         _assert_byte_identical(group, leader)
     finally:
         group.stop_all()
-
-
-class ProxiedGroup(DLedgerGroup):
-    """Every DLedger link a -> b goes through its own TcpProxy to b's port, so a member can
-    be cut off from the others (stalled proxies: connections stay open, nothing passes)."""
-
-    def __init__(self, root: Path, **settings: Any) -> None:
-        super().__init__(root, **settings)
-        self.proxies = {(a, b): TcpProxy(("127.0.0.1", self.members[b].dledger_port))
-                        for a in self.members for b in self.members if a != b}
-
-    def arguments(self, member: Member) -> list[str]:
-        peers = ";".join(
-            f"{other.node_id}-127.0.0.1:" + str(
-                other.dledger_port if other is member
-                else self.proxies[(member.node_id, other.node_id)].port)
-            for other in self.members.values())
-        arguments = super().arguments(member)
-        position = arguments.index(f"dledger_peers={self.peers}")
-        arguments[position] = f"dledger_peers={peers}"
-        return arguments
-
-    def isolate(self, node_id: str) -> None:
-        for (a, b), proxy in self.proxies.items():
-            if node_id in (a, b):
-                proxy.stall()
-
-    def heal(self) -> None:
-        for proxy in self.proxies.values():
-            proxy.resume()
-            proxy.cut()  # fresh connections, as after a real partition
-
-    def close_proxies(self) -> None:
-        for proxy in self.proxies.values():
-            proxy.close()
 
 
 def test_an_isolated_leader_stops_acknowledging_and_follows_after_healing(

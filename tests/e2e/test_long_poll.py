@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
 import threading
 import time
 from typing import Any
@@ -74,3 +77,46 @@ def test_a_waiting_read_answers_within_50_ms_of_the_store_time(launch: Launcher)
         if latencies_ms[-1] < LATENCY_MS_MAX:
             break
     assert min(latencies_ms) < LATENCY_MS_MAX, latencies_ms
+
+
+WAITERS_ON_SIGTERM = 300
+ANSWERED_AFTER_SIGTERM_S_MAX = 1.0
+
+
+def test_sigterm_answers_every_waiting_read_within_a_second(launch: Launcher) -> None:
+    """300 reads parked with wait_ms=30000 when SIGTERM comes: each is answered within a
+    second, with the empty result (not a 500 after timeout_graceful_shutdown_s), and the
+    broker exits 0."""
+    broker = launch("long-poll-stop", "ASYNC_MASTER", long_poll_wait_ms_max=30_000,
+                    timeout_graceful_shutdown_s=10)
+    assert broker.client.post("/v1/topics", json={"name": "Parked"}).status_code == 201
+    answers: list[tuple[int, str, str, float]] = []
+
+    async def read_all() -> None:
+        limits = httpx.Limits(max_connections=WAITERS_ON_SIGTERM)
+        async with httpx.AsyncClient(base_url=broker.url, timeout=60, limits=limits) as client:
+            async def read() -> None:
+                response = await client.get("/v1/topics/Parked/queues/0/messages",
+                                            params={"wait_ms": 30_000})
+                answers.append((response.status_code, response.headers.get("content-type", ""),
+                                response.text, time.monotonic()))
+            await asyncio.gather(*(read() for _ in range(WAITERS_ON_SIGTERM)))
+
+    readers = threading.Thread(target=asyncio.run, args=(read_all(),), name="parked-readers")
+    readers.start()
+    try:
+        wait_for(lambda: long_poll_waiters(broker) == WAITERS_ON_SIGTERM,
+                 what=f"{WAITERS_ON_SIGTERM} reads parked")
+        signalled_at = time.monotonic()
+        broker.process.send_signal(signal.SIGTERM)
+        exit_code = broker.process.wait(timeout=30)
+    finally:
+        readers.join(timeout=60)
+    assert len(answers) == WAITERS_ON_SIGTERM
+    late = [answered_at - signalled_at for *_, answered_at in answers
+            if answered_at - signalled_at > ANSWERED_AFTER_SIGTERM_S_MAX]
+    assert not late, f"{len(late)} reads answered late, the last {max(late):.1f} s after SIGTERM"
+    for status, content_type, text, _ in answers:
+        assert status == 200 and content_type == "application/json", (status, text)
+        assert json.loads(text)["messages"] == [], text
+    assert exit_code == 0, broker.log()

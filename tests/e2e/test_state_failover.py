@@ -4,33 +4,14 @@ serves exactly what its log holds."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
 
 from tests.support.brokers import BrokerProcess, Launcher, caught_up, wait_for
+from tests.support.queue_reads import produce, queue
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.processes  # real `twinlog serve` masters and slaves
-
-
-def _produce(broker: BrokerProcess, topic: str, body: str,
-             statuses: tuple[int, ...] = (201,)) -> dict[str, Any]:
-    response = broker.client.post(f"/v1/topics/{topic}/messages", json={"body": body})
-    assert response.status_code in statuses, response.text
-    document: dict[str, Any] = response.json()
-    return document
-
-
-def _queue(broker: BrokerProcess, topic: str, queue_id: int = 0) -> list[tuple[int, str]]:
-    response = broker.client.get(f"/v1/topics/{topic}/queues/{queue_id}/messages",
-                                 params={"offset": 0, "max_messages": 100,
-                                         "body_encoding": "utf8"})
-    if response.status_code == 404:
-        return []
-    assert response.status_code == 200, response.text
-    return [(m["queue_offset"], m["body"]) for m in response.json()["messages"]]
 
 
 def _promote(slave: BrokerProcess) -> None:
@@ -61,19 +42,19 @@ def test_a_deleted_and_re_created_topic_survives_a_failover(launch: Launcher) ->
     slave = launch("state-delete-slave", "SLAVE", master=master, default_queue_count=1)
     wait_for(lambda: caught_up(master), 30, "slave connected")
     for number in range(4):
-        _produce(master, "D", f"old-{number}")
+        produce(master, "D", f"old-{number}")
     deleted = master.client.delete("/v1/topics/D")
     assert deleted.status_code == 204, deleted.text
-    assert [_produce(master, "D", f"new-{number}")["queue_offset"]
+    assert [produce(master, "D", f"new-{number}")["queue_offset"]
             for number in range(2)] == [0, 1]
     wait_for(lambda: caught_up(master), 30, "slave caught up")
-    wait_for(lambda: _queue(slave, "D") == [(0, "new-0"), (1, "new-1")], 15,
+    wait_for(lambda: queue(slave, "D") == [(0, "new-0"), (1, "new-1")], 15,
              "the slave's queue holds the new incarnation only")
     _kill(master)
     _promote(slave)
-    assert _queue(slave, "D") == [(0, "new-0"), (1, "new-1")]
+    assert queue(slave, "D") == [(0, "new-0"), (1, "new-1")]
     # a promoted SYNC_MASTER with no slave yet answers 202 SLAVE_NOT_AVAILABLE: stored
-    assert _produce(slave, "D", "after", (201, 202))["queue_offset"] == 2
+    assert produce(slave, "D", "after", (201, 202))["queue_offset"] == 2
     keys = slave.client.get("/v1/topics/D/messages:by-key", params={"key": "x"})
     assert keys.status_code in (200, 404)
 
@@ -93,7 +74,7 @@ def test_a_group_never_skips_acknowledged_messages_after_a_failover(
                        master_http_address=master.url, default_queue_count=1)
         wait_for(lambda: caught_up(master), 30, "slave connected")
         for number in range(30):
-            _produce(master, "G", f"m-{number}")
+            produce(master, "G", f"m-{number}")
         master.client.post("/v1/groups", json={"name": "billing"})
         wait_for(lambda: caught_up(master), 30, "slave caught up")
         proxy.stall()
@@ -110,10 +91,10 @@ def test_a_group_never_skips_acknowledged_messages_after_a_failover(
     finally:
         proxy.close()
     _promote(slave)
-    held = len(_queue(slave, "G"))
+    held = len(queue(slave, "G"))
     offsets = slave.get_json("/v1/groups/billing/offsets", topic="G")["offsets"]
     committed = offsets[0]["offset"] if offsets else 0
     assert committed <= held, f"offset {committed} is past the queue's {held} messages"
     for number in range(3):
-        put = _produce(slave, "G", f"after-{number}", (201, 202))
+        put = produce(slave, "G", f"after-{number}", (201, 202))
         assert put["queue_offset"] >= committed

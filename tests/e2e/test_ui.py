@@ -14,8 +14,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -26,7 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.brokers import ROOT, wait_for
+from tests.support.brokers import ROOT, Launcher, caught_up, wait_for
+from tests.support.dev_pair import DevPair, running_dev_pair
 from tests.support.dledger_group import DLedgerGroup, Member
 from tests.support.processes import pause, resume
 
@@ -38,55 +37,15 @@ POLL_INTERVAL_MS = 200
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 
-@dataclass
-class DevPair:
-    process: subprocess.Popen[bytes]
-    master_url: str
-    slave_pid: int
-
-
-def _slave_pid(parent_pid: int) -> int:
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(fields[1]) == parent_pid and b"SLAVE" in cmdline:
-            return int(stat.parent.name)
-    raise AssertionError("the dev slave process was not found")
-
-
 @pytest.fixture
 def dev_pair(tmp_path: Path) -> Iterator[DevPair]:
-    log_path = tmp_path / "dev.log"
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("TWINLOG_")}
-    environment.update({"PYTHONPATH": str(ROOT), "TWINLOG_MAPPED_FILE_SIZE_BYTES": str(8 << 20),
-                        "TWINLOG_SLAVE_TIMEOUT_MS": "1000"})
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli.main", "dev", "--data-root", str(tmp_path / "data"),
-             "--master-http-port", "0", "--slave-http-port", "0", "--ha-port", "0"],
-            cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
-    slave_pid = None
-    try:
-        wait_for(lambda: "Ctrl-C stops both" in log_path.read_text(errors="replace"),
-                 timeout_s=60, what="dev banner")
-        found = re.search(r"master \(SYNC_MASTER\) (http://127\.0\.0\.1:\d+)",
-                          log_path.read_text())
-        assert found is not None, log_path.read_text()
-        slave_pid = _slave_pid(process.pid)
-        yield DevPair(process, found[1], slave_pid)
-    finally:
-        if slave_pid is not None:
-            os.kill(slave_pid, signal.SIGCONT)
-        process.send_signal(signal.SIGINT)
+    environment = {"TWINLOG_MAPPED_FILE_SIZE_BYTES": str(8 << 20),
+                   "TWINLOG_SLAVE_TIMEOUT_MS": "1000"}
+    with running_dev_pair(tmp_path, environment) as pair:
         try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield pair
+        finally:
+            os.kill(pair.pids["slave"], signal.SIGCONT)
 
 
 @dataclass
@@ -171,14 +130,14 @@ def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> N
                  and len(dashboard.state()["history"]) == 1, what="the page polling")
         assert page.text_content("#role") == "SYNC_MASTER"
 
-        pause(dev_pair.slave_pid)
+        pause(dev_pair.pids["slave"])
         try:
             statuses = _burst(dev_pair.master_url, "UiBurst")
             assert set(statuses) <= {201, 202, 503}, statuses
             wait_for(lambda: max(_diffs(dashboard.state())) > 0,
                      what="a diff above 0 on the chart")
         finally:
-            os.kill(dev_pair.slave_pid, signal.SIGCONT)
+            os.kill(dev_pair.pids["slave"], signal.SIGCONT)
 
         wait_for(lambda: _fell_back_to_zero(next(iter(dashboard.state()["history"].values()))),
                  timeout_s=30, what="the chart back at 0")
@@ -252,3 +211,87 @@ def test_dashboard_charts_a_paused_peer_lag_in_dledger_mode(dledger_group: DLedg
               "-"], [paused.node_id, f"127.0.0.1:{paused.dledger_port}", "-", "-", "-", "-"]])
         assert dashboard.state()["history"] == {}
         dashboard.finish("ui-dashboard-dledger-follower.png")
+
+
+def _facts(page: Any, table: str) -> dict[str, str]:
+    """A panel's label/value rows."""
+    rows: list[list[str]] = page.eval_on_selector_all(
+        f"#{table} tbody tr", "rows => rows.map((row) => [row.cells[0].textContent, "
+                              "row.cells[1].textContent])")
+    return dict(rows)
+
+
+def test_dashboard_time_axis_legend_panels_and_empty_tables(launch: Launcher) -> None:
+    """On a fresh SYNC_MASTER with its slave: the chart's x axis is the last five minutes with
+    a labelled tick (HH:MM) at each minute, and each sample sits at its own time (the page's
+    few seconds fill the right end only, not the width); the y axis of an all-zero diff runs
+    from 0 B to 1 KiB in labelled ticks; the legend is a list under the chart, nothing of it
+    inside; the readiness, disk and offsets panels show the broker's values; the empty lag and
+    topic tables say they are empty."""
+    master = launch("ui-master", "SYNC_MASTER")
+    launch("ui-slave", "SLAVE", master=master)
+    wait_for(lambda: caught_up(master), what="the slave connected")
+    with _dashboard() as dashboard:
+        page = dashboard.page
+        dashboard.open(master.url)
+        wait_for(lambda: dashboard.state()["polls"] >= 5
+                 and len(next(iter(dashboard.state()["history"].values()), [])) >= 5,
+                 what="the page charting the slave")
+        state = dashboard.state()
+        chart = state["chart"]
+        plot = chart["plot"]
+        width = plot["right"] - plot["left"]
+
+        ticks = chart["xTicks"]
+        assert len(ticks) in (5, 6), ticks
+        assert [tick["label"] for tick in ticks] == page.eval_on_selector_all(
+            "#diff-chart text.x-tick", "ticks => ticks.map((tick) => tick.textContent)")
+        for tick in ticks:
+            assert re.fullmatch(r"\d\d:\d\d", tick["label"]), tick
+            assert tick["t"] % 60_000 == 0 and chart["from"] <= tick["t"] <= chart["now"]
+            assert tick["x"] == pytest.approx(
+                plot["left"] + width * (tick["t"] - chart["from"]) / 300_000)
+
+        ((slave_id, samples),) = state["history"].items()
+        points = chart["series"][slave_id]
+        assert len(points) == len(samples)
+        for (x, _), sample in zip(points, samples, strict=True):
+            assert x == pytest.approx(plot["left"] + width * (sample["t"] - chart["from"])
+                                      / 300_000)
+        span_s = (samples[-1]["t"] - samples[0]["t"]) / 1000
+        assert points[-1][0] - points[0][0] == pytest.approx(width * span_s / 300, abs=1)
+        assert points[0][0] > plot["left"] + 0.8 * width, "the samples are stretched"
+
+        assert max(_diffs(state)) == 0
+        assert chart["yTop"] == 1024
+        assert [tick["label"] for tick in chart["yTicks"]] == [
+            "0 B", "256 B", "512 B", "768 B", "1 KiB"]
+        assert page.eval_on_selector_all(
+            "#diff-chart text.y-tick", "ticks => ticks.map((tick) => tick.textContent)") == [
+            "0 B", "256 B", "512 B", "768 B", "1 KiB"]
+
+        assert page.eval_on_selector_all("#legend li", "items => items.map((i) => "
+                                                       "i.textContent)") == [slave_id]
+        assert slave_id not in (page.text_content("#diff-chart") or "")
+        chart_box = page.locator("#diff-chart").bounding_box()
+        legend_box = page.locator("#legend").bounding_box()
+        assert chart_box is not None and legend_box is not None
+        assert legend_box["y"] >= chart_box["y"] + chart_box["height"]
+
+        store = master.get_json("/admin/store")
+        wait_for(lambda: _facts(page, "readiness").get("ready") == "yes",
+                 what="the readiness panel")
+        readiness = _facts(page, "readiness")
+        assert readiness["state"] == "RUNNING" and readiness["role"] == "SYNC_MASTER"
+        disk = _facts(page, "disk")
+        assert re.fullmatch(r"[\d.]+ (B|KiB|MiB|GiB)", disk["data dir on disk"]), disk
+        assert re.fullmatch(r"[\d.]+ %", disk["filesystem used"]), disk
+        assert disk["commit-log files"] == "none yet"  # the first put makes the first
+        offsets = _facts(page, "offsets")
+        assert offsets["max offset"] == str(store["max_offset"])
+        assert offsets["min offset"] == "0" and offsets["failed queues"] == "0"
+
+        assert page.text_content("#lag tbody td.empty") == (
+            "No consumer group yet: lag shows once a group exists or commits an offset.")
+        assert page.text_content("#topics tbody td.empty") == "No topic yet."
+        dashboard.finish("ui-dashboard-panels.png")

@@ -39,6 +39,7 @@ def test_full_slave_stops_applying_says_why_and_resumes(
     _produce(master.store, 20)
     with small_fs(tmp_path / "slave"):
         slave = start_node("slave", BrokerRole.SLAVE,
+                           {"disk_reserve_bytes": 0},  # the disk's own ENOSPC, as it comes
                            ha_master_address=f"127.0.0.1:{master.ha_port}")
         wait_caught_up(master.store, slave.store)
         wait_dispatched(slave.store)

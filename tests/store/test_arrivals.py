@@ -86,3 +86,19 @@ def test_shutdown_wakes_every_waiter(open_store: Callable[..., MessageStore]) ->
     store.shutdown()
     wait_until(woken.is_set)
     store.unpark_reader(waiter)
+
+
+def test_release_wakes_every_waiter_and_each_that_parks_after() -> None:
+    """The gateway stops: the waiters parked are woken, a reader parking later is woken as it
+    parks and takes no slot, and nothing counts as waiting."""
+    arrivals = Arrivals(waiters_max=1)
+    woken: list[str] = []
+    parked = arrivals.park("T", 0, 0, lambda: 0, lambda: woken.append("parked"))
+    assert parked is not None and woken == []
+    arrivals.release_all()
+    assert woken == ["parked"]
+    late = arrivals.park("T", 0, 0, lambda: 0, lambda: woken.append("late"))
+    assert late is not None and woken == ["parked", "late"]
+    arrivals.cancel(parked)
+    arrivals.cancel(late)
+    assert arrivals.waiter_count == 0

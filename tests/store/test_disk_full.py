@@ -41,7 +41,7 @@ def test_enospc_at_file_creation_answers_create_mapped_file_failed(fs: Path) -> 
     """With the disk full, the put that needs a new file answers CREATE_MAPPED_FILE_FAILED
     (no SIGBUS), every log file left is whole, stored messages stay readable, and puts succeed
     again without a restart once space is back; a restart then recovers every stored one."""
-    config = small_config(fs / "store")
+    config = small_config(fs / "store", disk_reserve_bytes=0)  # the disk's own ENOSPC
     store = MessageStore(config)
     store.start()
     stored = [index for index in range(20) if _put(store, index) is PutMessageStatus.PUT_OK]
@@ -74,5 +74,42 @@ def test_enospc_at_file_creation_answers_create_mapped_file_failed(fs: Path) -> 
     store.start()
     try:
         assert _bodies(store) == expected
+    finally:
+        store.shutdown()
+
+
+def test_every_acknowledged_message_is_indexed_when_the_disk_fills(fs: Path) -> None:
+    """Consume-queue files of 6 MB (RocketMQ's 300,000 entries) on a 4 MiB disk: each queue
+    reserves 16 KiB steps, not its whole file, so all four queues exist; the commit log stops
+    taking files while disk_reserve_bytes is left, answering CREATE_MAPPED_FILE_FAILED; every
+    PUT_OK is consumable, and once space returns puts are PUT_OK again without a restart."""
+    config = small_config(fs / "store", mapped_file_size_bytes=256 * 1024,
+                          consume_queue_entries_per_file=300_000,
+                          disk_reserve_bytes=512 * 1024)
+    ballast = fs / "ballast"  # what an operator frees at the end
+    ballast.write_bytes(bytes(1 << 20))
+    store = MessageStore(config)
+    store.start()
+    try:
+        stored: list[int] = []
+        statuses: list[PutMessageStatus] = []
+        for index in range(5000):  # about 10 MB: more than the disk holds
+            statuses.append(_put(store, index))
+            if statuses[-1] is not PutMessageStatus.PUT_OK:
+                break
+            stored.append(index)
+        assert statuses[-1] is PutMessageStatus.CREATE_MAPPED_FILE_FAILED, statuses[-3:]
+        result, _ = store.put_message(Message("Full", b"refused"))
+        assert "disk_reserve_bytes" in result.detail, result.detail
+        wait_dispatched(store)
+        expected = sorted(i.to_bytes(4, "big") * (BODY_BYTES // 4) for i in stored)
+        assert len(stored) > 1000 and _bodies(store) == expected
+        assert store.dispatch.failures.failed_queues() == []
+        for queue in (fs / "store" / "consumequeue" / "Full").iterdir():
+            (queue_file,) = queue.iterdir()
+            assert queue_file.stat().st_blocks * 512 < 64 * 1024, queue_file
+        # Space comes back (retention, an operator): puts resume by themselves.
+        ballast.unlink()
+        assert _put(store, 100_000) is PutMessageStatus.PUT_OK
     finally:
         store.shutdown()

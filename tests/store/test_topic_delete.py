@@ -80,3 +80,55 @@ def test_offset_at_time_is_the_first_message_stored_at_or_after_it(
     assert store.queue_offset_at_time("Times", 0, stored[0] - 1) == 0
     assert store.queue_offset_at_time("Times", 0, stored[-1] + 1) == len(stored)
     assert store.queue_offset_at_time("Nothing", 0, 0) is None
+
+
+def _delete_record(store: MessageStore, topic: str) -> int:
+    """A topic-delete record (as the metadata layer writes one); returns its offset."""
+    from app.broker.metadata_log import record_of
+    from store.metadata.log_records import TopicDelete
+    result, _ = store.put_system_message(record_of(TopicDelete(topic, 1)))
+    assert result.status.value == "PUT_OK"
+    wait_dispatched(store)
+    return result.commit_log_offset
+
+
+def test_a_cut_that_removes_a_delete_revives_the_topic_on_the_slave(
+        open_store: Callable[..., MessageStore], tmp_path: Path) -> None:
+    """A slave dispatched a delete of T, which its new master never had: cut back below the
+    delete, the slave serves T's messages at their queue offsets again (as its new master
+    does), and the next delete record still works."""
+    from store import BrokerRole
+    master = open_store(data_dir=tmp_path / "master")
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    _put(master, "T", 3)
+    agreed = master.max_offset
+    _delete_record(master, "T")
+    _put(master, "T", 1)  # the next incarnation's first message, at queue offset 0
+    assert slave.append_raw(0, master.commit_log.read_bytes(0, master.max_offset)).value == "OK"
+    wait_dispatched(slave)
+    assert [m.body for m in slave.get_messages("T", 0, 0, 10).messages] == [b"T-0"]
+    slave.truncate_log(agreed)
+    assert [m.body for m in slave.get_messages("T", 0, 0, 10).messages] == \
+        [b"T-0", b"T-1", b"T-2"]
+    assert slave.tombstones.dead_below("T") == 0
+
+
+def test_recovery_revives_a_topic_whose_delete_the_log_lost(
+        open_store: Callable[..., MessageStore], tmp_path: Path) -> None:
+    """The delete's tombstone is durable before its record is (a power cut between): the log
+    the store recovers ends before the delete, so T's messages are served again."""
+    store = open_store()
+    _put(store, "T", 3)
+    kept = store.max_offset
+    _delete_record(store, "T")
+    assert store.get_messages("T", 0, 0, 10).messages == []
+    store.halt()
+    first = min((tmp_path / "commitlog").iterdir())
+    with open(first, "r+b") as log_file:  # the delete record's bytes never reached the disk
+        log_file.seek(kept)
+        log_file.write(bytes(4096))
+    (tmp_path / "checkpoint").unlink(missing_ok=True)
+    again = open_store()
+    assert again.max_offset == kept
+    assert [m.body for m in again.get_messages("T", 0, 0, 10).messages] == \
+        [b"T-0", b"T-1", b"T-2"]

@@ -28,8 +28,9 @@ from typing import Any
 import httpx
 
 from tests.support.processes import terminate, terminate_all, wait_for
+from tests.support.tcp_proxy import TcpProxy
 
-__all__ = ["DLedgerGroup", "Member", "wait_for"]
+__all__ = ["DLedgerGroup", "Member", "ProxiedGroup", "wait_for"]
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
@@ -128,6 +129,12 @@ class DLedgerGroup:
 
     def start(self, node_id: str) -> Member:
         """Start (or restart) one member on its ports; returns once it answers /readyz."""
+        member = self.launch(node_id)
+        self.wait_ready(member)
+        return member
+
+    def launch(self, node_id: str) -> Member:
+        """Start (or restart) one member on its ports, without waiting for it."""
         member = self.members[node_id]
         assert not member.is_alive, f"{node_id} runs already"
         env = {key: value for key, value in os.environ.items()
@@ -138,12 +145,14 @@ class DLedgerGroup:
                 self.arguments(member), cwd=ROOT, env=env, stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(member.http_socket.fileno(), member.dledger_socket.fileno()))
-        self.wait_ready(member)
         return member
 
     def start_all(self) -> None:
+        """Every member at once, then wait until each answers /readyz."""
         for node_id in self.members:
-            self.start(node_id)
+            self.launch(node_id)
+        for member in self.members.values():
+            self.wait_ready(member)
 
     def wait_ready(self, member: Member) -> None:
         def ready() -> bool:
@@ -188,6 +197,19 @@ class DLedgerGroup:
         wait_for(elected, timeout_s, "one leader named by every live member")
         return found[-1]
 
+    def wait_new_leader(self, old: Member, timeout_s: float = 20.0) -> Member:
+        """The leader every live member names, once it is not `old` (a killed one)."""
+        found: list[Member] = []
+
+        def elected() -> bool:
+            leader = self.leader()
+            if leader is not None and leader is not old:
+                found.append(leader)
+            return bool(found)
+
+        wait_for(elected, timeout_s, "a new leader among the others")
+        return found[-1]
+
     def kill(self, node_id: str) -> None:
         """SIGKILL: nothing flushed, nothing answered."""
         member = self.members[node_id]
@@ -210,3 +232,38 @@ class DLedgerGroup:
                 member.client.close()
                 member.http_socket.close()
                 member.dledger_socket.close()
+
+
+class ProxiedGroup(DLedgerGroup):
+    """Every DLedger link a -> b goes through its own TcpProxy to b's port, so a member can
+    be cut off from the others (stalled proxies: connections stay open, nothing passes)."""
+
+    def __init__(self, root: Path, **settings: Any) -> None:
+        super().__init__(root, **settings)
+        self.proxies = {(a, b): TcpProxy(("127.0.0.1", self.members[b].dledger_port))
+                        for a in self.members for b in self.members if a != b}
+
+    def arguments(self, member: Member) -> list[str]:
+        peers = ";".join(
+            f"{other.node_id}-127.0.0.1:" + str(
+                other.dledger_port if other is member
+                else self.proxies[(member.node_id, other.node_id)].port)
+            for other in self.members.values())
+        arguments = super().arguments(member)
+        position = arguments.index(f"dledger_peers={self.peers}")
+        arguments[position] = f"dledger_peers={peers}"
+        return arguments
+
+    def isolate(self, node_id: str) -> None:
+        for (a, b), proxy in self.proxies.items():
+            if node_id in (a, b):
+                proxy.stall()
+
+    def heal(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.resume()
+            proxy.cut()  # fresh connections, as after a real partition
+
+    def close_proxies(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.close()

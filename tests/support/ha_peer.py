@@ -7,7 +7,9 @@ import secrets
 import socket
 import time
 from collections.abc import Sequence
+from typing import Any
 
+from ha import HAConfig
 from ha.auth import (
     ANSWER_SIZE,
     HELLO_SIZE,
@@ -34,6 +36,8 @@ from ha.epochs import (
     read_history,
 )
 from ha.protocol import FrameParser, encode_report
+from ha.service import HAService
+from store import MessageStore
 
 
 class ScriptedSlave:
@@ -139,3 +143,14 @@ def scripted_master_handshake(peer: socket.socket, secret: str | None,
     message += encode_history([])
     peer.sendall(message + send_tags.tag(message))
     return send_tags
+
+
+def started_master_service(store: MessageStore, secret: str, **config: Any) -> HAService:
+    """A master's HAService on a kernel-chosen port, with a quick heartbeat and a slow
+    housekeeping (so a test's scripted slave is not timed out), started."""
+    settings: dict[str, Any] = {"broker_role": store.config.broker_role, "ha_listen_port": 0,
+                                "ha_secret": secret, "ha_send_heartbeat_interval_ms": 100,
+                                "ha_housekeeping_interval_ms": 5000, **config}
+    service = HAService(HAConfig(**settings), store)
+    service.start()
+    return service

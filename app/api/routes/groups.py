@@ -107,7 +107,7 @@ async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: Q
                        f"offset {max_offset}")
     metadata = broker.metadata_store
     known = metadata.get_consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
-    if broker.metadata_log is not None and known is not None:
+    if known is not None:
         # The hot path, on the event loop: a queue committed before needs no query, and the
         # record's guarantees and its apply are awaited, not waited for on a worker thread.
         change = metadata.plan_offset(group_name=group, topic=topic, queue_id=queue_id,

@@ -1,6 +1,7 @@
-// The broker's dashboard: polls /admin/ha and /metrics with the token given (a read-only
-// monitor token is enough) and draws the master/slave diff per slave over the last minutes
-// (in DLedger mode: the leader's lag per peer, keyed and charted the same way).
+// The broker's dashboard: polls /admin/ha, /admin/store and /metrics with the token given (a
+// read-only monitor token is enough) and /readyz, and draws the master/slave diff per slave
+// over the last five minutes on a time axis (in DLedger mode: the leader's lag per peer, keyed
+// and charted the same way).
 // No library and no network beyond the broker itself. State is kept in `window.twinlogDashboard`
 // so that a test (or a curious operator) can read what the page drew.
 "use strict";
@@ -11,8 +12,15 @@ const params = new URLSearchParams(location.search);
 const intervalMs = Math.max(100, Number(params.get("interval_ms")) || 2000);
 const colors = ["#3b6fd4", "#d9822b", "#147a3d", "#b42318", "#7a3bd4", "#2b9ad9"];
 
+// The chart's frame, in viewBox units: the plot is inside the margins, the axes' labels in them.
+const CHART = { width: 800, height: 240, left: 70, right: 12, top: 10, bottom: 24 };
+// With every diff at 0 the y axis still runs to a small round number of bytes.
+const FLAT_TOP_BYTES = 1024;
+const TICK_MS = 60 * 1000;
+
 const state = {
   history: {},   // slave id -> [{t, diff}]
+  chart: null,   // what the last drawing placed: window, axes' ticks, each series' points
   lastPuts: null, // {t, total} for the put rate
   errors: 0,
   polls: 0,
@@ -58,8 +66,19 @@ function escapeXml(text) {
 
 function setText(id, value) { document.getElementById(id).textContent = value; }
 
-function fillTable(id, rows) {
+// Rows of cells; with none, one row saying so (`empty`) across the table's columns.
+function fillTable(id, rows, empty) {
   const body = document.querySelector(`#${id} tbody`);
+  if (!rows.length) {
+    const td = document.createElement("td");
+    td.className = "empty";
+    td.colSpan = document.querySelectorAll(`#${id} thead th`).length || 2;
+    td.textContent = empty;
+    const row = document.createElement("tr");
+    row.appendChild(td);
+    body.replaceChildren(row);
+    return;
+  }
   body.replaceChildren(...rows.map((cells) => {
     const row = document.createElement("tr");
     for (const cell of cells) {
@@ -73,6 +92,45 @@ function fillTable(id, rows) {
   }));
 }
 
+// Label/value rows of a panel (a fact table has no header).
+function fillFacts(id, facts) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.replaceChildren(...facts.map(([label, value]) => {
+    const row = document.createElement("tr");
+    const head = document.createElement("th");
+    head.textContent = label;
+    const cell = document.createElement("td");
+    if (typeof value === "boolean") {
+      cell.className = value ? "yes" : "no";
+      cell.textContent = value ? "yes" : "NO";
+    } else {
+      cell.textContent = String(value ?? "-");
+    }
+    row.append(head, cell);
+    return row;
+  }));
+}
+
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
+
+function formatBytes(bytes) {
+  let value = bytes, unit = 0;
+  while (Math.abs(value) >= 1024 && unit < UNITS.length - 1) { value /= 1024; unit += 1; }
+  const digits = unit === 0 || Number.isInteger(value) ? 0 : 1;
+  return `${value.toFixed(digits)} ${UNITS[unit]}`;
+}
+
+function formatTime(t) {
+  const date = new Date(t);
+  return [date.getHours(), date.getMinutes()].map((n) => String(n).padStart(2, "0")).join(":");
+}
+
+// A round step of bytes (a power of two: 256 B, 1 KiB, 32 KiB...) that cuts `range` in at
+// most `count` parts.
+function byteStep(range, count) {
+  return 2 ** Math.ceil(Math.log2(Math.max(1, range / count)));
+}
+
 function record(now, slaves) {
   for (const slave of slaves) {
     const series = (state.history[slave.slave_id] ||= []);
@@ -83,25 +141,64 @@ function record(now, slaves) {
   }
 }
 
+// The last five minutes, now at the right edge: a sample sits at its own time (a young page
+// fills only the right end), the y axis runs from 0 to a round number of bytes with its ticks
+// labelled, the legend is the list under the chart.
 function drawChart(now) {
-  const svg = document.getElementById("diff-chart");
-  const width = 800, height = 240, pad = 4;
+  const { width, height, left, right, top, bottom } = CHART;
+  const plotWidth = width - left - right, plotHeight = height - top - bottom;
+  const from = now - HISTORY_MS;
   const all = Object.values(state.history).flat();
-  const top = Math.max(1, ...all.map((p) => p.diff));
-  // The window is the last five minutes, or since the first sample when the page is younger.
-  const first = all.length ? Math.min(...all.map((p) => p.t)) : now;
-  const spanMs = Math.max(1000, now - Math.max(now - HISTORY_MS, first));
-  const x = (t) => pad + (width - 2 * pad) * (1 - (now - t) / spanMs);
-  const y = (d) => height - pad - (height - 2 * pad) * (d / top);
-  const parts = [`<text x="6" y="14" font-size="12" fill="#6b7280">max ${top} bytes</text>`];
-  Object.entries(state.history).forEach(([id, series], index) => {
-    const points = series.map((p) => `${x(p.t).toFixed(1)},${y(p.diff).toFixed(1)}`).join(" ");
+  const highest = Math.max(0, ...all.map((p) => p.diff));
+  const range = Math.max(highest, FLAT_TOP_BYTES);
+  const step = byteStep(range, 4);
+  const yTop = Math.ceil(range / step) * step;
+  const x = (t) => left + plotWidth * (t - from) / HISTORY_MS;
+  const y = (d) => top + plotHeight * (1 - d / yTop);
+  const parts = [];
+  const yTicks = [];
+  for (let value = 0; value <= yTop; value += step) {
+    yTicks.push({ value, label: formatBytes(value) });
+    parts.push(`<line class="grid" x1="${left}" x2="${width - right}" y1="${y(value)}" ` +
+               `y2="${y(value)}"/>`);
+    parts.push(`<text class="y-tick" x="${left - 6}" y="${y(value) + 4}" text-anchor="end">` +
+               `${formatBytes(value)}</text>`);
+  }
+  const xTicks = [];
+  for (let t = Math.ceil(from / TICK_MS) * TICK_MS; t <= now; t += TICK_MS) {
+    xTicks.push({ t, x: x(t), label: formatTime(t) });
+    parts.push(`<line class="grid" x1="${x(t)}" x2="${x(t)}" y1="${top}" ` +
+               `y2="${height - bottom}"/>`);
+    parts.push(`<text class="x-tick" data-t="${t}" x="${x(t)}" y="${height - 6}" ` +
+               `text-anchor="middle">${formatTime(t)}</text>`);
+  }
+  parts.push(`<line class="axis" x1="${left}" x2="${left}" y1="${top}" ` +
+             `y2="${height - bottom}"/>`);
+  parts.push(`<line class="axis" x1="${left}" x2="${width - right}" y1="${height - bottom}" ` +
+             `y2="${height - bottom}"/>`);
+  const series = {};
+  const legend = [];
+  Object.entries(state.history).forEach(([id, samples], index) => {
     const color = colors[index % colors.length];
-    parts.push(`<polyline data-slave="${escapeXml(id)}" fill="none" stroke="${color}" stroke-width="2" ` +
-               `points="${points}"/>`);
-    parts.push(`<text x="6" y="${30 + 14 * index}" font-size="12" fill="${color}">${escapeXml(id)}</text>`);
+    const points = samples.map((p) => [x(p.t), y(p.diff)]);
+    series[id] = points;
+    const text = points.map(([px, py]) => `${px.toFixed(1)},${py.toFixed(1)}`).join(" ");
+    parts.push(`<polyline data-slave="${escapeXml(id)}" fill="none" stroke="${color}" ` +
+               `stroke-width="2" points="${text}"/>`);
+    if (points.length) {
+      const [px, py] = points[points.length - 1];
+      parts.push(`<circle cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="3" fill="${color}"/>`);
+    }
+    const item = document.createElement("li");
+    item.dataset.slave = id;
+    item.style.setProperty("--color", color);
+    item.textContent = id;
+    legend.push(item);
   });
-  svg.innerHTML = parts.join("");
+  document.getElementById("diff-chart").innerHTML = parts.join("");
+  document.getElementById("legend").replaceChildren(...legend);
+  state.chart = { now, from, plot: { left, right: width - right, top, bottom: height - bottom },
+                  yTop, yTicks, xTicks, series };
 }
 
 function showMetrics(now, samples) {
@@ -114,9 +211,46 @@ function showMetrics(now, samples) {
   }
   state.lastPuts = { t: now, total: puts };
   fillTable("topics", samples.filter((s) => s.name === "twinlog_topic_messages_total")
-                             .map((s) => [s.labels.topic, s.value]));
+                             .map((s) => [s.labels.topic, s.value]), "No topic yet.");
   fillTable("lag", samples.filter((s) => s.name === "twinlog_consumer_lag_messages")
-                          .map((s) => [s.labels.group, s.labels.topic, s.value]));
+                          .map((s) => [s.labels.group, s.labels.topic, s.value]),
+            "No consumer group yet: lag shows once a group exists or commits an offset.");
+}
+
+// The store's disk and commit-log offsets (GET /admin/store).
+function showStore(store) {
+  const files = store.commit_log_files;
+  fillFacts("disk", [
+    ["data dir on disk", formatBytes(store.disk_used_bytes)],
+    ["filesystem used", `${(100 * store.disk_used_ratio).toFixed(1)} %`],
+    ["commit-log files", files.length
+      ? `${files.length} of ${formatBytes(files[0].size_bytes)}` : "none yet"],
+    ["consume queues", `${store.consume_queue_count} (${store.consume_queue_open_files} open)`],
+  ]);
+  fillFacts("offsets", [
+    ["min offset", store.min_offset],
+    ["max offset", store.max_offset],
+    ["flushed offset", store.flushed_offset],
+    ["dispatch behind", formatBytes(store.dispatch_behind_bytes)],
+    ["failed queues", store.dispatch_failed_queues.length],
+  ]);
+}
+
+// GET /readyz needs no token and answers 503 with the same body when not ready.
+async function readiness() {
+  const response = await fetch("/readyz", { cache: "no-store" });
+  return response.json();
+}
+
+function showReadiness(ready) {
+  const link = ready.ha_link;
+  fillFacts("readiness", [
+    ["ready", ready.ready],
+    ["state", ready.state],
+    ["role", ready.role],
+    ["HA link", link ? (link.connected ? `connected to ${link.master_address}` : "down") : "-"],
+    ["detail", ready.detail ?? "-"],
+  ]);
 }
 
 // The header and table labels: classic HA, or a DLedger member (docs/dledger.md).
@@ -162,7 +296,7 @@ function showDLedger(view) {
   fillTable("slaves", view.peers.map((p) => [
     p.peer_id === view.leader_id ? `${p.peer_id} (leader)` : p.peer_id,
     p.dledger_address || p.http_address, known(p.dispatcher_state), known(p.match_index),
-    known(p.lag_bytes), leads ? inSync(p) : "-"]));
+    known(p.lag_bytes), leads ? inSync(p) : "-"]), "No peer.");
   return view.peers.filter((p) => p.lag_bytes !== null)
     .map((p) => ({ slave_id: p.peer_id, diff_bytes: p.lag_bytes }));
 }
@@ -177,7 +311,8 @@ function showHa(ha) {
     setText("connections", master.connection_count);
     setText("in-sync", `${master.in_sync_slave_count} / ${master.slaves_needed} needed`);
     fillTable("slaves", master.slaves.map((s) => [s.slave_id, s.address, s.state, s.ack_offset,
-                                                  s.diff_bytes, s.in_sync]));
+                                                  s.diff_bytes, s.in_sync]),
+              "No slave connected.");
     return [...master.slaves];
   }
   const slave = ha.slave;
@@ -189,16 +324,19 @@ function showHa(ha) {
                           ack_offset: slave.local_max_offset, diff_bytes: slave.diff_bytes,
                           in_sync: slave.connected }] : [];
   fillTable("slaves", self.map((s) => [s.slave_id, s.address, s.state, s.ack_offset,
-                                       s.diff_bytes, s.in_sync]));
+                                       s.diff_bytes, s.in_sync]), "No link to a master.");
   return self;
 }
 
 async function poll() {
   const now = Date.now();
   try {
-    const [ha, metrics] = await Promise.all([get("/admin/ha"), get("/metrics", true)]);
+    const [ha, metrics, store, ready] = await Promise.all([
+      get("/admin/ha"), get("/metrics", true), get("/admin/store"), readiness()]);
     record(now, showHa(ha));
     showMetrics(now, parseMetrics(metrics));
+    showStore(store);
+    showReadiness(ready);
     drawChart(now);
     document.getElementById("error").hidden = true;
     state.polls += 1;

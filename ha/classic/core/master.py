@@ -169,6 +169,16 @@ class MasterCore(Generic[C]):
         """Slaves holding a slot (past the handshake)."""
         return sum(1 for c in self.connections if c.link.state is not LinkState.HANDSHAKE)
 
+    def retention_hold(self, master_max_offset: int) -> int | None:
+        """What retention must keep: the lowest ack of the slaves in sync (connected,
+        transferring, less than `ha_slave_fall_behind_bytes_max` behind). A file they still
+        read is not removed under them (it would refuse them as needs_reset one file behind);
+        a slave further behind holds nothing, so the hold never passes that many bytes.
+        None: no slave in sync, nothing held."""
+        acks = [c.link.ack_offset for c in self.connections
+                if c.link.is_eligible(master_max_offset, self._fall_behind_bytes_max)]
+        return min(acks) if acks else None
+
     def in_sync_count(self, master_max_offset: int) -> int:
         return sum(1 for c in self.connections
                    if c.link.is_eligible(master_max_offset, self._fall_behind_bytes_max))

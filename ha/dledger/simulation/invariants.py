@@ -7,15 +7,19 @@ Each check looks only at what the event changed, so a run stays cheap:
 - state machine safety: no two nodes commit different entries at an index, commits only grow;
 - leader completeness: a new leader holds every committed entry it has not retained away;
 - no acknowledged append lost: an append answered OK was committed, and every later leader
-  holds it.
+  holds it;
+- one metadata state per committed prefix: the tables a node applied from its log up to an
+  index (ha/dledger/simulation/metadata.py) are the ones every other node applied up to it.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from dataclasses import dataclass, field
 
 from ha.dledger.core.messages import Entry
 from ha.dledger.core.storage import NodeLog
+from ha.dledger.simulation.metadata import RECORD_PREFIX, Fingerprint
 
 
 class InvariantViolation(AssertionError):
@@ -29,6 +33,9 @@ class Invariants:
     entry_identity: dict[tuple[int, int], tuple[bytes, int]] = field(default_factory=dict)
     committed: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # index -> entry
     acknowledged: dict[int, tuple[int, bytes]] = field(default_factory=dict)
+    # index of a metadata record -> the tables applied from the committed prefix up to it
+    metadata_at: dict[int, Fingerprint] = field(default_factory=dict)
+    metadata_indices: list[int] = field(default_factory=list)  # committed records, sorted
 
     def leader_elected(self, node_id: str, term: int, log: NodeLog) -> None:
         holder = self.leader_by_term.setdefault(term, node_id)
@@ -61,8 +68,11 @@ class Invariants:
             raise InvariantViolation(f"{node_id} commit went {old_index} -> {new_index}")
         for index in range(max(old_index, log.base_index) + 1, new_index + 1):
             entry = log.entry(index)
-            known = self.committed.setdefault(index, (entry.term, entry.payload))
-            if known != (entry.term, entry.payload):
+            committed = (entry.term, entry.payload)
+            known = self.committed.setdefault(index, committed)
+            if known is committed and entry.payload.startswith(RECORD_PREFIX):
+                insort(self.metadata_indices, index)
+            elif known != committed:
                 raise InvariantViolation(
                     f"state machine safety: {node_id} commits {index} as {entry.term}, "
                     f"elsewhere {known[0]}")
@@ -71,3 +81,23 @@ class Invariants:
         if self.committed.get(index) != (term, payload):
             raise InvariantViolation(f"append {index} term {term} answered OK, not committed")
         self.acknowledged[index] = (term, payload)
+
+    def metadata_applied(self, node_id: str, index: int, tables: Fingerprint) -> None:
+        known = self.metadata_at.setdefault(index, tables)
+        if known is not tables and known != tables:
+            raise InvariantViolation(
+                f"metadata: {node_id}'s tables applied up to {index} are {tables}, "
+                f"elsewhere {known}")
+
+    def metadata_records(self, after_index: int, through_index: int) -> list[int]:
+        """The committed metadata records in (after_index, through_index], in log order."""
+        indices = self.metadata_indices
+        return indices[bisect_right(indices, after_index):bisect_right(indices, through_index)]
+
+    def metadata_at_base(self, index: int) -> Fingerprint:
+        """The tables at a base a node was reset to: those after the last metadata record at
+        or below it (the leader applied it before it compacted)."""
+        position = bisect_right(self.metadata_indices, index)
+        if position == 0:
+            return (), (), ()
+        return self.metadata_at[self.metadata_indices[position - 1]]

@@ -10,7 +10,9 @@ event. Events sit in one heap ordered by (time, sequence), so a seed replays exa
     python -m ha.dledger.simulation.sim --seeds 10000 --workers 2   # the same over a bounded pool
 
 Each node has a durable log and a queue of writes not yet durable; a crash drops the queue.
-The invariants (ha/dledger/simulation/invariants.py) are checked on every event; at the end
+Some client appends are metadata records (ha/dledger/simulation/metadata.py), applied by every
+node once committed. The invariants (ha/dledger/simulation/invariants.py) are checked on every
+event; at the end
 faults stop, every node comes back, and the group must commit every acknowledged append everywhere.
 """
 
@@ -39,10 +41,13 @@ from ha.dledger.core.member import HardState, Role
 from ha.dledger.core.messages import Message, VoteRequest
 from ha.dledger.core.node import DLedgerNode
 from ha.dledger.simulation.invariants import Invariants, InvariantViolation
+from ha.dledger.simulation.metadata import MetadataTables, encode_payload, plan_change
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
+from store.metadata.log_records import MetadataChange
 
 EVENTS_MAX = 400_000  # a bound on one run, whatever the seed draws
+METADATA_SHARE = 0.2  # of client appends: a metadata record
 CHUNK_SEEDS = 50  # seeds per task handed to a worker process
 
 
@@ -121,6 +126,8 @@ class SimMember:
     disk: SimDisk
     incarnation: int = 0
     disk_flush_scheduled: bool = False
+    # The metadata tables applied from the committed log: on disk, as the SQL tables are.
+    tables: MetadataTables = field(default_factory=MetadataTables)
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,7 @@ class Simulation:
         self._events = 0
         self._request_id = 0
         self._requests: dict[int, bytes] = {}
+        self._metadata_changes: dict[bytes, MetadataChange] = {}  # decoded once, applied by all
         self._last_event: tuple[str, tuple[object, ...]] = ("start", ())  # formatted on failure
         self._commits: dict[str, int] = {}  # commit index of each running node
         # Client appends each node took and has not answered (its current incarnation's):
@@ -297,8 +305,12 @@ class Simulation:
             # One to four appends taken together, as a host's round takes its inbox's.
             for _ in range(self.rng.choice((1, 1, 2, 4))):
                 self._request_id += 1
-                size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
-                payload = (b"r%d:" % self._request_id).ljust(size_bytes, b".")
+                if self.rng.random() < METADATA_SHARE:
+                    payload = encode_payload(plan_change(
+                        self.rng, self.members[target].tables, self._request_id))
+                else:
+                    size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
+                    payload = (b"r%d:" % self._request_id).ljust(size_bytes, b".")
                 self._requests[self._request_id] = payload
                 self._awaiting[self._request_id] = target
                 self._awaiting_count[target] += 1
@@ -379,6 +391,10 @@ class Simulation:
     # ----- actions -----
 
     def _run(self, node_id: str, actions: list[Action]) -> None:
+        if not actions:
+            # Most ticks: nothing happened that the checks below could see now; a leaked
+            # answer stays in the counts and is caught at the node's next actions.
+            return
         member = self.members[node_id]
         node = member.node
         assert node is not None
@@ -434,6 +450,22 @@ class Simulation:
     def _commit(self, node_id: str, node: DLedgerNode, commit_index: int) -> None:
         self.invariants.commit_advanced(node_id, self._commits[node_id], commit_index, node.log)
         self._commits[node_id] = commit_index
+        self._apply_metadata(node_id, node, commit_index)
+
+    def _apply_metadata(self, node_id: str, node: DLedgerNode, commit_index: int) -> None:
+        """The node's dispatch: its committed metadata records applied to its tables, in log
+        order, the tables after each checked against every other node's at that index."""
+        tables = self.members[node_id].tables
+        base_index = node.log.base_index
+        if tables.applied_index < base_index:  # reset past what it applied: the bootstrap
+            tables.restore(base_index, self.invariants.metadata_at_base(base_index))
+        invariants = self.invariants
+        for index in invariants.metadata_records(tables.applied_index, commit_index):
+            # The committed payload, which commit_advanced checked is this node's entry.
+            payload = invariants.committed[index][1]
+            invariants.metadata_applied(node_id, index,
+                                        tables.apply(payload, self._metadata_changes))
+        tables.applied_index = max(tables.applied_index, commit_index)
 
     def _complete(self, node_id: str, action: CompleteAppend) -> None:
         if self._awaiting.pop(action.request_id, None) != node_id:

@@ -38,10 +38,12 @@ from store.record import (
     Message,
     RecordError,
     check_entry_record,
+    decode_head,
     encode_message,
     with_offsets,
 )
 from store.status import AppendRawStatus, PutMessageStatus
+from store.system_topics import METADATA_TOPIC, deleted_topic, forget_topic
 
 # A push carries at most this many payload bytes (at least one entry): bounded frames.
 SLICE_BYTES_MAX = 4 * 1024 * 1024
@@ -245,6 +247,11 @@ class StoredLog:
         self._staged[id(payload)] = (payload, (key, queue_offset, position))
         self._staged_end = position + len(payload)
         self._staged_queue_offsets[key] = queue_offset + 1
+        deleted = deleted_topic(message.topic, message.properties)
+        if deleted is not None:  # what is encoded after a topic delete starts at 0
+            for known in (*self._queue_offsets, *self._staged_queue_offsets):
+                if known[0] == deleted:
+                    self._staged_queue_offsets[known] = 0
         return payload
 
     # -- changes ---------------------------------------------------------------------------
@@ -314,7 +321,7 @@ class StoredLog:
             payload = entry.payload
             encoded.append(encode_entry(entry.index, entry.term, record_position, len(payload),
                                         payload_crc(payload)))
-            self._queue_offsets[key] = queue_offset + 1
+            self._count(key, queue_offset, payload)
             self._recent.append(entry)
         self._index.append_encoded(first.index, b"".join(encoded))
         last, (_, _, last_position) = run[-1]
@@ -347,8 +354,19 @@ class StoredLog:
                 self._store.truncate_uncommitted(max_before)
             raise EntryWriteError(AppendRawStatus.CREATE_MAPPED_FILE_FAILED, str(error)) \
                 from error
-        self._queue_offsets[key] = queue_offset + 1
+        self._count(key, queue_offset, payload)
         self._recent.append(entry)
+
+    def _count(self, key: tuple[str, int], queue_offset: int, payload: bytes) -> None:
+        """An appended record's queue offset; a topic delete (a metadata record: rare, so
+        parsed here) drops the deleted topic's counters, on every member, as the commit log of
+        a classic master does in its append."""
+        self._queue_offsets[key] = queue_offset + 1
+        if key[0] == METADATA_TOPIC:
+            head = decode_head(payload)
+            deleted = deleted_topic(head.topic, head.properties)
+            if deleted is not None:
+                forget_topic(self._queue_offsets, deleted)
 
     def _place(self, payload: bytes, end_position: int) -> RecordPlace:
         """Refuse a payload that is not one whole valid record for a log ending at

@@ -26,9 +26,10 @@ async def test_full_disk_answers_507_and_recovers_by_itself(
 ) -> None:
     """507 with the ENOSPC reason when a new file cannot be allocated; the messages stored
     before stay readable; 201 again once the space is back, without a restart."""
-    # 16 MiB: the broker's consume-queue files are 6 MB (300,000 entries, not a setting).
+    # 16 MiB: room for the log files, the key index and the queues' first 16 KiB steps.
     with small_fs(tmp_path / "fs", size_bytes=16 << 20) as fs:
         settings = {"data_dir": fs / "broker", "mapped_file_size_bytes": 64 * 1024,
+                    "disk_reserve_bytes": 0,  # the disk's own ENOSPC
                     "database_url": sqlite_database_url(tmp_path / "metadata.sqlite3")}
         async with serve(**settings) as served:
             first = await served.client.post(URL, content=b"first", headers=RAW)

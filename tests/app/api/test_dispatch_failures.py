@@ -26,13 +26,19 @@ async def _wait_consumable(served: Served, topic: str, count: int) -> list[str]:
 
 
 async def test_a_failing_queue_is_listed_in_admin_store_and_metrics(serve: ServeFactory) -> None:
-    """With one topic's queue directory unusable (a file where it belongs), a message to it
-    is answered 201 but set aside: another topic's later message is consumable, and
-    /admin/store and /metrics name the failed queue."""
+    """With one topic's queue directory unusable (a file where it belongs), a master refuses
+    a message to it (507 naming the queue: it could not be indexed). A record that reaches
+    dispatch anyway (as on a slave, whose log is the master's) is set aside: another topic's
+    later message is consumable, and /admin/store and /metrics name the failed queue."""
     async with serve() as served:
         root = served.broker.store.paths.root / "consumequeue"
         root.mkdir(parents=True, exist_ok=True)
         (root / "Broken").write_bytes(b"not a directory")
+        refused = await served.client.post("/v1/topics/Broken/messages",
+                                           json={"body": "refused", "queue_id": 0})
+        assert refused.status_code == 507, refused.text
+        assert "Broken/0" in refused.json()["detail"]
+        served.broker.store.commit_log.reserve_queue = None  # dispatch alone meets it
         for topic in ("Broken", "Healthy"):
             response = await served.client.post(f"/v1/topics/{topic}/messages",
                                                  json={"body": topic, "queue_id": 0})

@@ -182,3 +182,51 @@ def test_message_id_pattern_is_what_the_server_parses(document: dict[str, Any],
     for candidate in (text, "0" * 32, "7" * 32, "0" * 16 + "8" + "0" * 15, "0" * 31, "0" * 33):
         assert (re.fullmatch(pattern, candidate) is not None) == \
             (parse_msg_id(candidate) is not None), candidate
+
+
+def _nodes(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        return [node, *(found for value in node.values() for found in _nodes(value))]
+    if isinstance(node, list):
+        return [found for value in node for found in _nodes(value)]
+    return []
+
+
+def test_body_encoding_is_one_shared_schema(document: dict[str, Any]) -> None:
+    """The utf8/base64 choice is one component (generators make one type of it), referenced by
+    the three produce and answer fields and the three read parameters."""
+    shared = document["components"]["schemas"]["BodyEncoding"]
+    assert shared["enum"] == ["utf8", "base64"]
+    others = [node for node in _nodes(document)
+              if "enum" in node and set(node["enum"]) == {"utf8", "base64"}]
+    assert others == [shared]
+    refs = [node for node in _nodes(document)
+            if node.get("$ref") == "#/components/schemas/BodyEncoding"]
+    assert len(refs) == 6
+
+
+def test_request_schemas_leave_defaults_to_the_broker(document: dict[str, Any]) -> None:
+    """A schema only requests use declares no `default` (openapi-typescript would make such a
+    field required) and says the default in words; answers keep theirs."""
+    schemas = document["components"]["schemas"]
+    for name in ("ProduceMessage", "ProduceBatchEntry", "GroupCreate", "OffsetCommit",
+                 "TopicCreate", "PromoteRequest"):
+        for field_name, field in schemas[name]["properties"].items():
+            assert "default" not in field, (name, field_name)
+    assert "Default: `utf8`." in schemas["ProduceMessage"]["properties"]["body_encoding"][
+        "description"]
+    assert "Default: `false`." in schemas["OffsetCommit"]["properties"]["allow_backwards"][
+        "description"]
+    assert schemas["PutResult"]["properties"]["replayed"]["default"] is False
+
+
+def test_properties_header_is_a_json_string_schema(document: dict[str, Any]) -> None:
+    """X-Twinlog-Properties has a `schema` (generators drop a `content` parameter): a string
+    whose content is a JSON object of the properties' schema."""
+    produce = document["paths"]["/v1/topics/{topic}/messages"]["post"]
+    (header,) = [p for p in produce["parameters"] if p["name"] == "X-Twinlog-Properties"]
+    assert "content" not in header
+    assert header["schema"]["type"] == "string"
+    assert header["schema"]["contentMediaType"] == "application/json"
+    assert header["schema"]["contentSchema"]["type"] == "object"
+    assert header["example"] == '{"region": "eu"}'

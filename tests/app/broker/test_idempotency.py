@@ -599,3 +599,46 @@ def test_rebuild_does_not_read_messages_older_than_the_window(tmp_path: Path) ->
         assert sum(reads) <= 2 + 10, f"{sum(reads)} heads read for 2 in the window"
     finally:
         store.shutdown()
+
+
+async def test_an_indeterminate_entry_is_checked_before_it_is_replayed() -> None:
+    """DLedger: a COMMIT_INDETERMINATE entry goes through the check at each lookup: replayed
+    as the check answers it (PUT_OK once committed, from then on without a check), forgotten
+    when the check finds another record at its offset (the key is then new); a PUT_OK entry
+    is never checked."""
+    clock = FakeClock()
+    window = IdempotencyWindow(10.0, 100, clock_ms=clock)
+    undecided = RememberedPut(PutMessageStatus.COMMIT_INDETERMINATE, "ID7", 0, 7, 700, 100)
+    window.remember("T", "pending", undecided, clock.now_ms)
+    window.remember("T", "gone", undecided, clock.now_ms)
+    window.remember("T", "stored", _put(3), clock.now_ms)
+    checked: list[str] = []
+    answers = {"pending": undecided, "gone": None}
+
+    def check(topic: str, key: str, put: RememberedPut) -> RememberedPut | None:
+        assert topic == "T" and put == undecided
+        checked.append(key)
+        return answers[key]
+
+    window.check_indeterminate = check
+    assert window.lookup("T", "stored") == _put(3)
+    assert window.lookup("T", "pending") == undecided
+    assert window.lookup("T", "gone") is None
+    assert checked == ["pending", "gone"] and len(window) == 2
+    committed = RememberedPut(PutMessageStatus.PUT_OK, "ID7", 0, 7, 700, 100)
+    answers["pending"] = committed
+    assert window.lookup("T", "pending") == committed
+    assert window.lookup("T", "pending") == committed
+    assert checked == ["pending", "gone", "pending"]
+
+
+async def test_a_new_leader_window_replaces_the_old_entries() -> None:
+    """replace_entries: the remembered puts are the other window's, and no old one stays."""
+    clock = FakeClock()
+    window = IdempotencyWindow(10.0, 100, clock_ms=clock)
+    window.remember("T", "old", _put(1), clock.now_ms)
+    fresh = IdempotencyWindow(10.0, 100, clock_ms=clock)
+    fresh.remember("T", "new", _put(2), clock.now_ms)
+    window.replace_entries(fresh)
+    assert window.lookup("T", "old") is None
+    assert window.lookup("T", "new") == _put(2)

@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.broker.metadata_log import record_of
-from ha import HAConfig
 from ha.protocol import encode_report
-from ha.service import HAService
 from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
@@ -21,7 +19,7 @@ from store.metadata.log_records import TopicPut
 from store.retention import RetentionService
 from store.status import AppendRawStatus
 from tests.support.ha import Node
-from tests.support.ha_peer import ScriptedSlave
+from tests.support.ha_peer import ScriptedSlave, started_master_service
 from tests.support.store import small_config, wait_dispatched, wait_until
 
 StartNode = Callable[..., Node]
@@ -59,12 +57,8 @@ def test_an_empty_slave_from_a_retained_offset_never_completes_a_put_below_it(
     FLUSH_SLAVE_TIMEOUT when that slave starts (it is stored, never replicated), not PUT_OK."""
     store = MessageStore(small_config(tmp_path / "master", broker_role=BrokerRole.SYNC_MASTER))
     store.start()
-    service = HAService(HAConfig(broker_role=BrokerRole.SYNC_MASTER, ha_listen_port=0,
-                                 ha_secret=SECRET, slave_timeout_ms=60_000,
-                                 ha_send_heartbeat_interval_ms=100,
-                                 ha_housekeeping_interval_ms=5000,
-                                 ha_slave_fall_behind_bytes_max=1 << 30), store)
-    service.start()
+    service = started_master_service(store, SECRET, slave_timeout_ms=60_000,
+                                     ha_slave_fall_behind_bytes_max=1 << 30)
     try:
         first = ScriptedSlave(service.listen_address[1], SECRET).handshake()
         first.report(0)

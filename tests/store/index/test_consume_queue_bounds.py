@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from store import GetMessageStatus, Message, MessageStore
+from store import GetMessageStatus, Message, MessageStore, PutMessageStatus
 from store.checkpoint import read_checkpoint
 from tests.support.store import wait_dispatched, wait_until
 
@@ -30,6 +30,31 @@ def _break_topic_directory(data_dir: Path, topic: str) -> Path:
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_bytes(b"not a directory")
     return blocker
+
+
+def _dispatch_alone_meets_the_failure(store: MessageStore) -> None:
+    """As on a slave or in a redispatch after a restart: the records are in the log already.
+    (A master's put reserves its queue entry first and is refused instead: see below.)"""
+    store.commit_log.reserve_queue = None
+
+
+def test_a_put_whose_queue_cannot_be_written_is_refused(open_store: OpenStore,
+                                                        tmp_path: Path) -> None:
+    """A master never acknowledges a message that dispatch could not index: the put to the
+    broken queue answers CREATE_MAPPED_FILE_FAILED naming the queue, nothing of it is in the
+    log, and the other topics' puts around it are PUT_OK and consumable."""
+    _break_topic_directory(tmp_path, "Broken")
+    store = open_store()
+    before, _ = store.put_message(Message("Healthy", b"before", queue_id=0))
+    end_before = store.commit_log.max_offset
+    refused, _ = store.put_message(Message("Broken", b"never acknowledged", queue_id=0))
+    assert refused.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED, refused
+    assert "Broken/0" in refused.detail
+    assert store.commit_log.max_offset == end_before
+    after, _ = store.put_message(Message("Healthy", b"after", queue_id=0))
+    assert before.status is after.status is PutMessageStatus.PUT_OK
+    wait_until(lambda: _bodies(store, "Healthy") == [b"before", b"after"])
+    assert store.dispatch.failures.failed_queues() == []
 
 
 def test_open_files_stay_bounded_with_many_queues(open_store: OpenStore) -> None:
@@ -76,6 +101,7 @@ def test_a_failing_topic_does_not_stop_dispatch_for_the_others(open_store: OpenS
     put before and after it are dispatched and consumable, and the failure is listed."""
     _break_topic_directory(tmp_path, "Broken")
     store = open_store()
+    _dispatch_alone_meets_the_failure(store)
     store.put_message(Message("Healthy", b"before", queue_id=0))
     store.put_message(Message("Broken", b"lost for now", queue_id=0))
     store.put_message(Message("Healthy", b"after", queue_id=0))
@@ -95,6 +121,7 @@ def test_shutdown_after_a_dispatch_failure_still_checkpoints(open_store: OpenSto
     checkpoint and removes the abort marker; the next start rebuilds the failed queue."""
     blocker = _break_topic_directory(tmp_path, "Broken")
     store = open_store()
+    _dispatch_alone_meets_the_failure(store)
     store.dispatch.stop(drain=False)  # the final drain, in shutdown, meets the failure
     store.put_message(Message("Healthy", b"kept", queue_id=0))
     store.put_message(Message("Broken", b"rebuilt later", queue_id=0))

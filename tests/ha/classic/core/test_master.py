@@ -247,3 +247,19 @@ def test_an_empty_slave_streamed_from_a_retained_min_offset_cannot_complete_olde
     at_zero = connect(core, "b")
     at_zero.link.report(0, MASTER_MAX, 0, 0)
     assert core.acked(at_zero).unreplicable_end_offset == 0
+
+
+def test_retention_holds_the_lowest_ack_of_the_slaves_in_sync() -> None:
+    """No slave: nothing held. Slaves in sync hold their lowest ack; a slave further behind
+    than ha_slave_fall_behind_bytes_max holds nothing, nor does a closed one."""
+    core = master(in_sync_replicas=2, ha_slave_fall_behind_bytes_max=1000)
+    assert core.retention_hold(MASTER_MAX) is None
+    near, far = stream(core, "near"), stream(core, "far")
+    ack(core, near, MASTER_MAX - 999)
+    ack(core, far, MASTER_MAX - 1000)
+    assert core.retention_hold(MASTER_MAX) == MASTER_MAX - 999
+    ack(core, far, MASTER_MAX - 10)
+    assert core.retention_hold(MASTER_MAX) == MASTER_MAX - 999
+    near.link.close("gone")
+    core.closed(near)
+    assert core.retention_hold(MASTER_MAX) == MASTER_MAX - 10

@@ -10,7 +10,9 @@ from ha.dledger.core.actions import Send
 from ha.dledger.core.messages import Message
 from ha.dledger.core.node import DLedgerNode
 from ha.dledger.core.quorum import QuorumAckChecker
+from ha.dledger.simulation.metadata import MetadataTables
 from ha.dledger.simulation.sim import Simulation, SimulationFailure, main, run_seeds_pooled
+from store.metadata.log_records import TopicDelete
 
 SUITE_SEEDS = 300
 
@@ -79,3 +81,39 @@ def test_the_command_line_prints_how_many_seeds_passed(capsys: pytest.CaptureFix
     assert main(["--seeds", "2", "--first-seed", "5"]) == 0
     assert capsys.readouterr().out.startswith("2 seeds from 5 passed in ")
 
+
+
+def test_metadata_records_commit_and_apply_to_one_state_on_every_node() -> None:
+    """Some appends are metadata records: a run commits them, and every node that applied a
+    committed prefix holds the tables every other node holds at that index."""
+    sim = Simulation(7)
+    sim.run()
+    assert len(sim.invariants.metadata_at) >= 10
+    final = {node_id: member.tables for node_id, member in sim.members.items()}
+    indices = {tables.applied_index for tables in final.values()}
+    for tables in final.values():
+        if tables.applied_index == max(indices):
+            last = sim.invariants.metadata_at_base(tables.applied_index)
+            assert tables.fingerprint() == last
+
+
+def test_a_member_that_skips_a_metadata_record_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member whose dispatch leaves the topic deletes out of its tables (as DLedger
+    followers did: a delete applied only where it was taken) is caught by the per-record
+    check, named by seed."""
+    real_apply = MetadataTables._apply
+
+    def skip_deletes(self: MetadataTables, change: object) -> None:
+        if isinstance(change, TopicDelete) and self is not skip_deletes.tables:  # type: ignore[attr-defined]
+            return
+        real_apply(self, change)  # type: ignore[arg-type]
+
+    skip_deletes.tables = None  # type: ignore[attr-defined]
+    monkeypatch.setattr(MetadataTables, "_apply", skip_deletes)
+    with pytest.raises(SimulationFailure) as failure:
+        for seed in range(20):
+            sim = Simulation(seed)
+            skip_deletes.tables = sim.members["n0"].tables  # type: ignore[attr-defined]
+            sim.run()
+    assert "metadata:" in str(failure.value) and "seed=" in str(failure.value)

@@ -21,6 +21,12 @@ from store.message_id import LookupStatus
 from store.paths import StorePaths
 from store.reads import GetMessageStatus
 from store.record import HEADER_SIZE, decode_record
+from store.system_topics import (
+    METADATA_TOPIC,
+    OP_TOPIC_DELETE,
+    PROPERTY_OP,
+    PROPERTY_SUBJECT_TOPIC,
+)
 from tests.support.dledger.stored import (
     FILE_SIZE_BYTES,
     INDEX_ENTRIES_PER_FILE,
@@ -697,3 +703,43 @@ def test_end_of_from_memory_agrees_with_the_index(tmp_path: Path) -> None:
     leader_append(log, 2, Message("T", b"after the cut"))
     agrees()
     storage.close()
+
+
+def _topic_delete(topic: str) -> Message:
+    return Message(METADATA_TOPIC, b"{}", queue_id=0,
+                   properties={PROPERTY_OP: OP_TOPIC_DELETE, PROPERTY_SUBJECT_TOPIC: topic})
+
+
+def test_a_topic_delete_restarts_the_topics_queue_offsets_on_every_member(
+        tmp_path: Path) -> None:
+    """A topic delete's record drops the topic's queue offsets: on the leader for what it
+    encodes after the delete in the same round (staged) and after the append, on a follower
+    that appends the same entries, and in the recount after a truncation of entries past the
+    delete; another topic keeps its offsets."""
+    leader, leader_log = open_storage(tmp_path / "leader", default_queue_count=1)
+    follower, follower_log = open_storage(tmp_path / "follower", default_queue_count=1)
+    entries = [leader_append(leader_log, 1, None)]
+    for number in range(3):
+        entries.append(leader_append(leader_log, 1, Message("D", body(number, 10))))
+    entries.append(leader_append(leader_log, 1, Message("Other", b"o")))
+    leader_log.start_encoding()
+    staged = [leader_log.encode(message) for message in
+              (Message("D", b"last-old"), _topic_delete("D"), Message("D", b"new"),
+               Message("Other", b"o2"))]
+    assert [_place(encoded)[0] for encoded in staged] == [3, 0, 0, 1]
+    for encoded in staged:
+        assert isinstance(encoded, bytes)
+        entries.append(Entry(leader_log.last_index + 1, 1, encoded))
+        leader_log.append(entries[-1])
+    for entry in entries:
+        follower_log.append(entry)
+    for log in (leader_log, follower_log):
+        assert _place(log.encode(Message("D", b"next")))[0] == 1
+        assert _place(log.encode(Message("Other", b"next")))[0] == 2
+    follower.set_committed(5)  # through the "Other" message: the delete is past the commit
+    follower_log.truncate_from(len(entries))  # the recount reads the delete from the log
+    assert _place(follower_log.encode(Message("D", b"again")))[0] == 1
+    follower_log.truncate_from(7)  # the delete itself goes: the old incarnation goes on
+    assert _place(follower_log.encode(Message("D", b"again")))[0] == 4
+    leader.close()
+    follower.close()
