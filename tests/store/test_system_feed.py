@@ -118,3 +118,35 @@ def test_tables_ahead_of_their_log_at_start_are_rebuilt(
     assert _attach(after, metadata) == 1
     assert _topics(metadata) == {"A"} and after.system_feed.rebuild_count == 1
     assert metadata.log_position.queue_offset == 1
+
+
+def test_a_slave_started_with_its_tables_caught_up_follows_a_cut_below_them(
+        opened: OpenStore, metadata: MetadataStore) -> None:
+    """The classic simulation's seed 0 (after the feed): the slave's tables applied A and
+    OLD_ONLY, then it started again with nothing left to catch up (no record handed since the
+    start). The new master shares only A's record: cut back to it and streamed the new
+    master's, the slave's tables must be A and NEW_ONLY, as its log says."""
+    old = opened("old", BrokerRole.ASYNC_MASTER)
+    new = opened("new", BrokerRole.SLAVE)
+    first = opened("slave", BrokerRole.SLAVE)
+    _attach(first, metadata)
+    _put(old, TopicPut("A", 4, 4, 6, 1, 1))
+    agreed = old.max_offset
+    assert new.append_raw(0, old.commit_log.read_bytes(0, agreed)) is AppendRawStatus.OK
+    new.change_role(BrokerRole.ASYNC_MASTER)
+    _put(old, TopicPut("OLD_ONLY", 4, 4, 6, 2, 2))
+    _put(new, TopicPut("NEW_ONLY", 4, 4, 6, 3, 3))
+    assert first.append_raw(0, old.commit_log.read_bytes(0, old.max_offset)) is \
+        AppendRawStatus.OK
+    wait_dispatched(first)
+    metadata.flush_consumer_offsets()  # the position as the periodic flush persists it
+    first.detach_system_records()
+    first.shutdown()
+    slave = opened("slave", BrokerRole.SLAVE)  # the same data directory, started again
+    assert _attach(slave, metadata) == 0
+    assert _topics(metadata) == {"A", "OLD_ONLY"}
+    slave.truncate_log(agreed)
+    new_log = new.commit_log.read_bytes(0, new.max_offset)
+    assert slave.append_raw(agreed, new_log[agreed:]) is AppendRawStatus.OK
+    wait_dispatched(slave)
+    assert _topics(metadata) == {"A", "NEW_ONLY"}

@@ -132,9 +132,13 @@ class SimDisk:
     # Consume queues: (topic, queue id) -> its queue; dispatch has read the log up to here.
     queues: dict[tuple[int, int], Queue] = field(default_factory=dict)
     dispatched_end: int = 0
-    # topic -> the offset of its last delete record dispatched: its records below are dead
-    # (store/tombstones.py: written durably before the queues go, kept across cuts).
-    tombstones: dict[int, int] = field(default_factory=dict)
+    # topic -> the offsets of its delete records dispatched, ascending: its records below the
+    # last are dead (store/tombstones.py: durable; a cut or a recovery that loses a deletion
+    # forgets it and re-indexes the topic's records from the deletion before).
+    tombstones: dict[int, list[int]] = field(default_factory=dict)
+    # The commit-log offset of the last metadata record handed to the tables (-1: none):
+    # store/system_feed.py's, which resets and feeds the tables again when a cut removes it.
+    handed_offset: int = -1
     metadata: SimMetadata = field(default_factory=SimMetadata)
     # What the metadata records below `min_offset` said (retention removed them).
     metadata_base: MetadataState = EMPTY_STATE
@@ -198,14 +202,13 @@ class SimDisk:
         return self.flushed_end
 
     def truncate(self, offset: int) -> int:
-        """Cut back to `offset`, durably; queues and dispatch follow (the store's
-        `truncate_log`: the tombstones and the metadata tables do not). Below the first byte
-        held, every file goes and the log is empty (at 0), as the store's. Returns the bytes
+        """Cut back to `offset`, durably (the store's `truncate_log`): queues, dispatch and the
+        tombstones follow, and when the cut removed a record the tables applied, they are
+        reset and fed the records left (store/system_feed.py). Below the first byte held,
+        every file goes and the log is empty (at 0), as the store's. Returns the bytes
         cleared."""
         assert offset <= self.end, (offset, self.end)
         if offset < self.min_offset:
-            if self.metadata.state() != EMPTY_STATE:  # applied records, or a bootstrap's
-                self.metadata_lost += 1
             cleared = self.end - self.min_offset
             self.data = bytearray()
             self.min_offset = self.flushed_end = 0
@@ -213,13 +216,22 @@ class SimDisk:
             self.dispatched_end = 0
             self.metadata_base = EMPTY_STATE
             self.deletes = []
+            self.tombstones = {}
             self.changed = True
+            self._feed_after_cut(0, cleared_all=True)
             return cleared
         cleared = self.end - offset
         del self.data[offset:]
         self.flushed_end = min(self.flushed_end, offset)
         self._cut_queues(offset)
+        self._feed_after_cut(offset, cleared_all=False)
         return cleared
+
+    def _feed_after_cut(self, offset: int, cleared_all: bool) -> None:
+        if self.handed_offset >= offset:
+            self._rebuild_metadata()
+        elif cleared_all and self.metadata.state() != EMPTY_STATE:
+            self.metadata_lost += 1  # a bootstrap's tables, no record fed since: they stay
 
     def retain_from(self, offset: int) -> None:
         """Retention removes whole files below `offset` (a file start); what their metadata
@@ -269,27 +281,54 @@ class SimDisk:
         dispatch what is left (the metadata is not attached yet); then the metadata restarts
         from what it persisted and catches up with the log. Returns the recovered end."""
         _, end = parse_records(self.data, self.min_offset, self.end)
+        queue = self.queues.get((METADATA_TOPIC, 0))
+        lost_applied = bool(queue and queue.entries and queue.entries[-1] >= end)
         del self.data[end:]
         self.flushed_end = min(self.flushed_end, end)
         self._cut_queues(end)
         self.dispatch(apply=False)
         self.metadata.restart()
-        if self.metadata.applied_queue_offset < self.metadata_base.applied_queue_offset:
+        self.handed_offset = -1
+        applied = self.metadata.applied_queue_offset
+        if applied > 0 and self._offset_at(applied - 1) != self.metadata.persisted_offset:
+            self._rebuild_metadata()  # the last record the tables applied is not in the log
+            return end
+        if lost_applied:
+            # Open: rows applied after the last persist, of records the log lost, stay.
+            self.metadata_lost += 1
+        if applied < self.metadata_base.applied_queue_offset:
             self.metadata_lost += 1  # retention removed records applied since the last persist
-        self.catch_up_metadata()
+        self.handed_offset = self.metadata.persisted_offset if applied > 0 else -1
+        self._feed(applied)
         return end
 
-    def catch_up_metadata(self) -> None:
-        """`attach_system_records`: the metadata records from the applied position on."""
+    def _offset_at(self, queue_offset: int) -> int | None:
+        queue = self.queues.get((METADATA_TOPIC, 0))
+        if queue is None or not queue.first <= queue_offset < queue.next_offset:
+            return None
+        return queue.entries[queue_offset - queue.first]
+
+    def _rebuild_metadata(self) -> None:
+        """SystemRecordFeed._rebuild: the tables reset and fed every record the log holds;
+        with retention past the first ones, what only those held is missing (counted)."""
+        self.metadata.reset()
+        self.handed_offset = -1
+        if self.metadata_base != EMPTY_STATE:
+            self.metadata_lost += 1
+        self._feed(0)
+
+    def _feed(self, from_queue_offset: int) -> None:
+        """The metadata records from `from_queue_offset` on, handed to the tables."""
         queue = self.queues.get((METADATA_TOPIC, 0))
         if queue is None:
             return
         for queue_offset, offset in queue.pairs():
-            if queue_offset >= self.metadata.applied_queue_offset:
+            if queue_offset >= from_queue_offset:
                 record = self.record_at(offset)
                 assert record is not None and record.is_metadata, (offset, record)
                 self.metadata.apply_record(record.queue_offset, record.op,
-                                           body_of(self.data, record))
+                                           body_of(self.data, record), offset)
+                self.handed_offset = offset
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -307,8 +346,10 @@ class SimDisk:
                 if record.op == OP_TOPIC_DELETE:
                     self._delete_topic(decoded(record.op, body), record.offset)
                 if apply:
-                    self.metadata.apply_record(record.queue_offset, record.op, body)
-            elif record.offset < self.tombstones.get(record.topic, 0):
+                    self.metadata.apply_record(record.queue_offset, record.op, body,
+                                               record.offset)
+                    self.handed_offset = record.offset
+            elif record.offset < self._dead_below(record.topic):
                 continue
             self._enqueue(self.queues, record, self.lenient)
         self.dispatched_end = end
@@ -318,7 +359,9 @@ class SimDisk:
         topic = topic_code(change.name)
         self.deletes.append((offset, topic))
         self.changed = True
-        self.tombstones[topic] = max(self.tombstones.get(topic, 0), offset)
+        history = self.tombstones.setdefault(topic, [])
+        if not history or offset > history[-1]:
+            history.append(offset)
         for key in [key for key in self.queues if key[0] == topic]:
             del self.queues[key]
 
@@ -334,13 +377,13 @@ class SimDisk:
             f"{record.topic}/{record.queue_id}, whose next is {queue.next_offset}")
         queue.entries.append(record.offset)
 
-    def _losing_metadata(self, offset: int) -> None:
-        queue = self.queues.get((METADATA_TOPIC, 0))
-        if queue is not None and queue.entries and queue.entries[-1] >= offset:
-            self.metadata_lost += 1
+    def _dead_below(self, topic: int) -> int:
+        history = self.tombstones.get(topic)
+        return history[-1] if history else 0
 
     def _cut_queues(self, offset: int) -> None:
-        self._losing_metadata(offset)
+        """Queues and deletions cut back to `offset`; a topic whose deletion went is live
+        again from the deletion before: its queues are indexed again from the log."""
         self.changed = True
         while self.deletes and self.deletes[-1][0] >= offset:
             self.deletes.pop()
@@ -348,6 +391,21 @@ class SimDisk:
             while queue.entries and queue.entries[-1] >= offset:
                 queue.entries.pop()
         self.dispatched_end = min(self.dispatched_end, offset)
+        revived = [topic for topic, history in self.tombstones.items() if history[-1] >= offset]
+        for topic in revived:
+            kept = [at for at in self.tombstones[topic] if at < offset]
+            if kept:
+                self.tombstones[topic] = kept
+            else:
+                del self.tombstones[topic]
+            for key in [key for key in self.queues if key[0] == topic]:
+                del self.queues[key]
+        if revived:
+            records, _ = parse_records(self.data, self.min_offset, self.dispatched_end)
+            for record in records:
+                if record.topic in revived and record.message_id != BLANK_ID and \
+                        record.offset >= self._dead_below(record.topic):
+                    self._enqueue(self.queues, record, self.lenient)
 
     def metadata_records(self, start: int, end: int) -> Iterator[Record]:
         records, _ = parse_records(self.data, start, end)

@@ -72,9 +72,11 @@ class SimMetadata:
     groups: dict[str, GroupPut] = field(default_factory=dict)
     offsets: ConsumerOffsetTable = field(default_factory=ConsumerOffsetTable)
     applied_queue_offset: int = 0
+    applied_offset: int = -1  # the commit-log offset of the last record applied
     # The durable part of the offsets and the position (topics and groups are durable at once).
     persisted_offsets: tuple[ConsumerOffset, ...] = ()
     persisted_queue_offset: int = 0
+    persisted_offset: int = -1
     changed: bool = False  # since the invariants last looked
 
     @classmethod
@@ -91,17 +93,28 @@ class SimMetadata:
         offsets = [ConsumerOffset(group_name=g, topic=t, queue_id=q, queue_offset=o,
                                   updated_at_ms=0) for (g, t, q), o in state.offsets]
         self.offsets = ConsumerOffsetTable(offsets)
-        self.applied_queue_offset = state.applied_queue_offset
+        self.applied_queue_offset, self.applied_offset = state.applied_queue_offset, -1
         self.persist()
 
-    def apply_record(self, queue_offset: int, op: str, body: bytes) -> MetadataChange | None:
-        """MetadataStore.apply_record: decode, skip what the tables hold, apply, move on."""
+    def apply_record(self, queue_offset: int, op: str, body: bytes,
+                     offset: int = -1) -> MetadataChange | None:
+        """MetadataStore.apply_record: decode, skip what the tables hold, apply, move on
+        (`offset`: the record's in the commit log)."""
         change = decoded(op, body)
         if queue_offset < self.applied_queue_offset:
             return None
         self.apply_change(change)
         self.applied_queue_offset = queue_offset + 1
+        self.applied_offset = offset
         return change
+
+    def reset(self) -> None:
+        """MetadataStore.reset_applied_state: the tables the records fill emptied, durably,
+        and the position back to the log's start."""
+        self.topics, self.groups = {}, {}
+        self.offsets = ConsumerOffsetTable(())
+        self.applied_queue_offset, self.applied_offset = 0, -1
+        self.persist()
 
     def apply_change(self, change: MetadataChange) -> None:
         """MetadataStore.apply_change over dicts and the real offset table."""
@@ -129,11 +142,13 @@ class SimMetadata:
         """flush_consumer_offsets: the offsets and the applied position become durable."""
         self.persisted_offsets = tuple(self.offsets.select())
         self.persisted_queue_offset = self.applied_queue_offset
+        self.persisted_offset = self.applied_offset
 
     def restart(self) -> None:
         """After a crash: the rows as applied, the offsets and position as last persisted."""
         self.offsets = ConsumerOffsetTable(self.persisted_offsets)
         self.applied_queue_offset = self.persisted_queue_offset
+        self.applied_offset = self.persisted_offset
         self.changed = True
 
     def committed(self) -> Offsets:

