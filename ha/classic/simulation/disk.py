@@ -369,7 +369,10 @@ class SimDisk:
     def _enqueue(queues: dict[tuple[int, int], Queue], record: Record,
                  lenient: bool = False) -> None:
         queue = queues.get((record.topic, record.queue_id))
-        if queue is None or (lenient and record.queue_offset != queue.next_offset):
+        # An empty queue takes its first entry where it comes (the store's consume queue fills
+        # the gap: a log cut to nothing that starts again at its master's min offset).
+        if queue is None or (not queue.entries and record.queue_offset > queue.first) or (
+                lenient and record.queue_offset != queue.next_offset):
             queues[(record.topic, record.queue_id)] = Queue(record.queue_offset, [record.offset])
             return
         assert record.queue_offset == queue.next_offset, (
