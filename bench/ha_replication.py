@@ -7,6 +7,10 @@
    os.sendfile of the same files to a plain socket reader process.
 2. Puts with 64 concurrent asyncio producers in-process: SYNC_MASTER (a live slave process)
    next to ASYNC_MASTER, msgs/s and p50/p99 latency.
+3. A SYNC_FLUSH slave (it flushes what it applied before each report) under a SYNC_MASTER,
+   next to an ASYNC_FLUSH one, in alternating rounds:
+
+    python bench/ha_replication.py --slave-flush-rounds 3
 
 Both run over an authenticated link (every frame tagged) and over an open one
 (ha_allow_unauthenticated), so the price of authentication shows in the same run.
@@ -71,7 +75,8 @@ def _master(root: Path, role: BrokerRole, secret: str | None = SECRET,
     return store, replication
 
 
-def _spawn_slave(data_dir: Path, port: int, secret: str | None) -> subprocess.Popen[str]:
+def _spawn_slave(data_dir: Path, port: int, secret: str | None,
+                 sync_flush: bool = False) -> subprocess.Popen[str]:
     """A slave process, started and recovered, that connects once it reads a line."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
     environment.pop("TWINLOG_HA_SECRET", None)
@@ -79,7 +84,7 @@ def _spawn_slave(data_dir: Path, port: int, secret: str | None) -> subprocess.Po
         environment["TWINLOG_HA_SECRET"] = secret
     child = subprocess.Popen(
         [sys.executable, "-m", "ha.standalone", str(data_dir), f"127.0.0.1:{port}",
-         str(FILE_SIZE_BYTES), "--wait-for-go"],
+         str(FILE_SIZE_BYTES), "--wait-for-go", *(["--sync-flush"] if sync_flush else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=environment)
     assert child.stdout is not None and child.stdout.readline().strip() == "READY"
     return child
@@ -205,10 +210,12 @@ async def _produce(store: MessageStore, count_per_producer: int,
 def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
              producers: int = PRODUCERS, secret: str | None = SECRET,
              flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH,
-             cpu_s: list[float] | None = None) -> tuple[float, float, float]:
+             cpu_s: list[float] | None = None,
+             slave_sync_flush: bool = False) -> tuple[float, float, float]:
     """(msgs/s, p50 ms, p99 ms) with `producers` asyncio producers; `cpu_s` (when given)
     gets the CPU seconds this process and the slave's used while the producers ran."""
-    name = f"{role.value}-{producers}-{'auth' if secret else 'open'}-{flush_disk_type.value}"
+    name = (f"{role.value}-{producers}-{'auth' if secret else 'open'}-{flush_disk_type.value}"
+            f"{'-slave-sync-flush' if slave_sync_flush else ''}")
     store, replication = _master(root / f"puts-{name}", role, secret, flush_disk_type)
     child = None
     try:
@@ -216,7 +223,7 @@ def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
             assert replication.service is not None
             service = replication.service
             child = _spawn_slave(root / f"puts-slave-{name}", service.listen_address[1],
-                                 secret)
+                                 secret, slave_sync_flush)
             _go(child)
             while not service.is_slave_ok(0):
                 time.sleep(0.01)
@@ -240,10 +247,19 @@ def put_rate(root: Path, role: BrokerRole, count_per_producer: int,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--slave-flush-rounds", type=int, default=0,
+                        help="only the SYNC_FLUSH slave against the ASYNC_FLUSH one, in this "
+                             "many alternating rounds")
     arguments = parser.parse_args()
     size_bytes = 64 * MIB if arguments.quick else 1 << 30
     count_per_producer = 200 if arguments.quick else 2000
     root = Path(tempfile.mkdtemp(prefix="twinlog-bench-ha-"))
+    if arguments.slave_flush_rounds:
+        try:
+            slave_flush(root, count_per_producer, arguments.slave_flush_rounds)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         header(f"catch-up of an empty slave, {size_bytes / MIB:,.0f} MiB on loopback")
         slave_mb_s, open_mb_s, raw_mb_s = catch_up(root, size_bytes)
@@ -278,6 +294,32 @@ def main() -> None:
         row("  p50", wide_p50, "ms")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def slave_flush(root: Path, count_per_producer: int, rounds: int) -> None:
+    """SYNC_MASTER puts over an authenticated link, the slave ASYNC_FLUSH (the baseline) then
+    SYNC_FLUSH, `rounds` times; each round's pair is printed, then the medians."""
+    header(f"SYNC_MASTER puts, {PRODUCERS} producers: a SYNC_FLUSH slave against an "
+           "ASYNC_FLUSH one")
+    pairs: list[tuple[tuple[float, float, float], tuple[float, float, float]]] = []
+    for number in range(1, rounds + 1):
+        baseline = put_rate(root / f"round-{number}", BrokerRole.SYNC_MASTER,
+                            count_per_producer)
+        flushing = put_rate(root / f"round-{number}", BrokerRole.SYNC_MASTER,
+                            count_per_producer, slave_sync_flush=True)
+        pairs.append((baseline, flushing))
+        row(f"round {number}: ASYNC_FLUSH slave (baseline)", baseline[0], "msgs/s")
+        row("  p50", baseline[1], "ms")
+        row("  p99", baseline[2], "ms")
+        row(f"round {number}: SYNC_FLUSH slave", flushing[0], "msgs/s", baseline[0])
+        row("  p50", flushing[1], "ms", baseline[1])
+        row("  p99", flushing[2], "ms", baseline[2])
+        shutil.rmtree(root / f"round-{number}", ignore_errors=True)
+    middle = len(pairs) // 2
+    async_median = sorted(pair[0][0] for pair in pairs)[middle]
+    sync_median = sorted(pair[1][0] for pair in pairs)[middle]
+    row("median: ASYNC_FLUSH slave (baseline)", async_median, "msgs/s")
+    row("median: SYNC_FLUSH slave", sync_median, "msgs/s", async_median)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 use it to kill a slave or to keep it off the master's GIL).
 
     python -m ha.standalone DATA_DIR MASTER_HOST:PORT FILE_SIZE_BYTES [--wait-for-go]
+                            [--sync-flush]
 
 The HA secret comes from TWINLOG_HA_SECRET; without it the link runs open (this is a tool for
 tests and benches, which set it to measure both). TWINLOG_DISK_MAX_USED_RATIO sets retention's
 disk-use bound (tests set it high, so that a busy host's disk cannot make the slave delete
-its own files).
+its own files). --sync-flush makes it a SYNC_FLUSH slave (it flushes what it applied before
+each report; ASYNC_FLUSH otherwise).
 
 Prints READY (with --wait-for-go: then connects only once a line arrives on stdin, so a
 bench can time replication apart from process start), then the slave's max offset every
@@ -22,7 +24,7 @@ import threading
 from pathlib import Path
 
 from ha import HAConfig, Replication
-from store import BrokerRole, MessageStore, StoreConfig
+from store import BrokerRole, FlushDiskType, MessageStore, StoreConfig
 
 
 def main() -> None:
@@ -30,6 +32,9 @@ def main() -> None:
     store = MessageStore(StoreConfig(data_dir=data_dir, broker_role=BrokerRole.SLAVE,
                                      mapped_file_size_bytes=file_size,
                                      message_size_max_bytes=16 * 1024,
+                                     flush_disk_type=FlushDiskType.SYNC_FLUSH
+                                     if "--sync-flush" in sys.argv[4:]
+                                     else FlushDiskType.ASYNC_FLUSH,
                                      disk_max_used_ratio=float(os.environ.get(
                                          "TWINLOG_DISK_MAX_USED_RATIO", "0.75"))))
     store.start()

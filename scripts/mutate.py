@@ -59,7 +59,7 @@ MODULE_TESTS: dict[str, list[str]] = {
     "ha/classic/core/link.py": ["tests/ha/classic/core/test_link.py"],
     "ha/classic/core/master.py": ["tests/ha/classic/core/test_master.py"],
     "ha/classic/core/slave.py": ["tests/ha/classic/core/test_slave.py"],
-    "ha/classic/core/epochs.py": [
+    "ha/classic/core/epochs.py": ["tests/ha/classic/core/test_epochs.py"] + [
         f"tests/ha/test_epochs.py::{name}" for name in (
             "test_an_empty_slave_starts_from_the_beginning",
             "test_a_slave_ahead_of_a_master_that_lost_its_tail_cuts_back",

@@ -62,6 +62,10 @@ class SystemRecordFeed:
                         "%d) that the log no longer holds; they are rebuilt from the log",
                         from_queue_offset - 1, applied_offset)
             return self._rebuild()
+        # The tables hold the records up to `applied_offset`: a cut below it must rebuild
+        # them even when nothing is handed after this start.
+        self.last_handed_offset = (applied_offset if from_queue_offset > 0
+                                   and applied_offset is not None else -1)
         return self._replay(from_queue_offset)
 
     def detach(self) -> None:

@@ -48,6 +48,18 @@ def _attach(store: MessageStore, metadata: MetadataStore) -> int:
                                        reset=metadata.reset_applied_state)
 
 
+def _masters_sharing_a(opened: OpenStore) -> tuple[MessageStore, MessageStore, int]:
+    """An old master whose log holds topic A's record, and a new one (its other slave,
+    promoted) holding the same bytes; and where they end."""
+    old = opened("old", BrokerRole.ASYNC_MASTER)
+    new = opened("new", BrokerRole.SLAVE)
+    _put(old, TopicPut("A", 4, 4, 6, 1, 1))
+    agreed = old.max_offset
+    assert new.append_raw(0, old.commit_log.read_bytes(0, agreed)) is AppendRawStatus.OK
+    new.change_role(BrokerRole.ASYNC_MASTER)
+    return old, new, agreed
+
+
 def _topics(metadata: MetadataStore) -> set[str]:
     return {topic.name for topic in metadata.list_topics()}
 
@@ -57,14 +69,9 @@ def test_a_slave_cut_back_to_its_new_master_holds_that_masters_tables(
     """The slave applied the old master's records (A, OLD_ONLY, a delete of A and an offset);
     the new master shares only A's, then writes NEW_ONLY. Cut back and streamed the new
     master's log, the slave's tables are what that log says: A and NEW_ONLY, no offset."""
-    old = opened("old", BrokerRole.ASYNC_MASTER)
-    new = opened("new", BrokerRole.SLAVE)  # the old master's other slave, promoted below
+    old, new, agreed = _masters_sharing_a(opened)
     slave = opened("slave", BrokerRole.SLAVE)
     _attach(slave, metadata)
-    _put(old, TopicPut("A", 4, 4, 6, 1, 1))
-    agreed = old.max_offset
-    assert new.append_raw(0, old.commit_log.read_bytes(0, agreed)) is AppendRawStatus.OK
-    new.change_role(BrokerRole.ASYNC_MASTER)
     _put(old, TopicPut("OLD_ONLY", 4, 4, 6, 2, 2))
     _put(old, OffsetSet("g", "OLD_ONLY", 0, 7, False, 3))
     _put(old, TopicDelete("A", 4))
@@ -118,3 +125,30 @@ def test_tables_ahead_of_their_log_at_start_are_rebuilt(
     assert _attach(after, metadata) == 1
     assert _topics(metadata) == {"A"} and after.system_feed.rebuild_count == 1
     assert metadata.log_position.queue_offset == 1
+
+
+def test_a_slave_started_with_its_tables_caught_up_follows_a_cut_below_them(
+        opened: OpenStore, metadata: MetadataStore) -> None:
+    """The classic simulation's seed 0 (after the feed): the slave's tables applied A and
+    OLD_ONLY, then it started again with nothing left to catch up (no record handed since the
+    start). The new master shares only A's record: cut back to it and streamed the new
+    master's, the slave's tables must be A and NEW_ONLY, as its log says."""
+    old, new, agreed = _masters_sharing_a(opened)
+    first = opened("slave", BrokerRole.SLAVE)
+    _attach(first, metadata)
+    _put(old, TopicPut("OLD_ONLY", 4, 4, 6, 2, 2))
+    _put(new, TopicPut("NEW_ONLY", 4, 4, 6, 3, 3))
+    assert first.append_raw(0, old.commit_log.read_bytes(0, old.max_offset)) is \
+        AppendRawStatus.OK
+    wait_dispatched(first)
+    metadata.flush_consumer_offsets()  # the position as the periodic flush persists it
+    first.detach_system_records()
+    first.shutdown()
+    slave = opened("slave", BrokerRole.SLAVE)  # the same data directory, started again
+    assert _attach(slave, metadata) == 0
+    assert _topics(metadata) == {"A", "OLD_ONLY"}
+    slave.truncate_log(agreed)
+    new_log = new.commit_log.read_bytes(0, new.max_offset)
+    assert slave.append_raw(agreed, new_log[agreed:]) is AppendRawStatus.OK
+    wait_dispatched(slave)
+    assert _topics(metadata) == {"A", "NEW_ONLY"}

@@ -65,7 +65,7 @@ class SlaveCore:
         self.apply_error: str | None = None  # why the store does not take the bytes now
 
     def agreement(self, decision: Decision, master_history: Sequence[Epoch],
-                  local_max_offset: int, local_min_offset: int = 0) -> AgreementStep:
+                  local_max_offset: int, local_min_offset: int) -> AgreementStep:
         """The master's decision on our epochs and its history, given what the log holds:
         [local_min_offset, local_max_offset)."""
         if decision.agreement is not Agreement.AGREED:

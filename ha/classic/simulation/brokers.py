@@ -55,6 +55,8 @@ class World(Protocol):
 
     def records_arrived(self, broker_name: str, start: int) -> None: ...
 
+    def bootstrap_metadata(self, slave: SlaveSide) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Put:
@@ -104,8 +106,11 @@ class MasterSide:
 
     # -- puts ------------------------------------------------------------------------------
 
-    def put(self, message_id: int, queue_id: int, payload_size: int) -> Put:
-        start, end = self.disk.append_record(message_id, queue_id, payload_size)
+    def put(self, message_id: int, topic: int, queue_id: int, payload_size: int,
+            op: str = "", body: bytes = b"") -> Put:
+        """A message, or a metadata record (`op` and its `body`), appended and dispatched."""
+        start, end = self.disk.append_record(message_id, topic, queue_id, payload_size, op,
+                                             body)
         self.disk.dispatch()
         put = Put(message_id, start, end, bytes(self.disk.data[start:end]), self.epoch)
         flushed = PutCompletion.done(PutMessageStatus.PUT_OK)
@@ -388,6 +393,8 @@ class SlaveSide:
         core.received(self.world.now_ms)
         if not core.frame(frame.offset, len(frame.body)):
             return
+        if self.disk.is_empty and frame.offset % FILE_SIZE_BYTES == 0 and frame.offset > 0:
+            self.world.bootstrap_metadata(self)  # retention removed records it lacks
         outcome = core.applied(self.disk.append_raw(frame.offset, frame.body), len(frame.body))
         if outcome is not ApplyOutcome.APPLIED:
             self.drop(f"master pushed offset {frame.offset} at {self.disk.end}")
@@ -429,3 +436,21 @@ class SlaveSide:
     def stop(self) -> None:
         self.running = False
         self.drop("slave stopping")
+
+
+@dataclass
+class SimBroker:
+    name: str
+    node_id: bytes
+    disk: SimDisk
+    sync_flush: bool
+    liar: bool = False
+    foreign: bool = False
+    master: MasterSide | None = None
+    slave: SlaveSide | None = None
+    up: bool = True
+    incarnation: int = 0
+
+    @property
+    def is_master(self) -> bool:
+        return self.up and self.master is not None and self.master.running

@@ -11,22 +11,46 @@ flushed, its epoch file, and its consume queues, with the real store's write rul
   the flushed offset, then recovery cuts it to a record boundary.
 - Cutting back (a slave agreeing with its master) is durable at once, as the store's
   `truncate_log`; the epoch file is written atomically (durable) too.
-- Consume queues are built by a dispatch that follows the log, cut back with it, and rebuilt
-  by recovery: queue entries always name whole records of the log.
+- Consume queues are built by a dispatch that follows the log, cut back with it, and cut to
+  what recovery kept: queue entries always name whole records of the log. Records carry their
+  topic, queue and queue offset; dispatch applies a metadata record (metadata.py) and turns a
+  topic delete into a tombstone (durable, kept across cuts, as store/tombstones.py's) that
+  removes the topic's queues and keeps its older records out of them.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 
 from ha.classic.core.epochs import Epoch
+from ha.classic.simulation.metadata import EMPTY_STATE, MetadataState, SimMetadata, decoded
+from store.metadata.log_records import (
+    OP_GROUP_DELETE,
+    OP_GROUP_PUT,
+    OP_OFFSET_SET,
+    OP_TOPIC_PUT,
+    OP_TOPICS_PUT,
+    TopicDelete,
+)
 from store.status import AppendRawStatus
+from store.system_topics import OP_TOPIC_DELETE
 
 FILE_SIZE_BYTES = 4096
-_HEADER = struct.Struct(">IIB")  # total size, message id (0: a blank), queue id
+# total size, message id (0: a blank), topic (0: the metadata topic), queue id, operation (0: a
+# message; else the metadata operation's index in OPS plus one), queue offset
+_HEADER = struct.Struct(">IIBBBI")
 HEADER_SIZE = _HEADER.size
 BLANK_ID = 0
+METADATA_TOPIC = 0  # its records are in its queue 0
+TOPICS = ("t1", "t2", "t3")  # topic code n is TOPICS[n - 1]
+OPS = (OP_TOPIC_PUT, OP_TOPICS_PUT, OP_TOPIC_DELETE, OP_GROUP_PUT, OP_GROUP_DELETE,
+       OP_OFFSET_SET)
+
+
+def topic_code(name: str) -> int:
+    return TOPICS.index(name) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +58,25 @@ class Record:
     offset: int
     size: int
     message_id: int  # BLANK_ID for a blank
+    topic: int
     queue_id: int
+    op: str  # "" for a message
+    queue_offset: int
+
+    @property
+    def is_metadata(self) -> bool:
+        return self.topic == METADATA_TOPIC and self.message_id != BLANK_ID
 
 
-def encode_record(message_id: int, queue_id: int, payload_size: int) -> bytes:
-    """A record whose payload repeats its id's low byte (a cut or a shift shows)."""
-    size = HEADER_SIZE + payload_size
-    return _HEADER.pack(size, message_id, queue_id) + bytes([message_id % 251]) * payload_size
+def encode_record(message_id: int, topic: int, queue_id: int, queue_offset: int,
+                  payload_size: int, op: str = "", body: bytes = b"") -> bytes:
+    """A record whose payload starts and ends with its id's low byte (a cut or a shift shows):
+    a message's payload is that byte repeated; a metadata record's is its body between two."""
+    fill = bytes([message_id % 251])
+    payload = fill + body + fill if op else fill * payload_size
+    op_code = OPS.index(op) + 1 if op else 0
+    return _HEADER.pack(HEADER_SIZE + len(payload), message_id, topic, queue_id, op_code,
+                        queue_offset) + payload
 
 
 def parse_records(data: bytes | bytearray, start: int, end: int,
@@ -51,16 +87,40 @@ def parse_records(data: bytes | bytearray, start: int, end: int,
     records: list[Record] = []
     offset = start
     while end - offset >= HEADER_SIZE and len(records) < records_max:
-        size, message_id, queue_id = _HEADER.unpack_from(data, offset)
+        size, message_id, topic, queue_id, op_code, queue_offset = _HEADER.unpack_from(
+            data, offset)
         if size < HEADER_SIZE or offset + size > end:
             break
         if message_id != BLANK_ID and size > HEADER_SIZE:
             fill = message_id % 251
             assert data[offset + HEADER_SIZE] == fill and data[offset + size - 1] == fill, (
                 f"record {message_id} at {offset} is damaged")
-        records.append(Record(offset, size, message_id, queue_id))
+        records.append(Record(offset, size, message_id, topic, queue_id,
+                              OPS[op_code - 1] if op_code else "", queue_offset))
         offset += size
     return records, offset
+
+
+def body_of(data: bytes | bytearray, record: Record) -> bytes:
+    """A metadata record's body."""
+    return bytes(data[record.offset + HEADER_SIZE + 1:record.offset + record.size - 1])
+
+
+@dataclass
+class Queue:
+    """A consume queue: the record offsets of queue offsets first, first + 1, ..."""
+
+    first: int
+    entries: list[int] = field(default_factory=list)
+
+    @property
+    def next_offset(self) -> int:
+        return self.first + len(self.entries)
+
+    def pairs(self, low: int = 0) -> list[tuple[int, int]]:
+        """(queue offset, record offset) of the entries at or past log offset `low`."""
+        return [(self.first + index, offset) for index, offset in enumerate(self.entries)
+                if offset >= low]
 
 
 @dataclass
@@ -69,9 +129,31 @@ class SimDisk:
     min_offset: int = 0  # retention removed [0, min_offset)
     flushed_end: int = 0
     epochs: list[Epoch] = field(default_factory=list)
-    # Consume queues: queue id -> record offsets; dispatch has read the log up to here.
-    queues: dict[int, list[int]] = field(default_factory=dict)
+    # Consume queues: (topic, queue id) -> its queue; dispatch has read the log up to here.
+    queues: dict[tuple[int, int], Queue] = field(default_factory=dict)
     dispatched_end: int = 0
+    # topic -> the offsets of its delete records dispatched, ascending: its records below the
+    # last are dead (store/tombstones.py: durable; a cut or a recovery that loses a deletion
+    # forgets it and re-indexes the topic's records from the deletion before).
+    tombstones: dict[int, list[int]] = field(default_factory=dict)
+    # The commit-log offset of the last metadata record handed to the tables (-1: none):
+    # store/system_feed.py's, which resets and feeds the tables again when a cut removes it.
+    handed_offset: int = -1
+    metadata: SimMetadata = field(default_factory=SimMetadata)
+    # What the metadata records below `min_offset` said (retention removed them).
+    metadata_base: MetadataState = EMPTY_STATE
+    # (offset, topic) of each topic delete record the log holds, dispatched, in log order
+    deletes: list[tuple[int, int]] = field(default_factory=list)
+    changed: bool = False  # queues cut or removed since the invariants last looked
+    # How often the log lost metadata records the tables had applied (a cut back, a power
+    # cut): the real metadata layer does not follow such a loss (docs/replication.md), so
+    # from then on the tables may hold what the log does not; `lenient` then takes queue
+    # offsets as they come.
+    metadata_lost: int = 0
+    lenient: bool = False
+    # Whether the log started at a master's retained min offset: it has no queue of a topic
+    # whose records there all lie below that offset.
+    started_mid_log: bool = False
 
     @property
     def end(self) -> int:
@@ -83,22 +165,31 @@ class SimDisk:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def append_record(self, message_id: int, queue_id: int, payload_size: int) -> tuple[int, int]:
+    def next_queue_offset(self, topic: int, queue_id: int) -> int:
+        """The master's next queue offset (its commit log's table: a topic delete forgets
+        the topic's, so its next incarnation starts at 0)."""
+        queue = self.queues.get((topic, queue_id))
+        return 0 if queue is None else queue.next_offset
+
+    def append_record(self, message_id: int, topic: int, queue_id: int, payload_size: int,
+                      op: str = "", body: bytes = b"") -> tuple[int, int]:
         """A master's put: [start, end) of the record, after a blank if it must roll."""
-        record = encode_record(message_id, queue_id, payload_size)
+        record = encode_record(message_id, topic, queue_id,
+                               self.next_queue_offset(topic, queue_id), payload_size, op, body)
         assert len(record) + HEADER_SIZE <= FILE_SIZE_BYTES
         remaining = FILE_SIZE_BYTES - self.end % FILE_SIZE_BYTES
         if len(record) + HEADER_SIZE > remaining:
-            self.data += _HEADER.pack(remaining, BLANK_ID, 0) + bytes(remaining - HEADER_SIZE)
+            self.data += _HEADER.pack(remaining, BLANK_ID, 0, 0, 0, 0) + bytes(
+                remaining - HEADER_SIZE)
         start = self.end
         self.data += record
         return start, self.end
-
     def append_raw(self, offset: int, body: bytes) -> AppendRawStatus:
         """The slave's write (the store's `append_raw`)."""
         if self.is_empty and offset % FILE_SIZE_BYTES == 0:
             self.data = bytearray(offset)  # an empty log starts wherever the master's does
             self.min_offset = self.flushed_end = self.dispatched_end = offset
+            self.started_mid_log = offset > 0
         elif offset != self.end:
             return AppendRawStatus.OFFSET_MISMATCH
         if len(body) > FILE_SIZE_BYTES - offset % FILE_SIZE_BYTES:
@@ -111,8 +202,11 @@ class SimDisk:
         return self.flushed_end
 
     def truncate(self, offset: int) -> int:
-        """Cut back to `offset`, durably; queues follow. Below the first byte held, every
-        file goes and the log is empty (at 0), as the store's. Returns the bytes cleared."""
+        """Cut back to `offset`, durably (the store's `truncate_log`): queues, dispatch and the
+        tombstones follow, and when the cut removed a record the tables applied, they are
+        reset and fed the records left (store/system_feed.py). Below the first byte held,
+        every file goes and the log is empty (at 0), as the store's. Returns the bytes
+        cleared."""
         assert offset <= self.end, (offset, self.end)
         if offset < self.min_offset:
             cleared = self.end - self.min_offset
@@ -120,21 +214,59 @@ class SimDisk:
             self.min_offset = self.flushed_end = 0
             self.queues = {}
             self.dispatched_end = 0
+            self.metadata_base = EMPTY_STATE
+            self.deletes = []
+            self.tombstones = {}
+            self.changed = True
+            self._feed_after_cut(0, cleared_all=True)
             return cleared
         cleared = self.end - offset
         del self.data[offset:]
         self.flushed_end = min(self.flushed_end, offset)
         self._cut_queues(offset)
+        self._feed_after_cut(offset, cleared_all=False)
         return cleared
 
+    def _feed_after_cut(self, offset: int, cleared_all: bool) -> None:
+        if self.handed_offset >= offset:
+            self._rebuild_metadata()
+        elif cleared_all and self.metadata.state() != EMPTY_STATE:
+            self.metadata_lost += 1  # a bootstrap's tables, no record fed since: they stay
+
     def retain_from(self, offset: int) -> None:
-        """Retention removes whole files below `offset` (a file start)."""
+        """Retention removes whole files below `offset` (a file start); what their metadata
+        records said stays as the base of what the log says."""
         assert offset % FILE_SIZE_BYTES == 0 and self.min_offset <= offset <= self.end
+        base = SimMetadata.of(self.metadata_base)
+        for record in self.metadata_records(self.min_offset, min(offset, self.dispatched_end)):
+            base.apply_record(record.queue_offset, record.op, body_of(self.data, record))
+        self.metadata_base = base.state()
         self.min_offset = offset
         self.flushed_end = max(self.flushed_end, offset)  # no power cut reaches a file gone
         for queue in self.queues.values():
-            queue[:] = [entry for entry in queue if entry >= offset]
+            gone = 0
+            while gone < len(queue.entries) and queue.entries[gone] < offset:
+                gone += 1
+            del queue.entries[:gone]
+            queue.first += gone
         self.dispatched_end = max(self.dispatched_end, offset)
+        self.changed = True
+
+    def bootstrap_metadata(self, base: MetadataState) -> None:
+        """Slave sync's bootstrap (app/broker/slave_sync.py) for an empty log about to start at
+        its master's min offset, when its applied position is below the master's records: the
+        master's tables as its retained records' base says, offsets clamped to this log's own
+        queues (empty yet: a clamp that takes something counts as lost metadata)."""
+        if self.metadata.applied_queue_offset >= base.applied_queue_offset:
+            self.metadata_base = base
+            return
+        clamped = replace(base, offsets=tuple(
+            (key, min(offset, self.next_queue_offset(topic_code(key[1]), key[2])))
+            for key, offset in base.offsets))
+        if clamped != base:
+            self.metadata_lost += 1
+        self.metadata_base = clamped
+        self.metadata.load(clamped)
 
     # -- crashes ---------------------------------------------------------------------------
 
@@ -145,31 +277,156 @@ class SimDisk:
         del self.data[surviving_end:]
 
     def recover(self) -> int:
-        """Crash recovery: cut the log to its last whole record and rebuild the queues from
-        it. Returns the recovered end."""
+        """Crash recovery: cut the log to its last whole record, the queues with it, and
+        dispatch what is left (the metadata is not attached yet); then the metadata restarts
+        from what it persisted and catches up with the log. Returns the recovered end."""
         _, end = parse_records(self.data, self.min_offset, self.end)
+        queue = self.queues.get((METADATA_TOPIC, 0))
+        lost_applied = bool(queue and queue.entries and queue.entries[-1] >= end)
         del self.data[end:]
         self.flushed_end = min(self.flushed_end, end)
-        self.queues = {}
-        self.dispatched_end = self.min_offset
-        self.dispatch()
+        self._cut_queues(end)
+        self.dispatch(apply=False)
+        self.metadata.restart()
+        self.handed_offset = -1
+        applied = self.metadata.applied_queue_offset
+        if applied > 0 and self._offset_at(applied - 1) != self.metadata.persisted_offset:
+            self._rebuild_metadata()  # the last record the tables applied is not in the log
+            return end
+        if lost_applied:
+            # Open: rows applied after the last persist, of records the log lost, stay.
+            self.metadata_lost += 1
+        if applied < self.metadata_base.applied_queue_offset:
+            self.metadata_lost += 1  # retention removed records applied since the last persist
+        self.handed_offset = self.metadata.persisted_offset if applied > 0 else -1
+        self._feed(applied)
         return end
 
-    # -- consume queues --------------------------------------------------------------------
+    def _offset_at(self, queue_offset: int) -> int | None:
+        queue = self.queues.get((METADATA_TOPIC, 0))
+        if queue is None or not queue.first <= queue_offset < queue.next_offset:
+            return None
+        return queue.entries[queue_offset - queue.first]
 
-    def dispatch(self) -> None:
-        """Give every whole record past the dispatched end its queue entry."""
-        records, end = parse_records(self.data, self.dispatched_end, self.end)
+    def _rebuild_metadata(self) -> None:
+        """SystemRecordFeed._rebuild: the tables reset and fed every record the log holds;
+        with retention past the first ones, what only those held is missing (counted)."""
+        self.metadata.reset()
+        self.handed_offset = -1
+        if self.metadata_base != EMPTY_STATE:
+            self.metadata_lost += 1
+        self._feed(0)
+
+    def _feed(self, from_queue_offset: int) -> None:
+        """The metadata records from `from_queue_offset` on, handed to the tables."""
+        queue = self.queues.get((METADATA_TOPIC, 0))
+        if queue is None:
+            return
+        for queue_offset, offset in queue.pairs():
+            if queue_offset >= from_queue_offset:
+                record = self.record_at(offset)
+                assert record is not None and record.is_metadata, (offset, record)
+                self.metadata.apply_record(record.queue_offset, record.op,
+                                           body_of(self.data, record), offset)
+                self.handed_offset = offset
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def dispatch(self, apply: bool = True, end: int | None = None) -> None:
+        """Every whole record past the dispatched end (up to `end`): a message gets its queue
+        entry unless its topic was deleted after it; a metadata record is applied (a topic
+        delete first leaves its tombstone and removes the topic's queues), then its entry."""
+        records, end = parse_records(self.data, self.dispatched_end,
+                                     self.end if end is None else end)
         for record in records:
-            if record.message_id != BLANK_ID:
-                self.queues.setdefault(record.queue_id, []).append(record.offset)
+            if record.message_id == BLANK_ID:
+                continue
+            if record.is_metadata:
+                body = body_of(self.data, record)
+                if record.op == OP_TOPIC_DELETE:
+                    self._delete_topic(decoded(record.op, body), record.offset)
+                if apply:
+                    self.metadata.apply_record(record.queue_offset, record.op, body,
+                                               record.offset)
+                    self.handed_offset = record.offset
+            elif record.offset < self._dead_below(record.topic):
+                continue
+            self._enqueue(self.queues, record, self.lenient)
         self.dispatched_end = end
 
+    def _delete_topic(self, change: object, offset: int) -> None:
+        assert isinstance(change, TopicDelete), change
+        topic = topic_code(change.name)
+        self.deletes.append((offset, topic))
+        self.changed = True
+        history = self.tombstones.setdefault(topic, [])
+        if not history or offset > history[-1]:
+            history.append(offset)
+        for key in [key for key in self.queues if key[0] == topic]:
+            del self.queues[key]
+
+    @staticmethod
+    def _enqueue(queues: dict[tuple[int, int], Queue], record: Record,
+                 lenient: bool = False) -> None:
+        queue = queues.get((record.topic, record.queue_id))
+        # An empty queue takes its first entry where it comes (the store's consume queue fills
+        # the gap: a log cut to nothing that starts again at its master's min offset).
+        if queue is None or (not queue.entries and record.queue_offset > queue.first) or (
+                lenient and record.queue_offset != queue.next_offset):
+            queues[(record.topic, record.queue_id)] = Queue(record.queue_offset, [record.offset])
+            return
+        assert record.queue_offset == queue.next_offset, (
+            f"record at {record.offset} has queue offset {record.queue_offset} in queue "
+            f"{record.topic}/{record.queue_id}, whose next is {queue.next_offset}")
+        queue.entries.append(record.offset)
+
+    def _dead_below(self, topic: int) -> int:
+        history = self.tombstones.get(topic)
+        return history[-1] if history else 0
+
     def _cut_queues(self, offset: int) -> None:
+        """Queues and deletions cut back to `offset`; a topic whose deletion went is live
+        again from the deletion before: its queues are indexed again from the log."""
+        self.changed = True
+        while self.deletes and self.deletes[-1][0] >= offset:
+            self.deletes.pop()
         for queue in self.queues.values():
-            while queue and queue[-1] >= offset:
-                queue.pop()
+            while queue.entries and queue.entries[-1] >= offset:
+                queue.entries.pop()
         self.dispatched_end = min(self.dispatched_end, offset)
+        revived = [topic for topic, history in self.tombstones.items() if history[-1] >= offset]
+        for topic in revived:
+            kept = [at for at in self.tombstones[topic] if at < offset]
+            if kept:
+                self.tombstones[topic] = kept
+            else:
+                del self.tombstones[topic]
+            for key in [key for key in self.queues if key[0] == topic]:
+                del self.queues[key]
+        if revived:
+            records, _ = parse_records(self.data, self.min_offset, self.dispatched_end)
+            for record in records:
+                if record.topic in revived and record.message_id != BLANK_ID and \
+                        record.offset >= self._dead_below(record.topic):
+                    self._enqueue(self.queues, record, self.lenient)
+
+    def metadata_records(self, start: int, end: int) -> Iterator[Record]:
+        records, _ = parse_records(self.data, start, end)
+        return (record for record in records if record.is_metadata)
+
+    def what_the_log_says(self, end: int | None = None
+                          ) -> tuple[MetadataState, dict[tuple[int, int], list[tuple[int, int]]]]:
+        """The tables and queues a broker that dispatched this log from its first byte to
+        `end` (its dispatched end) would hold: its metadata records applied in order over the
+        base, its messages in their queues unless their topic's delete follows them."""
+        scratch = SimDisk(self.data, self.min_offset, dispatched_end=self.min_offset,
+                          metadata=SimMetadata.of(self.metadata_base), lenient=self.lenient)
+        scratch.dispatch(end=self.dispatched_end if end is None else end)
+        return scratch.metadata.state(), _pairs(scratch.queues)
+
+    def queue_pairs(self, low: int = 0) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """Each queue's (queue offset, record offset) entries at or past `low`, none empty."""
+        return _pairs(self.queues, low)
 
     def record_at(self, offset: int) -> Record | None:
         """The whole record starting at `offset`, when the log holds one there."""
@@ -182,3 +439,9 @@ class SimDisk:
         """Whether the log holds exactly these bytes at `start`."""
         return (self.min_offset <= start and start + len(payload) <= self.end
                 and self.data[start:start + len(payload)] == payload)
+
+
+def _pairs(queues: dict[tuple[int, int], Queue],
+           low: int = 0) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    found = {key: queue.pairs(low) for key, queue in queues.items()}
+    return {key: pairs for key, pairs in found.items() if pairs}

@@ -15,6 +15,7 @@ byte for byte apart from this).
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from ha.classic.core.epochs import Decision, Epoch
@@ -91,3 +92,22 @@ class Connection:
     master_open: bool = True
     slave_open: bool = True
     broken: bool = False
+
+
+@dataclass(frozen=True)
+class Faults:
+    latency_ms_max: int
+    corrupt_rate: float  # a frame whose tag fails (dropped, duplicated or reordered)
+    nemesis_every_ms: int
+    stall_ms_max: int
+    put_every_ms_max: int
+    flush_interval_ms: int  # ASYNC_FLUSH
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Faults:
+        return cls(latency_ms_max=rng.choice([1, 3, 10, 40]),
+                   corrupt_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
+                   nemesis_every_ms=rng.choice([150, 400, 1000]),
+                   stall_ms_max=rng.choice([50, 400, 1500]),
+                   put_every_ms_max=rng.choice([4, 12, 30]),
+                   flush_interval_ms=rng.choice([20, 200, 1000]))

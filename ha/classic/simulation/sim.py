@@ -1,7 +1,9 @@
 """A seeded deterministic simulation of classic replication driving the real cores.
 
 One master and one to three slaves (sometimes a lying slave that acks more than it was sent,
-and a foreign broker whose log is another master's), with producers and consumers, over a
+and a foreign broker whose log is another master's), with producers, consumers and the
+metadata records of the log (topics created, changed, deleted and created again, groups,
+offset commits: ha/classic/simulation/clients.py, applied as metadata.py says), over a
 simulated network (latency, stalls, cuts seen by one side or none, frames whose tags fail) and
 simulated disks (a kill keeps the page cache, a power cut loses what was not flushed). An
 operator fails over by hand: promotes the most advanced slave when the master is down, or
@@ -24,13 +26,14 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ha.classic.core.epochs import Epoch
-from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SlaveSide
+from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SimBroker, SlaveSide
+from ha.classic.simulation.clients import next_write
 from ha.classic.simulation.disk import FILE_SIZE_BYTES, SimDisk
 from ha.classic.simulation.invariants import Invariants, InvariantViolation
-from ha.classic.simulation.network import Connection, Message
+from ha.classic.simulation.network import Connection, Faults, Message
+from ha.classic.simulation.results import SimResult, summary
 from ha.config import HAConfig
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
@@ -47,56 +50,9 @@ class SimulationFailure(AssertionError):
     """An invariant or an assertion broke; the message names the seed and the event."""
 
 
-@dataclass(frozen=True)
-class Faults:
-    latency_ms_max: int
-    corrupt_rate: float  # a frame whose tag fails (dropped, duplicated or reordered)
-    nemesis_every_ms: int
-    stall_ms_max: int
-    put_every_ms_max: int
-    flush_interval_ms: int  # ASYNC_FLUSH
-
-    @classmethod
-    def draw(cls, rng: random.Random) -> Faults:
-        return cls(latency_ms_max=rng.choice([1, 3, 10, 40]),
-                   corrupt_rate=rng.choice([0.0, 0.0, 0.002, 0.01]),
-                   nemesis_every_ms=rng.choice([150, 400, 1000]),
-                   stall_ms_max=rng.choice([50, 400, 1500]),
-                   put_every_ms_max=rng.choice([4, 12, 30]),
-                   flush_interval_ms=rng.choice([20, 200, 1000]))
-
-
-@dataclass
-class SimBroker:
-    name: str
-    node_id: bytes
-    disk: SimDisk
-    sync_flush: bool
-    liar: bool = False
-    foreign: bool = False
-    master: MasterSide | None = None
-    slave: SlaveSide | None = None
-    up: bool = True
-    incarnation: int = 0
-
-    @property
-    def is_master(self) -> bool:
-        return self.up and self.master is not None and self.master.running
-
-
-@dataclass(frozen=True)
-class SimResult:
-    seed: int
-    events: int
-    put_ok: int
-    promotions: int
-    forced_promotions: int
-    rejoins: int
-    truncated_bytes: int
-
-
 class Simulation:
-    def __init__(self, seed: int, fault_ms: int = 3500, heal_ms: int = 2500) -> None:
+    def __init__(self, seed: int, fault_ms: int = 3500, heal_ms: int = 2500,
+                 strict_metadata: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         rng = self.rng
@@ -117,7 +73,11 @@ class Simulation:
                                            slave_count + 1, 16]),
             ha_handshakes_max=rng.choice([1, 8]))
         self.batch_size_bytes = rng.choice([700, 4096])
-        self.invariants = Invariants(self.base_config.in_sync_replicas)
+        self.metadata_share = rng.choice([0.05, 0.2, 0.4])  # of the puts: metadata records
+        self.persist_every_ms = rng.choice([100, 1000, 5000])  # consumer offsets' flush
+        self.metadata_records = 0
+        self.invariants = Invariants(self.base_config.in_sync_replicas,
+                                     strict_metadata=strict_metadata)
         self.now_ms = 0
         self._heap: list[tuple[int, int, str, Callable[[], None]]] = []
         self._sequence = 0
@@ -141,7 +101,8 @@ class Simulation:
         """A broker whose log another master wrote: the master must refuse it (diverged)."""
         disk = SimDisk()
         for message_id in range(1, self.rng.randint(2, 6)):
-            disk.append_record(10_000_000 + message_id, 0, self.rng.randint(10, 300))
+            disk.append_record(10_000_000 + message_id, 1, 0, self.rng.randint(10, 300))
+            disk.dispatch()
         disk.flush()
         disk.epochs = [Epoch(1, 0, b"foreign-master.."), Epoch(2, 100, b"foreign-master..")]
         return SimBroker("f", b"f".ljust(16, b"."), disk, sync_flush=False, foreign=True)
@@ -155,6 +116,7 @@ class Simulation:
                 self._start_slave(broker)
         self.schedule(1, "put", self._put)
         self.schedule(5, "consume", self._consume)
+        self.schedule(self.persist_every_ms, "persist", self._persist)
         self.schedule(self.faults.nemesis_every_ms, "nemesis", self._nemesis)
         self.schedule(self.fault_ms, "heal", self._heal)
         while self._heap and self._events < EVENTS_MAX:
@@ -174,7 +136,9 @@ class Simulation:
             raise self._failure(error) from error
         return SimResult(self.seed, self._events, self.invariants.put_ok_count, self.promotions,
                          self.forced_promotions, self.rejoins,
-                         sum(self.invariants.cut_bytes.values()))
+                         sum(self.invariants.cut_bytes.values()), self.metadata_records,
+                         self.invariants.metadata_lost, self.invariants.metadata_checks_on,
+                         self.invariants.promotions_metadata_checked)
 
     def _failure(self, error: AssertionError) -> SimulationFailure:
         kind = "invariant" if isinstance(error, InvariantViolation) else "assertion"
@@ -293,6 +257,12 @@ class Simulation:
     def records_arrived(self, broker_name: str, start: int) -> None:
         self.invariants.records_arrived(self.brokers[broker_name].disk, broker_name, start)
 
+    def bootstrap_metadata(self, slave: SlaveSide) -> None:
+        """Slave sync's bootstrap (app/broker/slave_sync.py), for a slave whose applied
+        position is below what the master's log still holds: the master's tables as its
+        retained records' base says, at the position the slave's log will start from."""
+        slave.disk.bootstrap_metadata(self.brokers[slave.master_name].disk.metadata_base)
+
     # -- brokers ---------------------------------------------------------------------------
 
     def _config(self, role: BrokerRole, master_name: str | None = None) -> HAConfig:
@@ -393,9 +363,11 @@ class Simulation:
             broker = self.rng.choice(masters)
             assert broker.master is not None
             self._message_ids += 1
-            put = broker.master.put(self._message_ids, self.rng.randint(0, 3),
-                                    self.rng.choice([20, 60, 200, 900]))
+            write = next_write(self.rng, broker.disk, self.now_ms, self.metadata_share)
+            put = broker.master.put(self._message_ids, write.topic, write.queue_id,
+                                    write.payload_size, write.op, write.body)
             self.invariants.put_taken(broker.name, put)
+            self.metadata_records += bool(write.op)
         if self.now_ms < self.end_ms - 1500:
             self.schedule(self.rng.randint(1, self.faults.put_every_ms_max), "put", self._put)
 
@@ -407,6 +379,13 @@ class Simulation:
             broker = self.rng.choice(up)
             self.invariants.queues_readable(broker.name, broker.disk)
         self.schedule(self.rng.randint(5, 50), "consume", self._consume)
+
+    def _persist(self) -> None:
+        """Every running broker's periodic flush of consumer offsets and its log position."""
+        for broker in self.brokers.values():
+            if broker.up:
+                broker.disk.metadata.persist()
+        self.schedule(self.persist_every_ms, "persist", self._persist)
 
     # -- the nemesis and the operator ------------------------------------------------------
 
@@ -526,6 +505,7 @@ class Simulation:
             end = disk.end
             disk.truncate(disk.dispatched_end)
             self.invariants.bytes_lost(candidate.name, disk.end, end)
+        self.invariants.promoted(candidate, old)
         self.leader = candidate.name
         self._start_master(candidate)
         self.promotions += 1
@@ -588,18 +568,9 @@ def run_seeds_pooled(first_seed: int, count: int, workers: int) -> list[SimResul
     return run_pooled(run_seeds, first_seed, count, workers, CHUNK_SEEDS, SimulationFailure)
 
 
-def _summary(results: list[SimResult]) -> str:
-    return (f"{sum(r.events for r in results)} events, "
-            f"{sum(r.put_ok for r in results)} SYNC_MASTER PUT_OK answers, "
-            f"{sum(r.promotions for r in results)} promotions of which "
-            f"{sum(r.forced_promotions for r in results)} forced, "
-            f"{sum(r.rejoins for r in results)} rejoins, "
-            f"{sum(r.truncated_bytes for r in results)} bytes cut back")
-
-
 def main(argv: list[str] | None = None) -> int:
     description = __doc__.splitlines()[0] if __doc__ else None
-    return seeded_main(argv, description, run_seeds_pooled, _summary, SimulationFailure)
+    return seeded_main(argv, description, run_seeds_pooled, summary, SimulationFailure)
 
 
 if __name__ == "__main__":

@@ -37,14 +37,14 @@ def test_an_agreement_below_the_local_end_cuts_back_and_counts_it() -> None:
     """Agreed below what the slave holds: cut to there, counted in truncated_bytes_total;
     the master's history and last epoch are kept."""
     core = slave()
-    step = core.agreement(Decision(Agreement.AGREED, 600), HISTORY, 900)
+    step = core.agreement(Decision(Agreement.AGREED, 600), HISTORY, 900, 0)
     assert step == AgreementStep(None, 600, HISTORY)
     assert (core.truncated_bytes_total, core.agreed_offset, core.master_epoch) == (300, 600, 3)
     core.disconnected()
-    core.agreement(Decision(Agreement.AGREED, 100), HISTORY, 150)  # a log held from 0
+    core.agreement(Decision(Agreement.AGREED, 100), HISTORY, 150, 0)  # a log held from 0
     assert core.truncated_bytes_total == 350
     three = [*HISTORY, Epoch(7, 800, b"o" * 16)]
-    core.agreement(Decision(Agreement.AGREED, 100), three, 100)
+    core.agreement(Decision(Agreement.AGREED, 100), three, 100, 0)
     assert core.master_epoch == 7  # the last epoch's number
 
 
@@ -60,11 +60,11 @@ def test_an_agreement_at_the_local_end_cuts_nothing() -> None:
     """Agreed at the slave's end (or an empty slave at 0): nothing to cut; an empty history
     is epoch 0."""
     core = slave()
-    assert core.agreement(Decision(Agreement.AGREED, 900), HISTORY, 900) == AgreementStep(
+    assert core.agreement(Decision(Agreement.AGREED, 900), HISTORY, 900, 0) == AgreementStep(
         None, None, HISTORY)
     assert core.truncated_bytes_total == 0
     empty = slave()
-    assert empty.agreement(Decision(Agreement.AGREED, 0), [], 0).cut_to_offset is None
+    assert empty.agreement(Decision(Agreement.AGREED, 0), [], 0, 0).cut_to_offset is None
     assert empty.master_epoch == 0
 
 
@@ -72,12 +72,12 @@ def test_a_refusal_is_named_and_nothing_is_cut_or_kept() -> None:
     """needs_reset and diverged are refused by name; the log and history stay as they are,
     and the next agreement clears the refusal."""
     core = slave()
-    assert core.agreement(Decision(Agreement.DIVERGED, -1), HISTORY, 900) == AgreementStep(
+    assert core.agreement(Decision(Agreement.DIVERGED, -1), HISTORY, 900, 0) == AgreementStep(
         "diverged", None, ())
     assert core.refusal == "diverged" and core.agreed_offset == -1
-    assert core.agreement(Decision(Agreement.NEEDS_RESET, 5), HISTORY, 900).refusal == (
+    assert core.agreement(Decision(Agreement.NEEDS_RESET, 5), HISTORY, 900, 0).refusal == (
         "needs_reset")
-    core.agreement(Decision(Agreement.AGREED, 900), HISTORY, 900)
+    core.agreement(Decision(Agreement.AGREED, 900), HISTORY, 900, 0)
     assert core.refusal is None
 
 
@@ -116,7 +116,7 @@ def test_reports_follow_writes_and_housekeeping_follows_reads() -> None:
     last; the link is silent too long only past the housekeeping interval since the last
     read (RocketMQ #1082: the two clocks kept apart)."""
     core = slave()
-    core.agreement(Decision(Agreement.AGREED, 0), [], 0)
+    core.agreement(Decision(Agreement.AGREED, 0), [], 0, 0)
     core.linked(1_000)
     assert core.connected and core.report_due(1_000)
     assert core.report_offset(0, 0) == 0 and not core.flushes_before_reporting
@@ -137,7 +137,7 @@ def test_an_async_flush_slave_reports_its_end_a_sync_flush_one_what_it_flushed()
     message held there."""
     for sync_flush, expected in ((False, 900), (True, 600)):
         core = slave(sync_flush=sync_flush)
-        core.agreement(Decision(Agreement.AGREED, 0), [], 0)
+        core.agreement(Decision(Agreement.AGREED, 0), [], 0, 0)
         assert core.flushes_before_reporting is sync_flush
         assert core.report_offset(900, 600) == expected
         assert core.report_offset(900, 900) == 900
