@@ -27,12 +27,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ha.dledger.commit_log import DLedgerCommitLog, DLedgerPut
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
 from store.metadata.log_records import MetadataChange, TopicDelete, encode, op_of
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP, PROPERTY_SUBJECT_TOPIC
 from store.waits.completion import PutCompletion
+
+if TYPE_CHECKING:  # a classic broker never loads the DLedger member's modules
+    from ha.dledger.commit_log import DLedgerCommitLog, DLedgerPut
 
 # How long an answer waits for this broker's dispatch to apply what it wrote.
 APPLY_TIMEOUT_MS = 5000
