@@ -484,6 +484,12 @@ class MetadataStore:
             self._applied = LogPosition.model_construct(
                 queue_offset=record.queue_offset + 1,
                 commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
+            if not isinstance(change, OffsetSet):
+                # Topic and group rows are durable at once: so is the position that says they
+                # hold this record (with the offsets before it), or a power cut that takes the
+                # record from the log would leave its rows where no rebuild looks for them
+                # (store/system_feed.py checks the record at the persisted position).
+                self.flush_consumer_offsets()
         return change
 
     def reset_applied_state(self) -> None:

@@ -9,7 +9,8 @@ writes the whole row, a delete removes the row and its offsets), and `apply_reco
 is skipped.
 
 What survives a crash is what the real broker keeps: the topic and group rows are durable when
-applied (each apply commits its SQLite transaction); offsets and the applied position are
+applied (each apply commits its SQLite transaction), and so, right after, are the offsets and
+the applied position (a row's record persists them); otherwise offsets and the position are
 durable at the last `persist` (the periodic `flush_consumer_offsets`). A restart loads those,
 then catches up from the persisted position with the records its recovered log holds.
 """
@@ -106,6 +107,8 @@ class SimMetadata:
         self.apply_change(change)
         self.applied_queue_offset = queue_offset + 1
         self.applied_offset = offset
+        if not isinstance(change, OffsetSet):
+            self.persist()  # a topic or group row is durable with its position
         return change
 
     def reset(self) -> None:
