@@ -46,6 +46,9 @@ from store.waits.offset_waits import OffsetWaits
 log = logging.getLogger(__name__)
 
 _ACCEPT_POLL_S = 0.5
+# How often acks refresh the retention hold (a close always does): below retention's own
+# interval, and far above the ack rate of a busy link.
+HOLD_REFRESH_MS = 500
 _SLAVE_NOT_AVAILABLE = PutCompletion.done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
 
 
@@ -54,6 +57,7 @@ class HAService:
         self.config = config
         self.store = store
         self.waits = OffsetWaits(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        self._hold_updated_ms = -HOLD_REFRESH_MS
         self.core: MasterCore[HAConnection] = MasterCore(config, [])
         self._lock = threading.Lock()  # every call into the core holds it
         self._listener: socket.socket | None = None
@@ -189,11 +193,16 @@ class HAService:
             if step.unreplicable_end_offset:  # rare: before any other ack can count it
                 self.waits.complete_through(step.unreplicable_end_offset,
                                             PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
-            self._hold_for_slaves()
+            now_ms = monotonic_ms()
+            if now_ms - self._hold_updated_ms >= HOLD_REFRESH_MS:
+                self._hold_updated_ms = now_ms
+                self._hold_for_slaves()
         self.waits.advance(step.replicated_offset)
 
     def _hold_for_slaves(self) -> None:
-        """Retention keeps what the slaves in sync still read (MasterCore.retention_hold)."""
+        """Retention keeps what the slaves in sync still read (MasterCore.retention_hold).
+        Refreshed at most every HOLD_REFRESH_MS on acks (and at every close): a hold a
+        little old is lower, so retention only keeps more."""
         self.store.retention.hold_offset = self.core.retention_hold(self.store.max_offset)
 
     def _on_close(self, connection: HAConnection, reason: str) -> None:
