@@ -80,6 +80,10 @@ class CommitLog:
         # (ConsumeQueues.reserve_for, set by the store): a put past it reserves more first,
         # and a full disk refuses the put instead of leaving it unindexed.
         self._queue_reserved: dict[tuple[str, int], int] = {}
+        # Reservations that covered only the put's own entry: its queue file lies past the
+        # last one, which dispatch has not filled (dispatch behind by a queue file), so each
+        # such put takes the queue's lock. Counted so an operator can see the slow path.
+        self.single_entry_reservation_count = 0
         self.reserve_queue: Callable[[str, int, int], int] | None = None
         self._round_robin: dict[str, Iterator[int]] = {}
         self._queue_counts: dict[str, int] = {}
@@ -243,7 +247,10 @@ class CommitLog:
         queue_offset = self._queue_offsets.get(key, 0)
         if queue_offset >= self._queue_reserved.get(key, 0) and self.reserve_queue is not None:
             try:
-                self._queue_reserved[key] = self.reserve_queue(topic, queue_id, queue_offset)
+                reserved_below = self.reserve_queue(topic, queue_id, queue_offset)
+                self._queue_reserved[key] = reserved_below
+                if reserved_below <= queue_offset + 1:
+                    self.single_entry_reservation_count += 1
             except OSError as error:
                 result.status = PutMessageStatus.CREATE_MAPPED_FILE_FAILED
                 result.detail = (f"cannot reserve consume-queue space for {topic}/{queue_id}: "

@@ -124,6 +124,11 @@ class _BrokerCollector(Collector):
                                   "Consume-queue writes that failed every attempt, and dispatch "
                                   "rounds that failed (a record it cannot read or apply)",
                                   value=failures.error_count + store.dispatch.error_count)
+        yield CounterMetricFamily("twinlog_consume_queue_single_entry_reservations",
+                                  "Puts that reserved only their own consume-queue entry, "
+                                  "because dispatch is a queue file behind (each takes the "
+                                  "queue's lock)",
+                                  value=store.commit_log.single_entry_reservation_count)
         yield GaugeMetricFamily("twinlog_consume_queue_open_files",
                                 "Consume-queue files mapped now",
                                 value=store.queues.open_files.open_file_count)

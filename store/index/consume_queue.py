@@ -260,29 +260,15 @@ class ConsumeQueue:
 
     def get_many(self, queue_offset: int,
                  count_max: int) -> tuple[list[tuple[int, int, int]], int]:
-        """Up to `count_max` entries from `queue_offset` on, within one file, under one lock
-        hold: (queue offset, commit-log offset, size) of each valid one (gaps left out), and
-        the queue offset the read stopped at."""
-        high = min(self.max_queue_offset, queue_offset + count_max)
-        if not self.min_queue_offset <= queue_offset < high:
-            return [], queue_offset
-        found = []
-        with self._opened() as files:
-            mapped = files.hold_file(queue_offset * ENTRY_SIZE)
-            if mapped is None:  # removed by retention meanwhile
-                return [], queue_offset
-            try:
-                first = mapped.start_offset // ENTRY_SIZE
-                high = min(high, files.max_offset // ENTRY_SIZE,
-                           first + mapped.size_bytes // ENTRY_SIZE)
-                buffer = mapped.buffer
-                for offset in range(queue_offset, high):
-                    physical, size, _ = ENTRY.unpack_from(buffer, (offset - first) * ENTRY_SIZE)
-                    if physical >= 0 and size > 0:
-                        found.append((offset, physical, size))
-            finally:
-                mapped.release()
-        return found, max(queue_offset, high)
+        """`entries` up to the end of `queue_offset`'s file, as (queue offset, commit-log
+        offset, size) of each valid one (gaps and entries retention removed meanwhile left
+        out), and the queue offset the read stopped at."""
+        entries_per_file = self._file_size_bytes // ENTRY_SIZE
+        count_max = min(count_max, entries_per_file - queue_offset % entries_per_file)
+        entries = self.entries(queue_offset, count_max)
+        found = [(queue_offset + index, entry[0], entry[1])
+                 for index, entry in enumerate(entries) if entry is not None]
+        return found, queue_offset + len(entries)
 
     def truncate_physical(self, commit_log_end: int) -> None:
         """Drop entries whose record reaches past `commit_log_end` (after a torn tail)."""

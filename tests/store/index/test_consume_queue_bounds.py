@@ -135,3 +135,21 @@ def test_shutdown_after_a_dispatch_failure_still_checkpoints(open_store: OpenSto
     assert store.recovery is not None and not store.recovery.crashed
     assert _bodies(store, "Healthy") == [b"kept"]
     assert _bodies(store, "Broken") == [b"rebuilt later"]
+
+
+def test_puts_past_the_queue_file_dispatch_fills_are_counted(open_store: OpenStore) -> None:
+    """While dispatch is held (as a DLedger member's is until commit, or a lagging one),
+    a put whose entry lies past the queue's last file reserves only its own entry: each
+    such put is counted (the slow path /metrics shows), the first file's puts are not."""
+    store = open_store(consume_queue_entries_per_file=8)
+    store.dispatch.limit_offset = store.commit_log.max_offset  # dispatch holds still
+    for index in range(20):
+        result, _ = store.put_message(Message("Lagging", f"m{index}".encode(), queue_id=0))
+        assert result.status is PutMessageStatus.PUT_OK
+    assert store.commit_log.single_entry_reservation_count == 12  # entries 8..19
+    store.dispatch.limit_offset = None
+    store.dispatch.wake()
+    wait_until(lambda: len(_bodies(store, "Lagging")) == 20)
+    for index in range(20, 24):  # the queue's files exist now: reserved ahead again
+        store.put_message(Message("Lagging", f"m{index}".encode(), queue_id=0))
+    assert store.commit_log.single_entry_reservation_count == 12
