@@ -240,10 +240,14 @@ class Simulation:
             return
         member.incarnation += 1
         rng = random.Random(self.rng.getrandbits(64))
-        member.node = DLedgerNode(node_id, self.ids, self.config, rng, member.disk.hard_state,
-                                  member.disk.copy_log())
+        member.node = DLedgerNode(node_id, self._member_ids_of(node_id), self.config, rng,
+                                  member.disk.hard_state, member.disk.copy_log())
         self._commits[node_id] = member.node.commit_index
         self._schedule(1, "tick", (node_id, member.incarnation))
+
+    def _member_ids_of(self, node_id: str) -> list[str]:
+        """The peer list a node starts with: the group's (a scenario may start one alone)."""
+        return self.ids
 
     def _crash(self, node_id: str, restart: bool = True) -> None:
         member = self.members[node_id]

@@ -138,6 +138,15 @@ class StoredLog:
             return recent.term
         return self.index_entry(index).term
 
+    def crc_at(self, index: int) -> int | None:
+        """The payload CRC at `index`: a recent entry's computed, an older one's indexed."""
+        if index <= self._base.index or index > self._last_index:
+            return None
+        recent = self._recent.get(index)
+        if recent is not None:
+            return payload_crc(recent.payload)
+        return self.index_entry(index).payload_crc
+
     def index_entry(self, index: int) -> IndexEntry:
         assert self._base.index < index <= self._last_index, (index, self._base.index)
         entry = self._index.read(index)
