@@ -356,3 +356,73 @@ def test_seeded_produces_commits_deletes_and_leader_kills_keep_every_promise(
         finally:
             group.stop_all()
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _restart_with_override(group: DLedgerGroup, member: Member) -> None:
+    """`member` started again with the group's peer list, over a data dir that holds another
+    (`dledger_membership_override`)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TWINLOG_")}
+    env["PYTHONPATH"] = str(ROOT)
+    arguments = [*group.arguments(member), "--set", "dledger_membership_override=true"]
+    with member.log_path.open("ab") as log:
+        member.process = subprocess.Popen(arguments, cwd=ROOT, env=env, stdout=log,
+                                          stderr=subprocess.STDOUT,
+                                          pass_fds=(member.http_socket.fileno(),
+                                                    member.dledger_socket.fileno()))
+
+
+def test_a_member_that_led_alone_in_the_groups_term_serves_only_what_the_group_committed(
+        tmp_path: Path) -> None:
+    """Finding 5 with the override: the leader is killed, the others elect a leader of the
+    next term; the killed member starts alone (override) and leads that same term alone,
+    answering 201 to 20 messages of its own while the group's leader takes 20 others. Started
+    again with the group's list (override), it must end with the group's queue, serve none
+    of its own 20 at any point after it rejoined, and answer /readyz 200 once caught up."""
+    group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET)
+    alone: subprocess.Popen[bytes] | None = None
+    try:
+        group.start_all()
+        first = group.wait_leader()
+        for number in range(5):
+            produce(first, "F", f"common-{number}")
+        for member in group.members.values():
+            wait_for(lambda m=member: len(queue(m, "F")) == 5, 15, "replicated")
+        group.kill(first.node_id)
+        leader = group.wait_new_leader(first)
+        group_term = leader.dledger()["term"]
+        alone = _start_alone(group, first, "dledger_membership_override=true")
+        first.process = alone
+        group.wait_ready(first)
+        wait_for(lambda: first.dledger()["accepting_writes"], 15, "the lone member leads")
+        assert first.dledger()["term"] == group_term, "not a fork of equal term"
+        forked = {f"fork-{number}" for number in range(20)}
+        for body in sorted(forked):
+            produce(first, "F", body)
+        expected = queue(leader, "F")
+        for number in range(20):
+            produce(leader, "F", f"group-{number}")
+            expected.append((5 + number, f"group-{number}"))
+        group.kill(first.node_id)
+        _restart_with_override(group, first)
+        served: set[str] = set()
+
+        def caught_up() -> bool:
+            try:
+                held = queue(first, "F")
+            except httpx.HTTPError:
+                return False
+            served.update(body for _, body in held if body in forked)
+            return held == expected
+
+        try:
+            wait_for(caught_up, 30, f"{first.node_id} holds the group's queue")
+        except AssertionError as error:
+            views = {m.node_id: m.dledger() for m in group.live()}
+            raise AssertionError(f"{error}: it holds {queue(first, 'F')}; {views}") from None
+        assert not served, f"served messages the group never committed: {sorted(served)}"
+        assert first.client.get("/readyz").status_code == 200
+        produce(group.wait_leader(), "F", "after")
+        wait_for(lambda: queue(first, "F") == [*expected, (25, "after")], 15,
+                 "the rejoined member follows the group")
+    finally:
+        group.stop_all()

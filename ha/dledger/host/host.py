@@ -462,7 +462,8 @@ class DLedgerHost(ServiceThread):
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
                                   node.commit_index, node.log.last_index, node.log.base_index,
                                   None if stored is None else stored.end_position,
-                                  len(self._futures), peers, self.last_error)
+                                  len(self._futures), peers, self.last_error, node.diverged,
+                                  0 if stored is None else stored.forks_cut_count)
 
 
 def _match_end_position(stored: StoredLog | None,
