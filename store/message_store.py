@@ -733,6 +733,34 @@ class MessageStore:
         READ_MESSAGES_MAX per call): keys, properties, offsets and store timestamps."""
         return read_heads(self.commit_log, self.queues, topic, queue_id, queue_offset, max_count)
 
+    def first_retained_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The first queue offset whose record the log still holds (the queue's max when it
+        holds none; 0 for an unknown queue). A queue's files outlive the records retention
+        removed (a file goes once all its entries point below the log), and a log reset to
+        a base fills the queue's start with gap entries: the queue's min says neither."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        low, high = queue.min_queue_offset, queue.max_queue_offset
+        min_offset = self.commit_log.min_offset
+        while low < high:  # the entries' log offsets grow along the queue
+            middle = (low + high) // 2
+            entry = queue.get(middle)
+            if entry is not None and entry[0] >= min_offset:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def queue_end(self, topic: str, queue_id: int) -> tuple[int, int] | None:
+        """The queue's next offset and where its last record starts in the log (None: no
+        entry yet, or the last one is a gap)."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None or queue.max_queue_offset == queue.min_queue_offset:
+            return None
+        last = queue.get(queue.max_queue_offset - 1)
+        return None if last is None else (queue.max_queue_offset, last[0])
+
     def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
         """[min, max) queue offsets of a queue, or None when it has no entries yet."""
         queue = self.queues.get(topic, queue_id)

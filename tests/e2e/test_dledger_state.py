@@ -426,3 +426,68 @@ def test_a_member_that_led_alone_in_the_groups_term_serves_only_what_the_group_c
                  "the rejoined member follows the group")
     finally:
         group.stop_all()
+
+
+# Commit-log files of 64 KiB, any file older than a second removable (retention runs every
+# 10 s, the store's default).
+RETAINED = {"mapped_file_size_bytes": 64 * 1024, "message_size_max_bytes": 8 * 1024,
+            "file_reserved_hours": 0.0003}
+FILL_BODY = "f" * 2000
+
+
+def _fill(leader: Member, first: int, count: int) -> None:
+    for number in range(first, first + count):
+        produce(leader, "Fill", f"{number}-{FILL_BODY}")
+
+
+def test_an_empty_member_after_retention_takes_the_tables_and_applies_only_later_records(
+        tmp_path: Path) -> None:
+    """Topic Kept (2 queues) and group G's offset 1 on its queue 0 are records of the first
+    commit-log file. A follower is stopped and its data dir wiped; 200 KB more go in, and
+    retention removes the first files on the leader (its base moves). Started empty, the
+    member is reset to the leader's base, takes the tables by the bootstrap pull (the
+    records that made them are gone), holds the same tables as the leader, the same Fill
+    queue from the base on, and applies the records that follow (a later commit)."""
+    group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET, **RETAINED)
+    try:
+        group.start_all()
+        leader = group.wait_leader()
+        created = leader.client.post("/v1/topics", json={"name": "Kept", "read_queue_count": 2,
+                                                         "write_queue_count": 2})
+        assert created.status_code == 201, created.text
+        for number in range(3):
+            produce(leader, "Kept", f"kept-{number}", queue_id=0)
+        committed = leader.client.put("/v1/groups/G/offsets/Kept/queues/0",
+                                      json={"offset": 1})
+        assert committed.status_code == 200, committed.text
+        _fill(leader, 0, 70)  # past the first two files, on every member
+        fresh = next(m for m in group.members.values() if m is not leader)
+        wait_for(lambda: fresh.dledger()["committed_index"] == leader.dledger()["end_index"],
+                 15, "the follower caught up")
+        assert group.stop(fresh.node_id) == 0
+        shutil.rmtree(fresh.data_dir)
+        _fill(leader, 70, 100)
+        wait_for(lambda: leader.dledger()["base_index"] > 0, 40,
+                 f"retention removed the first files (leader: {leader.dledger()})")
+        assert leader.dledger()["min_offset"] > 0
+        group.start(fresh.node_id)
+        wait_for(lambda: fresh.dledger()["committed_index"] == leader.dledger()["end_index"],
+                 30, "the wiped member caught up")
+        assert fresh.dledger()["base_index"] > 0  # reset to a base of its leader
+        try:
+            wait_for(lambda: _tables(fresh) == _tables(leader), 15, "equal tables")
+        except AssertionError:
+            export = leader.client.get("/admin/sync/topics").json()
+            raise AssertionError(
+                f"the wiped member's tables {_tables(fresh)} are not the leader's "
+                f"{_tables(leader)}; its sync {fresh.dledger()['metadata_sync']}, the "
+                f"leader's position {export['log_position']}, first retained metadata "
+                f"record {export['metadata_min_queue_offset']}") from None
+        assert queue(fresh, "Fill") == queue(leader, "Fill")
+        again = leader.client.put("/v1/groups/G/offsets/Kept/queues/0", json={"offset": 2})
+        assert again.status_code == 200, again.text
+        wait_for(lambda: _tables(fresh) == _tables(leader), 15,
+                 "the wiped member applies the records after its bootstrap")
+        assert fresh.client.get("/readyz").status_code == 200
+    finally:
+        group.stop_all()

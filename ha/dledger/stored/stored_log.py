@@ -508,6 +508,11 @@ class StoredLog:
                 high = middle - 1
         return found
 
+    @property
+    def retained_min_offset(self) -> int:
+        """The commit log's first retained offset (retention moves it)."""
+        return self._store.commit_log.min_offset
+
     def hold_retention_for(self, index: int) -> None:
         """Keep the commit-log files a peer needs to continue after `index` (its match;
         the host passes the lowest over its peers). Retention then stops before them and
