@@ -29,6 +29,9 @@ from ha.dledger.simulation.sim import Faults, SimResult, Simulation
 
 
 class ForkSimulation(Simulation):
+    replay_command = ("python -c 'from ha.dledger.simulation.fork import ForkSimulation; "
+                      "ForkSimulation({seed}).run()'")
+
     def __init__(self, seed: int, node_count: int = 3, settle_ticks: int = 200,
                  alone_ticks: int = 150, config: DLedgerConfig | None = None) -> None:
         config = config or DLedgerConfig(election_timeout_ticks=10, heartbeat_ticks=2,

@@ -141,6 +141,8 @@ class SimResult:
 
 
 class Simulation:
+    replay_command = "python -m ha.dledger.simulation.sim --seed {seed}"
+
     def __init__(self, seed: int, node_count: int | None = None,
                  fault_ticks: int = 1500, heal_ticks: int = 400, faults: Faults | None = None,
                  config: DLedgerConfig | None = None, client_every_ticks_max: int = 6) -> None:
@@ -205,7 +207,7 @@ class Simulation:
         return SimulationFailure(
             f"seed={self.seed} {kind} broke at event #{self._events} t={self.now} "
             f"{self._last_event[0]} {self._last_event[1]}: {error}\n"
-            f"replay: python -m ha.dledger.simulation.sim --seed {self.seed}")
+            f"replay: {self.replay_command.format(seed=self.seed)}")
 
     def _schedule(self, delay_ticks: int, kind: str, payload: tuple[object, ...]) -> None:
         self._sequence += 1
