@@ -610,10 +610,16 @@ class MessageStore:
 
     def get_messages(
         self, topic: str, queue_id: int, queue_offset: int, max_count: int,
-        max_bytes: int = READ_BYTES_MAX,
+        max_bytes: int = READ_BYTES_MAX, *, committed_only: bool = True,
     ) -> GetMessagesResult:
+        """Commit-limited (DLedger), a read stops at the commit limit: after a restart the
+        consume queues may hold records a previous run dispatched that the group never
+        committed (a member that led alone under another peer list); they are served only
+        once a leader confirmed them, and are cut if it does not (`committed_only=False`:
+        the system feed's rebuild, which reads the log as it is)."""
+        limit = self.dispatch.limit_offset if committed_only else None
         return get_messages(self.commit_log, self.queues, topic, queue_id, queue_offset,
-                            max_count, max_bytes)
+                            max_count, max_bytes, limit)
 
     def get_message_by_id(self, msg_id: str) -> LookupResult:
         """The record a message id names (store/message_id.py): FOUND, NOT_FOUND or
@@ -635,14 +641,17 @@ class MessageStore:
         keys), so a hash collision never answers another message."""
         count_max = max(1, min(count_max, LOOKUP_RESULTS_MAX))
         dead_below = self.tombstones.dead_below(topic)
+        limit = self.dispatch.limit_offset
         found: list[StoredMessage] = []
         for offset in self.key_index.candidates(topic, key, begin_timestamp_ms,
                                                 end_timestamp_ms, count_max * 4):
             if offset < dead_below:
                 break  # older candidates belong to the deleted incarnation too
             message = self._record_or_none(offset)
-            if message is not None and message.topic == topic \
-                    and key in (message.keys or "").split(" "):
+            if message is None or (limit is not None
+                                   and offset + message.total_size > limit):
+                continue  # DLedger mode: not (or not yet again) committed
+            if message.topic == topic and key in (message.keys or "").split(" "):
                 found.append(message)
                 if len(found) == count_max:
                     break
@@ -723,6 +732,34 @@ class MessageStore:
         """Up to `max_count` messages from `queue_offset` without their bodies (at most
         READ_MESSAGES_MAX per call): keys, properties, offsets and store timestamps."""
         return read_heads(self.commit_log, self.queues, topic, queue_id, queue_offset, max_count)
+
+    def first_retained_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The first queue offset whose record the log still holds (the queue's max when it
+        holds none; 0 for an unknown queue). A queue's files outlive the records retention
+        removed (a file goes once all its entries point below the log), and a log reset to
+        a base fills the queue's start with gap entries: the queue's min says neither."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None:
+            return 0
+        low, high = queue.min_queue_offset, queue.max_queue_offset
+        min_offset = self.commit_log.min_offset
+        while low < high:  # the entries' log offsets grow along the queue
+            middle = (low + high) // 2
+            entry = queue.get(middle)
+            if entry is not None and entry[0] >= min_offset:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def queue_end(self, topic: str, queue_id: int) -> tuple[int, int] | None:
+        """The queue's next offset and where its last record starts in the log (None: no
+        entry yet, or the last one is a gap)."""
+        queue = self.queues.get(topic, queue_id)
+        if queue is None or queue.max_queue_offset == queue.min_queue_offset:
+            return None
+        last = queue.get(queue.max_queue_offset - 1)
+        return None if last is None else (queue.max_queue_offset, last[0])
 
     def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
         """[min, max) queue offsets of a queue, or None when it has no entries yet."""

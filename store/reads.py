@@ -40,9 +40,11 @@ def get_messages(
     queue_offset: int,
     max_count: int,
     max_bytes: int = READ_BYTES_MAX,
+    limit_offset: int | None = None,
 ) -> GetMessagesResult:
     """Messages from `queue_offset` on. `next_offset` is where the next read should start;
-    an offset below the queue's min answers OFFSET_TOO_SMALL with next_offset = min."""
+    an offset below the queue's min answers OFFSET_TOO_SMALL with next_offset = min. With
+    `limit_offset`, the read stops before the first record that ends past it."""
     max_count = max(1, min(max_count, READ_MESSAGES_MAX))
     max_bytes = max(1, min(max_bytes, READ_BYTES_MAX))
     queue = queues.get(topic, queue_id)
@@ -75,6 +77,9 @@ def get_messages(
         for entry in entries:
             if entry is not None:
                 commit_log_offset, size, _ = entry
+                if limit_offset is not None and commit_log_offset + size > limit_offset:
+                    full = True
+                    break
                 if (messages or wanted) and wanted_bytes + size > max_bytes:
                     full = True
                     break

@@ -30,8 +30,8 @@ REPLAY_BATCH_MESSAGES = 256
 
 
 class MetadataReads(Protocol):
-    def get_messages(self, topic: str, queue_id: int, offset: int,
-                     max_messages: int) -> GetMessagesResult: ...
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_messages: int, *,
+                     committed_only: bool) -> GetMessagesResult: ...
 
 
 class SystemRecordFeed:
@@ -104,8 +104,9 @@ class SystemRecordFeed:
         assert handler is not None
         count = 0
         while True:
+            # What dispatch indexed, as it is: the records are applied as dispatched.
             result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset,
-                                              REPLAY_BATCH_MESSAGES)
+                                              REPLAY_BATCH_MESSAGES, committed_only=False)
             if (result.status is GetMessageStatus.OFFSET_TOO_SMALL
                     and result.next_offset > queue_offset):
                 log.warning("metadata records below queue offset %d are gone (retention); "
@@ -122,7 +123,8 @@ class SystemRecordFeed:
             queue_offset = result.next_offset
 
     def _offset_at(self, queue_offset: int) -> int | None:
-        result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset, 1)
+        result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset, 1,
+                                          committed_only=False)
         if result.messages and result.messages[0].queue_offset == queue_offset:
             return result.messages[0].commit_log_offset
         return None

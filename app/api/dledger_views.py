@@ -34,6 +34,7 @@ def dledger_view(broker: Broker, member: DLedgerCommitLog) -> DLedgerView:
         max_offset=broker.store.max_offset, pending_appends=status.pending_appends,
         inbox_dropped_count=status.inbox_dropped_count,
         elections_started_count=status.elections_started_count, last_error=status.last_error,
+        diverged=status.diverged, forks_cut_count=status.forks_cut_count,
         metadata_sync=_metadata_sync(broker),
         peers=[DLedgerPeerView(
             peer_id=peer.peer_id, dledger_address=dledger_addresses[peer.peer_id],

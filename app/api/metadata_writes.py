@@ -14,7 +14,7 @@ from app.broker.broker import Broker
 from app.broker.metadata_log import WriteOutcome
 from store import PutMessageStatus
 from store.metadata import SubscriptionGroup, TopicConfig
-from store.metadata.log_records import MetadataChange, TopicsPut
+from store.metadata.log_records import MetadataChange, TopicsPut, encode
 from store.metadata.topics import NewTopic
 
 # A topic's share of a TopicsPut record at most (a 127-byte name and the JSON around it).
@@ -43,6 +43,8 @@ def create_topics(broker: Broker, new_topics: Sequence[NewTopic]) -> list[TopicC
         plan = metadata.plan_create_topics(new_topics)
         if len(plan) == 1:
             _write(broker, plan)
+        elif broker.dledger is not None:
+            _write(broker, [_one_record(broker, TopicsPut(tuple(plan)))])
         else:
             # Records under the message size bound, appended together under one lock hold.
             per_record = max(1, (broker.settings.message_size_max_bytes - 1024)
@@ -51,6 +53,21 @@ def create_topics(broker: Broker, new_topics: Sequence[NewTopic]) -> list[TopicC
                             for first in range(0, len(plan), per_record)])
     # Applied exactly as planned (the records carry whole rows): no query for them.
     return [TopicConfig(**asdict(change)) for change in plan]
+
+
+def _one_record(broker: Broker, batch: TopicsPut) -> TopicsPut:
+    """DLedger mode: a batch is one record, so one log entry, which commits whole or not at
+    all (records of their own could commit in part across a leader change). One that does
+    not fit a record is refused, nothing written."""
+    size_bytes = len(encode(batch))
+    size_max_bytes = broker.settings.message_size_max_bytes
+    if size_bytes > size_max_bytes:
+        fitting = max(1, len(batch.topics) * size_max_bytes // size_bytes)
+        raise from_put_status(PutMessageStatus.MESSAGE_ILLEGAL, (
+            f"these {len(batch.topics)} topics make a record of {size_bytes} bytes, past "
+            f"message_size_max_bytes ({size_max_bytes}): in DLedger mode a batch is created "
+            f"as one log entry, all or nothing; send at most about {fitting} per batch"))
+    return batch
 
 
 def update_topic(broker: Broker, name: str, *, read_queue_count: int | None,

@@ -78,7 +78,7 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
         "base_index": 0, "min_offset": 0, "retention_blocked_offset": None,
         "committed_offset": 97, "max_offset": 97, "pending_appends": 0,
         "inbox_dropped_count": 0, "elections_started_count": 1, "last_error": None,
-        "metadata_sync": None, "peers": [
+        "diverged": None, "forks_cut_count": 0, "metadata_sync": None, "peers": [
             {"peer_id": "n1", "dledger_address": "127.0.0.1:20912",
              "http_address": "http://127.0.0.1:8081", "match_index": 2, "lag_entries": 0,
              "lag_bytes": 0, "inflight_pushes": 0, "dispatcher_state": "COMMIT",

@@ -317,7 +317,7 @@ class Broker:
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
-            tables_in_the_log=True)
+            log_min_offset=lambda: self.store.min_offset, tables_in_the_log=True)
         sync.start()
         return sync
 

@@ -14,12 +14,14 @@ OS_PAGE_CACHE_BUSY, ...) when nothing was written. Topic and group changes are p
 written one at a time (`_change_lock`), so each plan reads the tables every earlier change has
 reached; offset commits are not serialized (the last one in log order wins, forward only).
 
-In DLedger mode the leader puts each record through its group member (DLedgerCommitLog) like a
-produce: the answer is success only once the record is committed and applied here; a record
-answered COMMIT_INDETERMINATE (a quorum timeout, a lost leadership) is a 202 that says it may
-still commit or be lost, and is applied on every member only if it commits; a refusal (not the
-leader, pending appends full) wrote nothing. Every member applies the committed records by
-dispatch, in log order, so a new leader holds exactly the tables its committed log holds.
+In DLedger mode the leader puts each change, one record and so one entry, through its group
+member (DLedgerCommitLog) like a produce (a batch of topics is one record: an entry commits
+whole or not at all). The answer is success only once the record is committed and applied
+here; a record answered COMMIT_INDETERMINATE (a quorum timeout, a lost leadership) is a 202
+that says it may still commit or be lost, and is applied on every member only if it commits;
+a refusal (not the leader, pending appends full) wrote nothing. Every member applies the
+committed records by dispatch, in log order, so a new leader holds exactly the tables its
+committed log holds.
 """
 
 from __future__ import annotations
@@ -127,22 +129,20 @@ class MetadataLog:
     @staticmethod
     def _put_through(member: DLedgerCommitLog,
                      changes: Sequence[MetadataChange]) -> list[DLedgerPut]:
-        """DLedger mode: one entry a change, appended in order (the host keeps call order)."""
-        assert changes
-        return [member.put(record_of(change)) for change in changes]
+        """DLedger mode: one change, one entry, which commits whole or not at all (a batch of
+        topics is one TopicsPut: app/api/metadata_writes.py). Several entries could commit in
+        part: a leader change may keep a prefix of them."""
+        assert len(changes) == 1, "one metadata change per entry in DLedger mode"
+        return [member.put(record_of(changes[0]))]
 
 
 def _committed(decided: Sequence[tuple[PutMessageResult, PutMessageStatus]]
                ) -> WriteOutcome | int:
     """DLedger mode: the end offset of the last record once every one committed; the outcome
     to answer when one did not (a refusal raises: nothing of it was written)."""
-    for number, (result, status) in enumerate(decided):
+    for result, status in decided:
         if not status.is_stored:
-            detail = result.detail or ""
-            if number:  # a batch of topics: the records before it went in, each whole
-                detail += (f" ({number} of {len(decided)} records of this change were written "
-                           "before it and apply if they commit)")
-            raise MetadataWriteFailed(WriteOutcome(status, detail))
+            raise MetadataWriteFailed(WriteOutcome(status, result.detail or ""))
     for result, status in decided:
         if status is not PutMessageStatus.PUT_OK:
             return WriteOutcome(status, (result.detail or status.value) + "; a metadata "

@@ -85,6 +85,7 @@ class SlaveSync(ServiceThread):
                  transport: SyncTransport | None = None,
                  broker_group: str | None = None,
                  queue_max_offset: Callable[[str, int], int] | None = None,
+                 log_min_offset: Callable[[], int] | None = None,
                  tables_in_the_log: bool = False) -> None:
         """`tables_in_the_log`: the master writes topic, group and offset changes as records
         of the log (the classic modes), so they are pulled only to bootstrap."""
@@ -93,6 +94,8 @@ class SlaveSync(ServiceThread):
         self._broker_group = broker_group
         # A bootstrapped offset is never past this slave's own queue.
         self._queue_max_offset = queue_max_offset
+        # Where this slave's log starts: a queue whose records all lie below it never fills.
+        self._log_min_offset = log_min_offset
         # Set when the master serves another broker group (readiness reports it).
         self.foreign_master: str | None = None
         self.master_http_address = master_http_address.rstrip("/")
@@ -206,11 +209,20 @@ class SlaveSync(ServiceThread):
         return export
 
     def _clamped(self, export: dict[str, Any]) -> dict[str, Any]:
-        """A master's offsets, none past this slave's own queue (its log may be behind)."""
+        """A master's offsets, none past this slave's own queue (its log may be behind),
+        except for a queue whose last record on the master lies below where this slave's
+        log starts (a DLedger member reset to its leader's base, a slave bootstrapped at its
+        master's min offset): those records never come, and a rewound offset would deliver
+        the group's messages again (or skip none it never had)."""
         assert self._queue_max_offset is not None
-        rows = [{**row, "queue_offset": min(int(row["queue_offset"]),
-                                            self._queue_max_offset(row["topic"],
-                                                                   int(row["queue_id"])))}
+        log_start = self._log_min_offset() if self._log_min_offset is not None else 0
+        below = {(end["topic"], int(end["queue_id"]))
+                 for end in export.get("queue_ends") or []
+                 if int(end["last_record_offset"]) < log_start}
+        rows = [row if (row["topic"], int(row["queue_id"])) in below
+                else {**row, "queue_offset": min(int(row["queue_offset"]),
+                                                 self._queue_max_offset(row["topic"],
+                                                                        int(row["queue_id"])))}
                 for row in export.get("rows", [])]
         return {**export, "rows": rows}
 

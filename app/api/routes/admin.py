@@ -214,12 +214,20 @@ def _export(broker: Broker, table: MetadataTable) -> TableExportView:
     with metadata.consistent_export():
         position = metadata.log_position
         export = metadata.export_table(table)
-    bounds = broker.store.queue_offset_range(METADATA_TOPIC, 0)
+    queue_ends = None
+    if table is MetadataTable.CONSUMER_OFFSET:
+        queue_ends = []
+        for key in sorted({(row["topic"], row["queue_id"]) for row in export["rows"]}):
+            end = broker.store.queue_end(*key)
+            if end is not None:
+                queue_ends.append({"topic": key[0], "queue_id": key[1], "next_offset": end[0],
+                                   "last_record_offset": end[1]})
     return TableExportView.model_validate({
-        **export, "broker_group": broker.settings.broker_group,
+        **export, "broker_group": broker.settings.broker_group, "queue_ends": queue_ends,
         "log_position": {"queue_offset": position.queue_offset,
                          "commit_log_offset": position.commit_log_offset},
-        "metadata_min_queue_offset": bounds[0] if bounds is not None else 0})
+        "metadata_min_queue_offset": broker.store.first_retained_queue_offset(METADATA_TOPIC,
+                                                                              0)})
 
 
 @router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics")

@@ -29,7 +29,8 @@ async def healthz() -> Health:
 async def readyz(gateway: GatewayDep) -> Response:
     """Ready once the store has recovered and the broker runs (no token needed). A slave also
     reports its HA link; a slave whose link is down is still ready to serve reads. A store
-    that can no longer write (an msync/fsync failed) is not ready; `detail` says why."""
+    that can no longer write (an msync/fsync failed) is not ready, nor a DLedger member whose
+    committed log forked from its leader's; `detail` says why."""
     broker = gateway.broker
     if broker is None:
         readiness = Readiness(ready=False, role=gateway.settings.broker_role.value,
@@ -51,8 +52,11 @@ async def readyz(gateway: GatewayDep) -> Response:
     foreign = broker.slave_sync.foreign_master if broker.slave_sync is not None else None
     if detail is None and foreign is not None:
         detail = foreign  # a slave pointed at another broker group's master
+    diverged = broker.dledger.status().diverged if broker.dledger is not None else None
+    if detail is None and diverged is not None:
+        detail = diverged  # a DLedger member whose committed log forked from its leader's
     readiness = Readiness(ready=broker.is_running and fault is None and foreign is None
-                          and not dispatch_stuck,
+                          and not dispatch_stuck and diverged is None,
                           role=broker.role_name, state=broker.state.value, ha_link=link,
                           detail=detail)
     return JSONResponse(readiness.model_dump(mode="json"),

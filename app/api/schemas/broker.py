@@ -69,6 +69,13 @@ class LogPositionView(BaseModel):
     commit_log_offset: int
 
 
+class QueueEndView(BaseModel):
+    topic: str
+    queue_id: int
+    next_offset: int
+    last_record_offset: int
+
+
 class TableExportView(BaseModel):
     """One metadata table as a master serves it to slaves (RocketMQ's SlaveSynchronize). Since
     metadata changes travel in the log, a slave takes a table from here only to bootstrap: when
@@ -81,6 +88,11 @@ class TableExportView(BaseModel):
     broker_group: str | None = None
     log_position: LogPositionView | None = None
     metadata_min_queue_offset: int | None = None
+    queue_ends: list[QueueEndView] | None = Field(
+        default=None, description="consumer offsets only: the queues the rows name, with "
+                                  "their next offset and where their last record starts in "
+                                  "the log (a slave whose log starts past that record never "
+                                  "gets the queue's records, and keeps the row's offset)")
 
 
 # Written out, not derived from store/snapshot/manifest.py's Manifest, though most fields are

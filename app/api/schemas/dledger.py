@@ -55,6 +55,13 @@ class DLedgerView(BaseModel):
     elections_started_count: int = Field(description="elections this member stood in as a "
                                                      "candidate since it started")
     last_error: str | None
+    diverged: str | None = Field(
+        default=None, description="why this member's committed log is not its leader's (a "
+                                  "fork: it led alone under another peer list); null when "
+                                  "it is. While set, /readyz answers 503")
+    forks_cut_count: int = Field(
+        default=0, description="times this member cut entries a previous run had committed "
+                               "alone and dispatched, to take its group's (a fork repaired)")
     metadata_sync: MetadataSyncStatus | None = Field(
         description="a follower's metadata sync from the leader (null on the leader)")
     peers: list[DLedgerPeerView]

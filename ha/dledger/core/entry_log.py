@@ -6,7 +6,7 @@ below the base were committed and removed by retention; only their last term is 
 
 from __future__ import annotations
 
-from ha.dledger.core.messages import Entry
+from ha.dledger.core.messages import Entry, payload_crc
 
 
 class EntryLog:
@@ -33,6 +33,12 @@ class EntryLog:
         if index < self.base_index or index > self.last_index:
             return None
         return self._entries[index - self.base_index - 1].term
+
+    def crc_at(self, index: int) -> int | None:
+        """The CRC-32 of the payload at `index` (None at or below the base, or past the end)."""
+        if index <= self.base_index or index > self.last_index:
+            return None
+        return payload_crc(self._entries[index - self.base_index - 1].payload)
 
     def entry(self, index: int) -> Entry:
         assert self.base_index < index <= self.last_index, (index, self.base_index)

@@ -7,6 +7,7 @@ so that a stale leader or candidate learns it is stale.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 
@@ -21,6 +22,11 @@ class Entry:
     index: int
     term: int
     payload: bytes
+
+
+def payload_crc(payload: bytes) -> int:
+    """The CRC-32 of an entry's payload (the store's entry index keeps the same one)."""
+    return zlib.crc32(payload)
 
 
 def payload_bytes(entries: tuple[Entry, ...]) -> int:
@@ -63,7 +69,10 @@ class VoteResponse:
 @dataclass(frozen=True, slots=True)
 class PushRequest:
     """Entries after (prev_index, prev_term); `from_base` marks a catch-up from the leader's
-    first retained entry, which lets a follower without that prefix drop its whole log."""
+    first retained entry, which lets a follower without that prefix drop its whole log.
+    `prev_crc` is the CRC-32 of the payload at `prev_index` (None: not known, at a base): two
+    members that led the same term apart (a member started alone, DLedger's forked peer list)
+    can hold different entries of one (index, term), which the term alone cannot tell."""
 
     source_id: str
     term: int
@@ -72,6 +81,7 @@ class PushRequest:
     entries: tuple[Entry, ...]
     commit_index: int
     from_base: bool = False
+    prev_crc: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

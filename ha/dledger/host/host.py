@@ -150,6 +150,7 @@ class DLedgerHost(ServiceThread):
         self._candidate_term = 0
         self._appended = False  # this round appended: push once after its events
         self._committed = False  # this round moved the commit: storage.after_round() at its end
+        self._retained_min_offset = -1  # the log's first offset when last compacted to it
         self._io: HostIO | None = None
 
     def use_io(self, io: HostIO) -> None:
@@ -302,6 +303,8 @@ class DLedgerHost(ServiceThread):
             self._run(node.dispatch())
         ticked = self._run_due_ticks(node)
         self._group_commit(node)
+        if ticked:
+            self._retain(node)
         self._publish(with_peers=ticked)
         if self._committed:
             # The round's acks and answers first: they are what the peers and clients wait
@@ -358,6 +361,28 @@ class DLedgerHost(ServiceThread):
             # A stall: skip the missed ticks rather than replay them in a burst.
             self._next_tick_ms = now_ms + self.config.tick_ms
         return True
+
+    def _retain(self, node: DLedgerNode) -> None:
+        """Retention, once a tick, on a store-backed log: a leader holds the commit-log files
+        its peers still need (the lowest match; a follower holds nothing), and once the
+        store's retention removed files the node forgets the entries they held (its base
+        moves: a peer below it is then reset from the base, `from_base`)."""
+        stored = node.log
+        if not isinstance(stored, StoredLog):
+            return
+        dispatchers = node.dispatchers.values()
+        stored.hold_retention_for(min((d.match_index for d in dispatchers),
+                                      default=stored.last_index)
+                                  if node.role is Role.LEADER else stored.last_index)
+        min_offset = stored.retained_min_offset
+        if min_offset == self._retained_min_offset:
+            return
+        target = stored.compactable_index()
+        index = min(target, node.commit_index, node.durable_index)
+        if index > stored.base_index:
+            node.compact(index)
+        if index == target:
+            self._retained_min_offset = min_offset  # done until retention removes more
 
     def _group_commit(self, node: DLedgerNode) -> None:
         if self._last_write_id == self._persisted_write_id:
@@ -462,7 +487,8 @@ class DLedgerHost(ServiceThread):
         self._snapshot = Snapshot(self.self_id, node.role, node.term, node.member.leader_id,
                                   node.commit_index, node.log.last_index, node.log.base_index,
                                   None if stored is None else stored.end_position,
-                                  len(self._futures), peers, self.last_error)
+                                  len(self._futures), peers, self.last_error, node.diverged,
+                                  0 if stored is None else stored.forks_cut_count)
 
 
 def _match_end_position(stored: StoredLog | None,

@@ -73,6 +73,9 @@ class HostStatus:
     inbox_dropped_count: int
     elections_started_count: int
     last_error: str | None
+    # Why this member's committed log is not its leader's (a fork it cannot repair), or None.
+    diverged: str | None = None
+    forks_cut_count: int = 0  # truncations that cut records a previous run had dispatched
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,8 @@ class Snapshot:
     pending_appends: int
     peers: tuple[PeerSample, ...]
     last_error: str | None
+    diverged: str | None = None
+    forks_cut_count: int = 0
 
     def view(self, now_ms: float, inbox_dropped_count: int,
              elections_started_count: int) -> HostStatus:
@@ -96,4 +101,5 @@ class Snapshot:
                           self.pending_appends,
                           tuple(peer.view(now_ms, self.end_index, self.end_position)
                                 for peer in self.peers),
-                          inbox_dropped_count, elections_started_count, self.last_error)
+                          inbox_dropped_count, elections_started_count, self.last_error,
+                          self.diverged, self.forks_cut_count)

@@ -40,6 +40,7 @@ LENGTH = struct.Struct(">I")
 _HEAD = struct.Struct(">Bq")  # flags, term (after type and id)
 _VOTE_REQUEST = struct.Struct(">qq")  # last_index, last_term
 _PUSH_REQUEST = struct.Struct(">qqqI")  # prev_index, prev_term, commit_index, entry count
+_PREV_CRC = struct.Struct(">I")  # the payload CRC at prev_index (with FLAG_PREV_CRC)
 _ENTRY = struct.Struct(">qI")  # term, payload size
 _PUSH_RESPONSE = struct.Struct(">qqqqq")  # prev, match, hint index, hint term, last index
 _ID_SIZE = struct.Struct(">B")
@@ -48,11 +49,12 @@ FLAG_PRE_VOTE = 0x01  # vote request and response
 FLAG_GRANTED = 0x02  # vote response
 FLAG_TRANSFER = 0x02  # vote request: the election a leader asked for (TimeoutNow)
 FLAG_FROM_BASE = 0x01  # push request
+FLAG_PREV_CRC = 0x02  # push request: prev_crc follows the fixed fields
 FLAG_SUCCESS = 0x01  # push response
 _FLAGS_ALLOWED = {
     TYPE_VOTE_REQUEST: FLAG_PRE_VOTE | FLAG_TRANSFER,
     TYPE_VOTE_RESPONSE: FLAG_PRE_VOTE | FLAG_GRANTED,
-    TYPE_PUSH_REQUEST: FLAG_FROM_BASE,
+    TYPE_PUSH_REQUEST: FLAG_FROM_BASE | FLAG_PREV_CRC,
     TYPE_PUSH_RESPONSE: FLAG_SUCCESS,
     TYPE_TIMEOUT_NOW: 0,
 }
@@ -89,7 +91,8 @@ def push_frame_bytes_needed(push_bytes_max: int, push_entries_max: int,
     """The largest body a leader's push can need: the node fills a push up to push_bytes_max
     of payloads, or sends one larger entry alone (ha/dledger/core/messages.py within_bytes)."""
     payloads_max = max(push_bytes_max, entry_payload_bytes_max)
-    return _HEAD_BYTES_MAX + _PUSH_REQUEST.size + push_entries_max * _ENTRY.size + payloads_max
+    return (_HEAD_BYTES_MAX + _PUSH_REQUEST.size + _PREV_CRC.size
+            + push_entries_max * _ENTRY.size + payloads_max)
 
 
 def encode_frame(body: bytes, tag: bytes) -> bytes:
@@ -103,10 +106,13 @@ def _head(message_type: int, source_id: str, flags: int, term: int) -> bytes:
 
 def _encode_push_request(message: PushRequest) -> bytes:
     entries = message.entries
+    prev_crc = message.prev_crc
+    flags = message.from_base | (FLAG_PREV_CRC if prev_crc is not None else 0)
     return b"".join((
-        _head(TYPE_PUSH_REQUEST, message.source_id, message.from_base, message.term),
+        _head(TYPE_PUSH_REQUEST, message.source_id, flags, message.term),
         _PUSH_REQUEST.pack(message.prev_index, message.prev_term, message.commit_index,
                            len(entries)),
+        _PREV_CRC.pack(prev_crc) if prev_crc is not None else b"",
         _entries_bytes(entries, message.prev_index) if entries else b""))
 
 
@@ -263,11 +269,12 @@ def _decode_vote_response(reader: _Reader, source_id: str, flags: int, term: int
 def _decode_push_request(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
     prev_index, prev_term, commit_index, entry_count = reader.unpack(_PUSH_REQUEST)
     _check_non_negative(prev_index, prev_term, commit_index)
+    prev_crc = reader.unpack(_PREV_CRC)[0] if flags & FLAG_PREV_CRC else None
     if entry_count * _ENTRY.size > reader.remaining_bytes:
         raise WireError(f"{entry_count} entries cannot fit in {reader.remaining_bytes} bytes")
     entries = reader.entries(prev_index, prev_term, term, entry_count)
     return PushRequest(source_id, term, prev_index, prev_term, entries, commit_index,
-                       bool(flags & FLAG_FROM_BASE))
+                       bool(flags & FLAG_FROM_BASE), prev_crc)
 
 
 def _decode_push_response(reader: _Reader, source_id: str, flags: int, term: int) -> Message:

@@ -141,6 +141,8 @@ class SimResult:
 
 
 class Simulation:
+    replay_command = "python -m ha.dledger.simulation.sim --seed {seed}"
+
     def __init__(self, seed: int, node_count: int | None = None,
                  fault_ticks: int = 1500, heal_ticks: int = 400, faults: Faults | None = None,
                  config: DLedgerConfig | None = None, client_every_ticks_max: int = 6) -> None:
@@ -205,7 +207,7 @@ class Simulation:
         return SimulationFailure(
             f"seed={self.seed} {kind} broke at event #{self._events} t={self.now} "
             f"{self._last_event[0]} {self._last_event[1]}: {error}\n"
-            f"replay: python -m ha.dledger.simulation.sim --seed {self.seed}")
+            f"replay: {self.replay_command.format(seed=self.seed)}")
 
     def _schedule(self, delay_ticks: int, kind: str, payload: tuple[object, ...]) -> None:
         self._sequence += 1
@@ -240,10 +242,14 @@ class Simulation:
             return
         member.incarnation += 1
         rng = random.Random(self.rng.getrandbits(64))
-        member.node = DLedgerNode(node_id, self.ids, self.config, rng, member.disk.hard_state,
-                                  member.disk.copy_log())
+        member.node = DLedgerNode(node_id, self._member_ids_of(node_id), self.config, rng,
+                                  member.disk.hard_state, member.disk.copy_log())
         self._commits[node_id] = member.node.commit_index
         self._schedule(1, "tick", (node_id, member.incarnation))
+
+    def _member_ids_of(self, node_id: str) -> list[str]:
+        """The peer list a node starts with: the group's (a scenario may start one alone)."""
+        return self.ids
 
     def _crash(self, node_id: str, restart: bool = True) -> None:
         member = self.members[node_id]

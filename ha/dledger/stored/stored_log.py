@@ -19,6 +19,7 @@ under a new base).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,8 @@ from store.record import (
 from store.status import AppendRawStatus, PutMessageStatus
 from store.system_topics import METADATA_TOPIC, deleted_topic, forget_topic
 
+log = logging.getLogger(__name__)
+
 # A push carries at most this many payload bytes (at least one entry): bounded frames.
 SLICE_BYTES_MAX = 4 * 1024 * 1024
 # The newest entries kept in memory for pushes: two full pushes' worth.
@@ -63,6 +66,17 @@ def next_position(end_position: int, size_bytes: int, file_size_bytes: int) -> i
     room = file_size_bytes - end_position % file_size_bytes
     return end_position if size_bytes + END_FILE_MIN_BLANK_LENGTH <= room \
         else end_position + room
+
+
+def _indexed_end(store: MessageStore) -> int:
+    """The end of the last record any consume queue indexes (0: none)."""
+    end = 0
+    for queue in store.queues.all():
+        if queue.max_queue_offset > queue.min_queue_offset:
+            last = queue.get(queue.max_queue_offset - 1)
+            if last is not None:
+                end = max(end, last[0] + last[1])
+    return end
 
 
 class EntryRecordError(ValueError):
@@ -102,6 +116,11 @@ class StoredLog:
         self._staged: dict[int, tuple[bytes, RecordPlace]] = {}
         self._staged_end = -1
         self._staged_queue_offsets: dict[tuple[str, int], int] = {}
+        # Truncations that cut records a previous run had dispatched (a fork repaired).
+        self.forks_cut_count = 0
+        # Where the records the consume queues index end, as a previous run left them: at
+        # a start dispatch restarts lower (from its checkpoint) and waits for the commit.
+        self._indexed_end_at_open = _indexed_end(store)
 
     # -- the NodeLog views -----------------------------------------------------------------
 
@@ -137,6 +156,15 @@ class StoredLog:
         if recent is not None:
             return recent.term
         return self.index_entry(index).term
+
+    def crc_at(self, index: int) -> int | None:
+        """The payload CRC at `index`: a recent entry's computed, an older one's indexed."""
+        if index <= self._base.index or index > self._last_index:
+            return None
+        recent = self._recent.get(index)
+        if recent is not None:
+            return payload_crc(recent.payload)
+        return self.index_entry(index).payload_crc
 
     def index_entry(self, index: int) -> IndexEntry:
         assert self._base.index < index <= self._last_index, (index, self._base.index)
@@ -415,10 +443,22 @@ class StoredLog:
         previous_end = self.end_of(previous)
         previous_term = self.term_at(previous)
         assert previous_term is not None
+        store = self._store
         if previous_end < 0:
-            self._store.clear_log()  # no record since the reset before `index`
+            store.clear_log()  # no record since the reset before `index`
+        elif previous_end < max(store.dispatch.dispatched_offset, self._indexed_end_at_open):
+            # Records a previous run dispatched, which the group never committed: this
+            # member led alone under another peer list (a fork). Its consume queues, key
+            # index and metadata are cut with the log, as a classic slave's are.
+            log.warning("dledger: entries from %d on are not the group's (a fork); cutting "
+                        "the log back to %d, below what was dispatched (%d)", index,
+                        previous_end, max(store.dispatch.dispatched_offset,
+                                          self._indexed_end_at_open))
+            store.truncate_log(previous_end)
+            self._indexed_end_at_open = min(self._indexed_end_at_open, previous_end)
+            self.forks_cut_count += 1
         else:
-            self._store.truncate_uncommitted(previous_end)
+            store.truncate_uncommitted(previous_end)
         self._index.truncate_from(index)
         self._recent.truncate_from(index)
         self._last_index, self._last_term = previous, previous_term
@@ -467,6 +507,11 @@ class StoredLog:
             else:
                 high = middle - 1
         return found
+
+    @property
+    def retained_min_offset(self) -> int:
+        """The commit log's first retained offset (retention moves it)."""
+        return self._store.commit_log.min_offset
 
     def hold_retention_for(self, index: int) -> None:
         """Keep the commit-log files a peer needs to continue after `index` (its match;

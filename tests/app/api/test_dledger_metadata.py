@@ -42,12 +42,12 @@ def _settings(data_dir: Path, port: int, peers: str | None = None, **overrides: 
 
 
 @asynccontextmanager
-async def _leading(data_dir: Path) -> AsyncIterator[Served]:
+async def _leading(data_dir: Path, **overrides: Any) -> AsyncIterator[Served]:
     """A one-member group, served once it takes writes."""
     with _bound() as bound:
         port = bound.getsockname()[1]
         bound.close()  # the member binds its own address from dledger_peers
-        async with serving(_settings(data_dir, port)) as served:
+        async with serving(_settings(data_dir, port, **overrides)) as served:
             wait_until(lambda: served.broker.is_running and not served.broker.is_slave)
             yield served
 
@@ -121,3 +121,29 @@ async def test_a_start_with_another_peer_list_is_refused_unless_overridden(
         assert time.monotonic() - started < 30
         async with serving(_settings(tmp_path, port, wider)) as served:
             assert served.broker.is_running  # the new list is the stored one now
+
+
+async def test_a_batch_of_topics_is_one_entry_or_nothing(tmp_path: Path) -> None:
+    """With message_size_max_bytes 4096, 20 topics made two records before (one entry each,
+    of which a leader change could commit the first alone): they are one entry now, all
+    created. 60 topics do not fit one record: 400 naming how many fit, nothing written."""
+    async with _leading(tmp_path, message_size_max_bytes=4096) as served:
+        member = served.broker.dledger
+        assert member is not None
+        store = served.broker.store
+        before = len(store.get_messages(METADATA_TOPIC, 0, 0, 1000).messages)
+        end_before = member.status().end_index
+        batch = {"topics": [{"name": f"batch-{number:03d}"} for number in range(20)]}
+        created = await served.client.post("/v1/topics:batch", json=batch)
+        assert created.status_code == 201, created.text
+        assert member.status().end_index == end_before + 1
+        records = store.get_messages(METADATA_TOPIC, 0, 0, 1000).messages
+        assert [r.properties[PROPERTY_OP] for r in records[before:]] == ["topics.put"]
+        too_many = {"topics": [{"name": f"many-{number:03d}"} for number in range(60)]}
+        refused = await served.client.post("/v1/topics:batch", json=too_many)
+        assert refused.status_code == 400, refused.text
+        assert "send at most about" in refused.json()["detail"]
+        assert member.status().end_index == end_before + 1
+        listed = (await served.client.get("/v1/topics")).json()["topics"]
+        assert not [t for t in listed if t["name"].startswith("many-")]
+        assert len([t for t in listed if t["name"].startswith("batch-")]) == 20

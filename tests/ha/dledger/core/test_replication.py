@@ -225,7 +225,7 @@ def test_a_caught_up_follower_gets_a_heartbeat_every_heartbeat_ticks() -> None:
                   if isinstance(a, Send) and a.target_id == "n1"]
         if pushes:
             sent_at.append(tick)
-            assert pushes == [PushRequest("n0", 1, 1, 1, (), 1)]  # carries the commit
+            assert pushes == [PushRequest("n0", 1, 1, 1, (), 1, prev_crc=0)]  # carries the commit
             for peer_id in ("n1", "n2"):
                 ack(leader, peer_id, 1)
     assert sent_at == [2, 4, 6]

@@ -45,7 +45,7 @@ def _push_requests(draw: st.DrawFn) -> PushRequest:
     entries = tuple(Entry(prev_index + 1 + i, entry_term, payload)
                     for i, (entry_term, payload) in enumerate(zip(terms, payloads, strict=True)))
     return PushRequest(draw(_ids), term, prev_index, prev_term, entries, draw(_numbers),
-                       draw(st.booleans()))
+                       draw(st.booleans()), draw(st.none() | st.integers(0, (1 << 32) - 1)))
 
 
 _messages: st.SearchStrategy[Message] = st.one_of(
@@ -124,10 +124,11 @@ def test_a_full_push_fits_the_frame_bound_the_wire_derives() -> None:
     full = tuple(Entry(big - 16 + i, big, bytes(64)) for i in range(16))
     alone = (Entry(big - 16, big, bytes(5000)),)
     for entries in (full, alone):
-        body = encode_message(PushRequest(source_id, big, big - 17, big, entries, big, True))
+        body = encode_message(PushRequest(source_id, big, big - 17, big, entries, big, True,
+                                          (1 << 32) - 1))
         assert len(body) <= push_frame_bytes_needed(16 * 64, 16, 5000)
-    assert len(encode_message(PushRequest(source_id, big, big - 17, big, full, big, True))) \
-        == push_frame_bytes_needed(16 * 64, 16, 0)
+    assert len(encode_message(PushRequest(source_id, big, big - 17, big, full, big, True,
+                                          0))) == push_frame_bytes_needed(16 * 64, 16, 0)
 
 
 def test_huge_entry_count_is_refused_before_allocating() -> None:
