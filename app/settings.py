@@ -249,7 +249,8 @@ class Settings(BaseSettings):
                                   "slave acks before answering FLUSH_SLAVE_TIMEOUT")
     ha_slave_fall_behind_bytes_max: int = Field(
         256 * MIB, description="a slave further behind than this is not in sync; a SYNC_MASTER "
-                               "put without enough in-sync slaves answers SLAVE_NOT_AVAILABLE")
+                               "put without enough in-sync slaves answers SLAVE_NOT_AVAILABLE; "
+                               "retention keeps files only for slaves (DLedger: peers) within it")
     ha_send_heartbeat_interval_ms: int = Field(5000, description="an idle HA link sends a "
                                                "heartbeat (or offset report) this often")
     ha_housekeeping_interval_ms: int = Field(20_000, description="an HA link silent this long "
@@ -583,6 +584,7 @@ class Settings(BaseSettings):
                 # modes: SYNC_FLUSH syncs first, ASYNC_FLUSH answers from the page cache.
                 sync_before_ack=self.flush_disk_type is FlushDiskType.SYNC_FLUSH,
                 sync_interval_ms=self.flush_interval_ms,
+                retention_hold_behind_bytes_max=self.ha_slave_fall_behind_bytes_max,
             )
         except ConfigError as error:
             raise SettingsError(str(error)) from error

@@ -371,9 +371,9 @@ class DLedgerHost(ServiceThread):
         if not isinstance(stored, StoredLog):
             return
         dispatchers = node.dispatchers.values()
-        stored.hold_retention_for(min((d.match_index for d in dispatchers),
-                                      default=stored.last_index)
-                                  if node.role is Role.LEADER else stored.last_index)
+        stored.hold_retention_for([d.match_index for d in dispatchers]
+                                  if node.role is Role.LEADER else [],
+                                  self.config.retention_hold_behind_bytes_max)
         min_offset = stored.retained_min_offset
         if min_offset == self._retained_min_offset:
             return

@@ -37,6 +37,9 @@ class HostConfig:
     # a majority within that window can lose an acknowledged entry (docs/dledger.md).
     sync_before_ack: bool = True
     sync_interval_ms: int = 500
+    # A leader holds retention for the peers less than this far behind (their match), no
+    # more: a peer down or far behind is reset from the base when it returns.
+    retention_hold_behind_bytes_max: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         checks = [

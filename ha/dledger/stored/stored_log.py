@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ha.dledger.core.messages import Entry
@@ -513,16 +513,22 @@ class StoredLog:
         """The commit log's first retained offset (retention moves it)."""
         return self._store.commit_log.min_offset
 
-    def hold_retention_for(self, index: int) -> None:
-        """Keep the commit-log files a peer needs to continue after `index` (its match;
-        the host passes the lowest over its peers). Retention then stops before them and
-        says so in `store.retention.blocked_offset`, for the admin view. A peer below the
-        base needs the base itself: nothing more can be held for it."""
-        index = max(index, self._base.index)
+    def hold_retention_for(self, match_indexes: Iterable[int], behind_bytes_max: int) -> None:
+        """Keep the commit-log files the peers need to continue after their matches, for
+        each peer less than `behind_bytes_max` behind: a peer down or far behind must not
+        stop retention and fill the disk; once retention passed it, it is reset from the
+        base instead. Retention stops before the held files and says so in
+        `store.retention.blocked_offset`, for the admin view."""
+        held = [index for index in match_indexes
+                if self._end_position - self._start_of(max(index, self._base.index) + 1)
+                < behind_bytes_max]
+        index = max(min(held, default=self._last_index), self._base.index)
         hold = self._end_position if index >= self._last_index else self._start_of(index + 1)
         self._store.retention.hold_offset = hold if hold >= 0 else None
 
     def _start_of(self, index: int) -> int:
+        if index > self._last_index:
+            return self._end_position
         found = self.index_entry(index)
         return found.position if found.size_bytes else found.end_position
 

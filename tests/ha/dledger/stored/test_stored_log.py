@@ -600,6 +600,9 @@ def test_recovery_cuts_commit_log_bytes_past_the_last_indexed_entry(tmp_path: Pa
     storage.close()
 
 
+HOLD_MAX = 1 << 40  # no peer is too far behind
+
+
 def test_retention_keeps_what_a_lagging_peer_needs_and_says_so(tmp_path: Path) -> None:
     """With a hold for a peer matched at an early entry, retention removes only the files
     before that entry's record and reports the first file it kept for the peer."""
@@ -610,15 +613,37 @@ def test_retention_keeps_what_a_lagging_peer_needs_and_says_so(tmp_path: Path) -
     _wait_dispatched(storage)
     needed = next(e for e in entries if e.payload
                   and decode_record(e.payload).commit_log_offset > 2 * FILE_SIZE_BYTES)
-    log.hold_retention_for(needed.index - 1)  # the peer's match: it needs `needed` next
+    log.hold_retention_for([needed.index - 1], HOLD_MAX)  # the peer's match: it needs `needed` next
     retention = storage.store.retention
     removed = retention.delete_expired()
     needed_at = decode_record(needed.payload).commit_log_offset
     assert removed == 2
     assert storage.store.min_offset <= needed_at
     assert retention.blocked_offset == storage.store.min_offset
-    log.hold_retention_for(log.last_index)  # every peer caught up: no file is held back
+    log.hold_retention_for([log.last_index], HOLD_MAX)  # every peer caught up: no file is held back
     assert retention.delete_expired() > 0 and retention.blocked_offset is None
+    storage.close()
+
+
+def test_a_peer_too_far_behind_holds_nothing_back(tmp_path: Path) -> None:
+    """A peer matched further back than the bound (ha_slave_fall_behind_bytes_max; down, or
+    far behind) does not stop retention: an unbounded hold would fill the disk. It is reset from
+    the base when it returns. A peer within the bound still holds its files."""
+    storage, log = open_storage(tmp_path, file_reserved_hours=1e-9,
+                                retention_interval_ms=3_600_000)
+    entries = _fill(log, 150)
+    storage.set_committed(len(entries))
+    _wait_dispatched(storage)
+    assert log.end_position > 4 * FILE_SIZE_BYTES  # the first entry is past the bound
+    near = next(e for e in entries if e.payload and decode_record(e.payload).commit_log_offset
+                > log.end_position - 2 * FILE_SIZE_BYTES)
+    # one peer far behind, one within the bound
+    log.hold_retention_for([1, near.index - 1], 3 * FILE_SIZE_BYTES)
+    retention = storage.store.retention
+    retention.delete_expired()
+    assert storage.store.min_offset > decode_record(entries[1].payload).commit_log_offset
+    assert storage.store.min_offset <= decode_record(near.payload).commit_log_offset
+    assert retention.blocked_offset == storage.store.min_offset
     storage.close()
 
 
