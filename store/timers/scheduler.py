@@ -129,6 +129,7 @@ class TimerScheduler(ServiceThread):
         self._last_now_ms = 0
         self.lateness = Lateness()
         self.write_refusals_total = 0
+        self._refusing: set[str] = set()  # lanes whose last write was refused (logged once)
 
     # -- role --------------------------------------------------------------------------------
 
@@ -216,9 +217,12 @@ class TimerScheduler(ServiceThread):
             if put.status is not PutMessageStatus.PUT_OK:
                 self._head_wake_ms.pop(key, None)  # the head is this entry, awake
                 self.write_refusals_total += 1
-                log.warning("timers: a write for lane %s was refused (%s: %s); retrying",
-                            key, put.status.value, put.detail)
+                if key not in self._refusing:  # once a spell: a refusal may last
+                    self._refusing.add(key)
+                    log.warning("timers: a write for lane %s was refused (%s: %s); retrying "
+                                "every %d ms", key, put.status.value, put.detail, _RETRY_WAIT_MS)
                 return _RETRY_WAIT_MS
+            self._refusing.discard(key)
             self._cursors[key] = entry.queue_offset + 1
             if entry.delivered:
                 self.lateness.observe(max(0, now - entry.due_ms))

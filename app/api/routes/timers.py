@@ -44,10 +44,8 @@ async def cancel_delayed_message(
     it was cancelled before), 202 cancelled with a guarantee missing (as a produce's 202),
     404 when the id names no delayed message, 409 MESSAGE_ALREADY_DUE once it is due
     (delivered, or being delivered), 429 past timer_cancels_pending_max."""
-    if broker.timers is None:
-        raise ApiError("DELAY_NOT_SUPPORTED", "delayed messages are not delivered in DLedger "
-                       "mode yet")
     scheduler = broker.timers
+    assert scheduler is not None, "the broker starts its scheduler before serving"
     found = await run_in_threadpool(broker.store.get_message_by_id, msg_id)
     if found.status is LookupStatus.MALFORMED_ID:
         raise ApiError("INVALID_MESSAGE_ID", f"{msg_id!r} is not a message id "
@@ -69,7 +67,7 @@ async def cancel_delayed_message(
                        "yet", setting="timer_cancels_pending_max")
     if outcome is CancelOutcome.NOT_ACTIVE:
         raise ApiError("NOT_A_MASTER", "this broker does not deliver delayed messages now "
-                       "(not the master)")
+                       "(not the master, or not a DLedger leader caught up in its term)")
     if outcome is CancelOutcome.ALREADY:
         return CancelView(msg_id=msg_id, topic=topic, deliver_at_ms=due_ms,
                           status=PutMessageStatus.PUT_OK, already_cancelled=True)
