@@ -29,7 +29,7 @@ from store.reads import GetMessagesResult, GetMessageStatus
 from store.record import Message, StoredMessage
 from store.service import ServiceThread
 from store.status import PutMessageResult, PutMessageStatus
-from store.timers.lanes import Lane, Step, TimerPlan, step
+from store.timers.lanes import Lane, Step, TimerPlan, roll, step
 from store.timers.names import (
     DROP_CANCELLED,
     DROP_ORIGIN_GONE,
@@ -259,11 +259,11 @@ class TimerScheduler(ServiceThread):
 
     def _roll(self, consumed: str, origin: int, properties: dict[str, str], now: int,
               due_ms: int) -> Message:
-        lane = self._plan.timer_lane(due_ms - now)
+        lane, wake_ms = roll(self._plan, now, due_ms)
         rolled = {name: properties[name] for name in (PROPERTY_REAL_TOPIC,
                                                       PROPERTY_REAL_QUEUE_ID, PROPERTY_DUE_MS)
                   if name in properties}
-        rolled[PROPERTY_WAKE_MS] = str(now + min(lane.wait_ms, due_ms - now))
+        rolled[PROPERTY_WAKE_MS] = str(wake_ms)
         rolled[PROPERTY_ORIGIN_OFFSET] = str(origin)
         rolled[PROPERTY_FROM] = consumed
         return Message(TIMER_TOPIC, b"", rolled, lane.queue_id)
