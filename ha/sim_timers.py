@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from store.timers.lanes import Step, TimerPlan, parse_delay_levels, roll, step
-from store.timers.names import PROPERTY_FROM, PROPERTY_REAL_TOPIC
+from store.timers.names import PROPERTY_FROM, PROPERTY_SCHEDULE
 from store.timers.scheduling import Delay, plan_delay
 from store.timers.state import TimerState
 
@@ -81,7 +81,7 @@ class TimerModel:
         else:
             properties = {PROPERTY_FROM: str(record["from"])}
             if kind == "r":
-                properties[PROPERTY_REAL_TOPIC] = "T"  # a roll names its real topic
+                properties[PROPERTY_SCHEDULE] = "0:0::T"  # a roll is a lane entry again
             self.state.apply(properties)
         if kind in ("p", "r"):
             entry = LaneEntry(origin, int(record["due"]), int(record["wake"]))

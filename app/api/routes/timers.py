@@ -16,12 +16,8 @@ from app.api.timer_views import timers_view
 from app.settings import Scope
 from store import PutMessageStatus
 from store.message_id import MSG_ID_HEX_LENGTH, MSG_ID_PATTERN, LookupStatus
-from store.timers.names import (
-    LANE_TOPICS,
-    PROPERTY_DUE_MS,
-    PROPERTY_ORIGIN_OFFSET,
-    PROPERTY_REAL_TOPIC,
-)
+from store.timers.lane_entry import schedule_of
+from store.timers.names import LANE_TOPICS, PROPERTY_ORIGIN_OFFSET
 from store.timers.scheduler import CancelOutcome
 
 router = APIRouter()
@@ -51,12 +47,11 @@ async def cancel_delayed_message(
         raise ApiError("INVALID_MESSAGE_ID", f"{msg_id!r} is not a message id "
                        f"({MSG_ID_HEX_LENGTH} hex digits)")
     record = found.message
-    if record is None or record.topic not in LANE_TOPICS \
-            or PROPERTY_ORIGIN_OFFSET in record.properties \
-            or PROPERTY_DUE_MS not in record.properties:
+    schedule = None if record is None or record.topic not in LANE_TOPICS \
+        or PROPERTY_ORIGIN_OFFSET in record.properties else schedule_of(record.properties)
+    if record is None or schedule is None:
         raise ApiError("NOT_A_SCHEDULED_MESSAGE", f"no delayed message {msg_id} on this broker")
-    due_ms = int(record.properties[PROPERTY_DUE_MS])
-    topic = record.properties.get(PROPERTY_REAL_TOPIC, "")
+    due_ms, topic = schedule.due_ms, schedule.topic
     result = await run_in_threadpool(scheduler.cancel, record.commit_log_offset, due_ms)
     outcome = result.outcome
     if outcome is CancelOutcome.DUE:
