@@ -61,20 +61,36 @@ class LaneEntry:
     origin: int
     due: int
     wake: int
+    log_offset: int = 0  # where its record is (retention removes it with its file)
+
+
+def lane_of(payload: bytes) -> str | None:
+    """The lane a put or a roll enters ("S:0", "T:3"); None for a delivery."""
+    record = orjson.loads(payload[len(TIMER_PREFIX):])
+    return str(record["lane"]) if record["k"] in ("p", "r") else None
 
 
 @dataclass
 class TimerModel:
     """One replica's timer state, derived from its log in order (see the module docstring)."""
 
-    lanes: dict[str, list[LaneEntry]] = field(default_factory=dict)
+    # lane key -> queue offset -> entry (a lane's queue; retention may have taken its start)
+    lanes: dict[str, dict[int, LaneEntry]] = field(default_factory=dict)
     state: TimerState = field(default_factory=TimerState)
     puts: dict[int, int] = field(default_factory=dict)  # message -> due
     delivered: dict[int, int] = field(default_factory=dict)  # message -> deliveries
     problems: list[str] = field(default_factory=list)
+    # Messages whose pending entry retention removed: lost, as the product loses them (keep
+    # file_reserved_hours above timer_max_delay_ms, docs/delayed-messages.md).
+    retained_away: set[int] = field(default_factory=set)
+    version: int = 0  # grows with every record applied (a scheduler's round skips none)
 
-    def apply(self, payload: bytes) -> None:
+    def apply(self, payload: bytes, queue_offset: int | None = None,
+              log_offset: int = 0) -> None:
+        """Apply a record of the log; a lane entry takes `queue_offset` in its lane (the next
+        one when not given: a log that holds every record from the first)."""
         record = orjson.loads(payload[len(TIMER_PREFIX):])
+        self.version += 1
         kind, origin = record["k"], int(record["o"])
         if kind == "p":
             self.puts[origin] = int(record["due"])
@@ -84,8 +100,9 @@ class TimerModel:
                 properties[PROPERTY_SCHEDULE] = "0:0::T"  # a roll is a lane entry again
             self.state.apply(properties)
         if kind in ("p", "r"):
-            entry = LaneEntry(origin, int(record["due"]), int(record["wake"]))
-            self.lanes.setdefault(str(record["lane"]), []).append(entry)
+            lane = self.lanes.setdefault(str(record["lane"]), {})
+            lane[len(lane) if queue_offset is None else queue_offset] = LaneEntry(
+                origin, int(record["due"]), int(record["wake"]), log_offset)
             return
         count = self.delivered.get(origin, 0) + 1
         self.delivered[origin] = count
@@ -96,13 +113,26 @@ class TimerModel:
                                  f"due time {record['due']}")
 
     def undelivered(self, due_by: int) -> list[int]:
-        """Messages put, due by `due_by`, and not delivered."""
+        """Messages put, due by `due_by`, and not delivered (nor lost to retention)."""
         return sorted(origin for origin, due in self.puts.items()
-                      if due <= due_by and origin not in self.delivered)
+                      if due <= due_by and origin not in self.delivered
+                      and origin not in self.retained_away)
+
+    def retain_from(self, log_offset: int) -> None:
+        """Retention removed the log below `log_offset`: the lane entries there go; a pending
+        one's message is lost."""
+        progress = self.state.progress()
+        self.version += 1
+        for key, entries in self.lanes.items():
+            for queue_offset in [q for q, e in entries.items() if e.log_offset < log_offset]:
+                if queue_offset >= progress.get(key, 0):
+                    self.retained_away.add(entries[queue_offset].origin)
+                del entries[queue_offset]
 
     def pending(self) -> bool:
         progress = self.state.progress()
-        return any(len(entries) > progress.get(key, 0) for key, entries in self.lanes.items())
+        return any(entries and max(entries) >= progress.get(key, 0)
+                   for key, entries in self.lanes.items())
 
 
 class SimScheduler:
@@ -110,17 +140,29 @@ class SimScheduler:
 
     def __init__(self, model: TimerModel) -> None:
         self.cursors = model.state.progress()
+        # Nothing to do before this time while the model is at this version (the last round
+        # wrote nothing): the heads' earliest wake, and the version it was seen at.
+        self._idle_until: tuple[int, int] = (-1, 0)
 
     def round(self, model: TimerModel, now: int, append: Append) -> None:
         """Write what every awake head becomes, lane by lane; each lane's cursor moves past
         the records `append` took (a prefix: what it refused is tried at the next round)."""
-        for key, entries in model.lanes.items():
+        version, until = self._idle_until
+        if version == model.version and now < until:
+            return
+        next_wake, wrote = 1 << 62, False
+        for key, entries in list(model.lanes.items()):  # an append may add a lane
             cursor = self.cursors.get(key, 0)
+            if entries and cursor not in entries and cursor < min(entries):
+                cursor = min(entries)  # retention took the lane's start (OFFSET_TOO_SMALL)
             written: list[bytes] = []
-            for queue_offset in range(cursor, min(len(entries), cursor + _ROUND_ENTRIES_MAX)):
-                entry = entries[queue_offset]
+            for queue_offset in range(cursor, cursor + _ROUND_ENTRIES_MAX):
+                entry = entries.get(queue_offset)
+                if entry is None:
+                    break  # the lane's end
                 decision = step(now, entry.wake, entry.due)
                 if decision is Step.WAIT:
+                    next_wake = min(next_wake, entry.wake)
                     break
                 consumed = f"{key}:{queue_offset}"
                 if decision is Step.ROLL:
@@ -133,3 +175,7 @@ class SimScheduler:
                                             "due": entry.due, "at": now}))
             if written:
                 self.cursors[key] = cursor + append(written)
+                wrote = True
+            elif cursor != self.cursors.get(key, 0):
+                self.cursors[key] = cursor
+        self._idle_until = (-1, 0) if wrote else (model.version, next_wake)

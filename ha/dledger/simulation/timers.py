@@ -50,7 +50,8 @@ class MemberTimers:
     def run_scheduler(self, node: DLedgerNode, now: int, append: Append) -> None:
         """The member's scheduler round, if it leads, caught up in its term."""
         if node.role is not Role.LEADER:
-            self.crashed()
+            if self.term is not None:
+                self.crashed()
             return
         if self.term != node.term:
             self.scheduler, self.term = None, node.term
