@@ -30,14 +30,15 @@ from collections.abc import Callable
 from ha.classic.core.epochs import Epoch
 from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SimBroker, SlaveSide
 from ha.classic.simulation.clients import next_write, timer_write
-from ha.classic.simulation.disk import FILE_SIZE_BYTES, SimDisk
+from ha.classic.simulation.disk import FILE_SIZE_BYTES, METADATA_TOPIC, SimDisk
 from ha.classic.simulation.invariants import Invariants, InvariantViolation
 from ha.classic.simulation.network import Connection, Faults, Message
 from ha.classic.simulation.results import SimResult, summary
+from ha.classic.simulation.timers import master_timer_rounds
 from ha.config import HAConfig
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
-from ha.sim_timers import DELAY_TICKS_MAX, SIM_PLAN, SimScheduler, delayed_put
+from ha.sim_timers import DELAY_TICKS_MAX, SIM_PLAN, delayed_put
 from store.status import BrokerRole, PutMessageStatus
 
 EVENTS_MAX = 300_000  # a bound on one run, whatever the seed draws
@@ -289,33 +290,14 @@ class Simulation:
         if not broker.sync_flush:
             self._every(broker, self.faults.flush_interval_ms, "flush", lambda m: m.flush())
         if self.timers:
-            self._every(broker, TIMER_EVERY_MS, "timers", self._timer_rounds(broker))
+            self._every(broker, TIMER_EVERY_MS, "timers", master_timer_rounds(self, broker.name))
 
-    def _timer_rounds(self, broker: SimBroker) -> Callable[[MasterSide], None]:
-        """This master's scheduler of delayed messages (ha/sim_timers.py), as the broker's:
-        from the timer state once dispatch has reached the log's end, then its own cursors;
-        a new one for every master incarnation (a restart, a promotion)."""
-        scheduler: list[SimScheduler] = []
+    def next_message_id(self) -> int:
+        self._message_ids += 1
+        return self._message_ids
 
-        def round_(master: MasterSide) -> None:
-            disk = master.disk
-            if not scheduler:
-                if disk.dispatched_end < disk.end:
-                    return
-                scheduler.append(SimScheduler(disk.timers))
-            scheduler[0].round(disk.timers, self.now_ms,
-                               lambda records: self._timer_append(broker, master, records))
-
-        return round_
-
-    def _timer_append(self, broker: SimBroker, master: MasterSide, records: list[bytes]) -> int:
-        for record in records:
-            self._message_ids += 1
-            write = timer_write(record)
-            put = master.put(self._message_ids, write.topic, write.queue_id, 0, write.op,
-                             write.body)
-            self.invariants.put_taken(broker.name, put)
-        return len(records)
+    def timer_put_taken(self, broker_name: str, put: Put) -> None:
+        self.invariants.put_taken(broker_name, put)
 
     def _every(self, broker: SimBroker, interval_ms: int, label: str,
                action: Callable[[MasterSide], None]) -> None:
@@ -397,17 +379,17 @@ class Simulation:
         if masters:
             broker = self.rng.choice(masters)
             assert broker.master is not None
-            self._message_ids += 1
+            message_id = self.next_message_id()
             if self.timers and self._faulty() and self.rng.random() < TIMER_SHARE:
                 level = self.rng.choice((None, None, None, 1, SIM_PLAN.level_count))
-                write = timer_write(delayed_put(self._message_ids, self.now_ms,
+                write = timer_write(delayed_put(message_id, self.now_ms,
                                                 self.rng.randint(1, DELAY_TICKS_MAX), level))
             else:
                 write = next_write(self.rng, broker.disk, self.now_ms, self.metadata_share)
-            put = broker.master.put(self._message_ids, write.topic, write.queue_id,
+            put = broker.master.put(message_id, write.topic, write.queue_id,
                                     write.payload_size, write.op, write.body)
             self.invariants.put_taken(broker.name, put)
-            self.metadata_records += bool(write.op)
+            self.metadata_records += write.topic == METADATA_TOPIC
         if self.now_ms < self.end_ms - 1500:
             self.schedule(self.rng.randint(1, self.faults.put_every_ms_max), "put", self._put)
 
