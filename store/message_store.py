@@ -58,7 +58,7 @@ from store.system_topics import (
 )
 from store.timers.lane_reader import read_lane
 from store.timers.names import SCHEDULE_TOPIC, TIMER_LOG_TOPIC, TIMER_TOPIC
-from store.timers.scheduler import TimerScheduler
+from store.timers.scheduler import TimerScheduler, Writer
 from store.timers.state import TimerState, save_state
 from store.tombstones import Tombstones, revived_start
 from store.waits.completion import Pending, PutCompletion
@@ -669,12 +669,14 @@ class MessageStore:
 
     def timer_scheduler(self, queue_count_of: Callable[[str], int | None], *,
                         clock: ClockMs = wall_ms,
-                        cancels_pending_max: int = 10_000) -> TimerScheduler:
+                        cancels_pending_max: int = 10_000,
+                        write: Writer | None = None) -> TimerScheduler:
         """The scheduler of this store's delayed messages (store/timers/scheduler.py), not
-        started: it reads the lanes here and appends with `put_messages`. `queue_count_of`
-        answers a topic's write queue count, None when the topic does not exist."""
+        started: it reads the lanes here and appends with `write` (`put_messages` unless
+        given: DLedger mode writes through the group member). `queue_count_of` answers a
+        topic's write queue count, None when the topic does not exist."""
         return TimerScheduler(self.config.timers, self.timer_state, self._read_lane,
-                              self._record_or_none, self.put_messages, queue_count_of,
+                              self._record_or_none, write or self.put_messages, queue_count_of,
                               self.dispatch_caught_up, clock=clock,
                               cancels_pending_max=cancels_pending_max)
 

@@ -104,8 +104,6 @@ PROBLEMS: dict[str, ProblemKind] = {
     "DELAY_CONFLICT": ProblemKind(409, "Give one of delay_level, deliver_at_ms and delay_ms"),
     "DELAY_TOO_LONG": ProblemKind(409, "The delay is longer than timer_max_delay_ms"),
     "DELAY_LEVEL_NOT_CONFIGURED": ProblemKind(409, "No such level in delay_levels"),
-    "DELAY_NOT_SUPPORTED": ProblemKind(
-        409, "This broker's mode does not deliver delayed messages (DLedger, for now)"),
     "NOT_A_SCHEDULED_MESSAGE": ProblemKind(404, "No delayed message has this id"),
     "MESSAGE_ALREADY_DUE": ProblemKind(409, "The message is due: delivered, or being delivered"),
     "TIMER_CANCELS_MAX_REACHED": ProblemKind(

@@ -179,10 +179,6 @@ def schedule(broker: Broker, message: Message, delay: Delay) -> tuple[Message, i
     it (store/timers/scheduling.py)."""
     if not delay.is_requested:
         return message, None
-    if broker.timers is None:
-        raise ApiError("DELAY_NOT_SUPPORTED", "delayed messages are delivered by the classic "
-                       "modes' scheduler; DLedger mode does not deliver them yet",
-                       put_status=_ILLEGAL)
     try:
         return delayed(broker.store.config.timers, message, delay, broker.timer_clock_ms())
     except DelayInputError as error:

@@ -15,8 +15,9 @@ from prometheus_client.core import (
 )
 
 from app.api.schemas.timers import LatenessView, TimerLaneView, TimersView
+from store.timers.lane_entry import schedule_of
 from store.timers.lanes import Lane
-from store.timers.names import DROP_REASONS, PROPERTY_DUE_MS, SCHEDULE_TOPIC
+from store.timers.names import DROP_REASONS, SCHEDULE_TOPIC
 from store.timers.scheduler import LATENESS_BOUNDS_MS, Lateness
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ def _head_due_ms(broker: Broker, figures: _LaneFigures) -> int | None:
     result = broker.store.get_messages(lane.topic, lane.queue_id, figures.next_queue_offset, 1)
     if not result.messages:
         return None
-    due = result.messages[0].properties.get(PROPERTY_DUE_MS)
-    return int(due) if due is not None and due.isdigit() else None
+    schedule = schedule_of(result.messages[0].properties)
+    return schedule.due_ms if schedule is not None else None
 
 
 def _bound_at(lateness: Lateness, quantile: float) -> int | None:

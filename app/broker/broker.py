@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.dledger_member import build_dledger, leader_http_address
+from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
@@ -45,7 +46,7 @@ from store.metadata import MetadataStore, TopicConfig, TopicNotFound
 from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
-from store.timers.scheduler import TimerScheduler
+from store.timers.scheduler import TimerScheduler, Writer
 
 if TYPE_CHECKING:
     from ha.dledger.commit_log import DLedgerCommitLog  # loaded by a broker in DLedger mode only
@@ -58,6 +59,9 @@ _RATE_SAMPLE_INTERVAL_MS = 1000
 # before it refills its idempotency window from them.
 _DISPATCH_WAIT_S = 2.0
 _DELAY_OFFSET_TABLE_INTERVAL_MS = 1000
+# DLedger: how much longer than dledger_quorum_deadline_ms the scheduler waits for an append's
+# answer (app/broker/dledger_timers.py).
+_TIMER_ANSWER_MARGIN_S = 5.0
 
 
 class BrokerState(enum.Enum):
@@ -122,8 +126,10 @@ class Broker:
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
-        # Classic modes: delayed messages' scheduler, active on the master only.
+        # Delayed messages' scheduler, active on the master (classic) or the leader of a
+        # term once caught up (DLedger: it writes through `_timer_writer`).
         self.timers: TimerScheduler | None = None
+        self._timer_writer: DLedgerTimerWriter | None = None
         # "Now" for delayed messages: when a produce is due, and when the scheduler delivers
         # (tests set a fake clock).
         self.timer_clock_ms: ClockMs = wall_ms
@@ -168,6 +174,7 @@ class Broker:
                 self._start_timers()
             if self.dledger is not None:
                 rebuild(self.idempotency, self.store)
+                self._start_dledger_timers(self.dledger)  # active once it leads, caught up
                 self._start_leader_sync(self.dledger)
             elif self.is_slave:
                 assert settings.master_http_address is not None
@@ -277,14 +284,28 @@ class Broker:
         if errors:
             raise errors[0]
 
-    def _start_timers(self) -> None:
+    def _start_timers(self, write: Writer | None = None) -> None:
         self.timers = self.store.timer_scheduler(
             self._timer_queue_count, clock=lambda: self.timer_clock_ms(),
-            cancels_pending_max=self.settings.timer_cancels_pending_max)
+            cancels_pending_max=self.settings.timer_cancels_pending_max, write=write)
         self.timers.start()
-        if not self._is_slave:
+        if not self._is_slave and self.dledger is None:
             self.timers.activate()
         self._delay_offset_table.start()
+
+    def _start_dledger_timers(self, member: DLedgerCommitLog) -> None:
+        """DLedger mode: the scheduler writes through the member, fenced by the term it is
+        activated in (app/broker/dledger_timers.py); `_refill_idempotency` activates it."""
+        wait_s = self.settings.dledger_quorum_deadline_ms / 1000 + _TIMER_ANSWER_MARGIN_S
+        self._timer_writer = DLedgerTimerWriter(member, wait_s)
+        self._start_timers(self._timer_writer)
+
+    def _timers_stepped_down(self) -> None:
+        """DLedger: this member no longer leads the term its scheduler was activated in."""
+        if self._timer_writer is not None:
+            self._timer_writer.fence(None)
+        if self.timers is not None:
+            self.timers.deactivate()
 
     def save_delay_offsets(self) -> int:
         """Write each delay level's progress (derived from the log, store/timers/state.py)
@@ -324,7 +345,8 @@ class Broker:
     def _start_leader_sync(self, member: DLedgerCommitLog) -> None:
         self.leader_sync = LeaderSync(
             member, lambda leader_id: leader_http_address(self.settings, leader_id),
-            self._started_sync, self._writable_queue_counts.clear, self._refill_idempotency)
+            self._started_sync, self._writable_queue_counts.clear, self._refill_idempotency,
+            stepped_down=self._timers_stepped_down)
         self.leader_sync.start()
 
     def _refill_idempotency(self, term: int) -> None:
@@ -346,6 +368,11 @@ class Broker:
         restored = rebuild(fresh, store)
         window.replace_entries(fresh)
         self._writable_term = term
+        if self.timers is not None and self._timer_writer is not None:
+            # Its log is committed up to its end as it took over, and dispatched: the
+            # scheduler takes its cursors from that state (it checks dispatch once more).
+            self._timer_writer.fence(term)
+            self.timers.activate()
         log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
                  restored)
 

@@ -38,9 +38,12 @@ class LeaderSync(ServiceThread):
                  start_sync: Callable[[str], SlaveSync],
                  became_leader: Callable[[], None],
                  caught_up: Callable[[int], None] = lambda term: None,
-                 check_interval_s: float = CHECK_INTERVAL_S) -> None:
+                 check_interval_s: float = CHECK_INTERVAL_S,
+                 stepped_down: Callable[[], None] = lambda: None) -> None:
         """`start_sync(url)` starts a metadata sync from that leader; `became_leader()` runs
-        once each time this member takes over (the broker drops what it cached);
+        once each time this member takes over, in each term it leads (the broker drops what
+        it cached; `stepped_down()` runs first when it led another term before, and when it
+        stops leading);
         `caught_up(term)` once its commit then reaches the log's end as it took over (every
         entry the previous leader may have answered is committed here: the broker refills its
         idempotency window from them, then takes writes in that term)."""
@@ -50,11 +53,12 @@ class LeaderSync(ServiceThread):
         self._start_sync = start_sync
         self._became_leader = became_leader
         self._caught_up = caught_up
+        self._stepped_down = stepped_down
         self._check_interval_s = check_interval_s
         self.sync: SlaveSync | None = None
         # Syncs told to stop whose thread may still wait on a request (joined once it ends).
         self._retired: list[SlaveSync] = []
-        self._was_leader = False
+        self._led_term: int | None = None  # the term this member led at the last check
         self._takeover_end_index: int | None = None  # waiting for the commit to reach it
 
     def stop(self) -> None:
@@ -68,9 +72,11 @@ class LeaderSync(ServiceThread):
         self._reap_retired()
         status = self._member.status()
         is_leader = status.role == "LEADER"
+        if self._led_term is not None and (not is_leader or status.term != self._led_term):
+            self._stepped_down()  # also when it led again in a later term between two checks
         if is_leader:
             self._stop_sync()
-            if not self._was_leader:
+            if self._led_term != status.term:
                 log.warning("dledger: %s leads term %d: writes come here once caught up",
                             status.self_id, status.term)
                 self._takeover_end_index = status.end_index
@@ -81,7 +87,7 @@ class LeaderSync(ServiceThread):
                 self._caught_up(status.term)
         else:
             self._takeover_end_index = None
-        self._was_leader = is_leader
+        self._led_term = status.term if is_leader else None
         url = self._leader_url(status.leader_id) if status.leader_id else None
         if not is_leader and url is not None and (
                 self.sync is None or self.sync.master_http_address != url.rstrip("/")):

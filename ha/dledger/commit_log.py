@@ -147,18 +147,27 @@ class DLedgerCommitLog:
     def is_leader(self) -> bool:
         return self.leading_term() is not None
 
-    def put(self, message: Message) -> DLedgerPut:
+    def put(self, message: Message, term: int | None = None,
+            after: DLedgerPut | None = None) -> DLedgerPut:
+        """Append `message`. Given `term`, only while this member leads that term (a writer
+        whose decisions belong to one term, the timer scheduler, is fenced by it); given
+        `after` (a put made just before), only when that one was encoded: a run of puts is
+        then appended as a prefix, never with a hole (encodes run in order on the host
+        thread)."""
         put = DLedgerPut(self._store_host, self.put_counts)
         storage = self.storage
 
         def encode() -> bytes:  # on the host thread, only while the log is open
+            if after is not None and after.record is None:
+                raise RecordRefused(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    "a put before this one in its run was not appended")
             encoded = storage.log.encode(message)
             if isinstance(encoded, tuple):
                 raise RecordRefused(*encoded)
             put.record = encoded
             return encoded
 
-        put.future = self.server.host.append(encode)
+        put.future = self.server.host.append(encode, term)
         return put
 
     def transfer_leadership(self, target_id: str) -> Future[TransferStatus]:

@@ -116,6 +116,14 @@ class TimerPlan:
         return None
 
 
+def roll(plan: TimerPlan, now_ms: int, due_ms: int) -> tuple[Lane, int]:
+    """Where an awake entry not due yet goes at `now_ms`, and when it wakes there: the
+    longest timer lane that does not pass what is left, at most its due time."""
+    remaining_ms = due_ms - now_ms
+    lane = plan.timer_lane(remaining_ms)
+    return lane, now_ms + min(lane.wait_ms, remaining_ms)
+
+
 def step(now_ms: int, wake_ms: int, due_ms: int) -> Step:
     """What a lane's head becomes at `now_ms`."""
     if now_ms < wake_ms:

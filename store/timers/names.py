@@ -13,11 +13,15 @@ LANE_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)
 
 # Names starting with this are the broker's; a producer may not set them.
 RESERVED_PREFIX = "TWINLOG_"
-# On a lane entry (the scheduled copy, or a roll).
+# On a lane entry (the scheduled copy, or a roll): its real topic and queue, its due time,
+# and when the scheduler looks at it again, in one property (store/timers/lane_entry.py).
+PROPERTY_SCHEDULE = "TWINLOG_S"
+# The same, as entries written before that encoding carry them (read, never written).
 PROPERTY_REAL_TOPIC = "TWINLOG_REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "TWINLOG_REAL_QID"  # absent: round robin at delivery
+PROPERTY_WAKE_MS = "TWINLOG_WAKE_MS"
+# On a delivered message (and a cancel marker): when it was due.
 PROPERTY_DUE_MS = "TWINLOG_DUE_MS"
-PROPERTY_WAKE_MS = "TWINLOG_WAKE_MS"  # when the scheduler looks at the entry again
 # On a roll and a drop: the commit-log offset of the scheduled copy (the original).
 PROPERTY_ORIGIN_OFFSET = "TWINLOG_ORIGIN_OFFSET"
 # On a delivered message: the msg id of the scheduled copy the producer was answered.
@@ -31,7 +35,8 @@ PROPERTY_CANCEL = STATE_PROPERTY_PREFIX + "CANCEL"
 
 # What a lane entry carries and a delivered message does not.
 SCHEDULING_PROPERTIES = frozenset({
-    PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_WAKE_MS, PROPERTY_ORIGIN_OFFSET,
+    PROPERTY_SCHEDULE, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_WAKE_MS,
+    PROPERTY_ORIGIN_OFFSET,
 })
 
 DROP_CANCELLED = "cancelled"

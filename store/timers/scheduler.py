@@ -29,7 +29,8 @@ from store.reads import GetMessagesResult, GetMessageStatus
 from store.record import Message, StoredMessage
 from store.service import ServiceThread
 from store.status import PutMessageResult, PutMessageStatus
-from store.timers.lanes import Lane, Step, TimerPlan, step
+from store.timers.lane_entry import Schedule, schedule_of, with_schedule
+from store.timers.lanes import Lane, Step, TimerPlan, roll, step
 from store.timers.names import (
     DROP_CANCELLED,
     DROP_ORIGIN_GONE,
@@ -39,10 +40,7 @@ from store.timers.names import (
     PROPERTY_DUE_MS,
     PROPERTY_FROM,
     PROPERTY_ORIGIN_OFFSET,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
     PROPERTY_SCHEDULED_MSG_ID,
-    PROPERTY_WAKE_MS,
     SCHEDULING_PROPERTIES,
     TIMER_LOG_TOPIC,
     TIMER_TOPIC,
@@ -129,6 +127,7 @@ class TimerScheduler(ServiceThread):
         self._last_now_ms = 0
         self.lateness = Lateness()
         self.write_refusals_total = 0
+        self._refusing: set[str] = set()  # lanes whose last write was refused (logged once)
 
     # -- role --------------------------------------------------------------------------------
 
@@ -195,14 +194,12 @@ class TimerScheduler(ServiceThread):
         planned: list[_Planned] = []
         wake_ms: int | None = None
         for message in result.messages:
-            properties = message.properties
-            due_ms = _int(properties.get(PROPERTY_DUE_MS))
-            wake_at = _int(properties.get(PROPERTY_WAKE_MS), due_ms)
-            decision = step(now, wake_at, due_ms)
+            schedule = schedule_of(message.properties) or _UNSCHEDULED
+            decision = step(now, schedule.wake_ms, schedule.due_ms)
             if decision is Step.WAIT:
-                wake_ms = wake_at
+                wake_ms = schedule.wake_ms
                 break
-            planned.append(self._plan_entry(key, message, decision, now, due_ms))
+            planned.append(self._plan_entry(key, message, decision, now, schedule))
         if wake_ms is not None:
             self._head_wake_ms[key] = wake_ms
         if not planned:
@@ -216,9 +213,12 @@ class TimerScheduler(ServiceThread):
             if put.status is not PutMessageStatus.PUT_OK:
                 self._head_wake_ms.pop(key, None)  # the head is this entry, awake
                 self.write_refusals_total += 1
-                log.warning("timers: a write for lane %s was refused (%s: %s); retrying",
-                            key, put.status.value, put.detail)
+                if key not in self._refusing:  # once a spell: a refusal may last
+                    self._refusing.add(key)
+                    log.warning("timers: a write for lane %s was refused (%s: %s); retrying "
+                                "every %d ms", key, put.status.value, put.detail, _RETRY_WAIT_MS)
                 return _RETRY_WAIT_MS
+            self._refusing.discard(key)
             self._cursors[key] = entry.queue_offset + 1
             if entry.delivered:
                 self.lateness.observe(max(0, now - entry.due_ms))
@@ -228,8 +228,9 @@ class TimerScheduler(ServiceThread):
         return 0 if wake_ms is None else wake_ms - now
 
     def _plan_entry(self, key: str, message: StoredMessage, decision: Step, now: int,
-                    due_ms: int) -> _Planned:
+                    schedule: Schedule) -> _Planned:
         properties = message.properties
+        due_ms = schedule.due_ms
         origin_text = properties.get(PROPERTY_ORIGIN_OFFSET)
         origin = int(origin_text) if origin_text is not None else message.commit_log_offset
         consumed = f"{key}:{message.queue_offset}"
@@ -237,10 +238,9 @@ class TimerScheduler(ServiceThread):
             return _Planned(message.queue_offset, _drop(consumed, origin, DROP_CANCELLED),
                             due_ms, False, origin)
         if decision is Step.ROLL:
-            return _Planned(message.queue_offset,
-                            self._roll(consumed, origin, properties, now, due_ms), due_ms,
-                            False, origin)
-        topic = properties.get(PROPERTY_REAL_TOPIC, "")
+            return _Planned(message.queue_offset, self._roll(consumed, origin, schedule, now),
+                            due_ms, False, origin)
+        topic = schedule.topic
         queue_count = self._queue_count_of(topic)
         if queue_count is None:  # deleted before it was due: not created again
             return _Planned(message.queue_offset, _drop(consumed, origin, DROP_TOPIC_MISSING),
@@ -250,18 +250,14 @@ class TimerScheduler(ServiceThread):
             return _Planned(message.queue_offset, _drop(consumed, origin, DROP_ORIGIN_GONE),
                             due_ms, False, origin)
         return _Planned(message.queue_offset,
-                        _delivery(consumed, original, topic, queue_count), due_ms, True,
+                        _delivery(consumed, original, schedule, queue_count), due_ms, True,
                         origin)
 
-    def _roll(self, consumed: str, origin: int, properties: dict[str, str], now: int,
-              due_ms: int) -> Message:
-        lane = self._plan.timer_lane(due_ms - now)
-        rolled = {name: properties[name] for name in (PROPERTY_REAL_TOPIC,
-                                                      PROPERTY_REAL_QUEUE_ID, PROPERTY_DUE_MS)
-                  if name in properties}
-        rolled[PROPERTY_WAKE_MS] = str(now + min(lane.wait_ms, due_ms - now))
-        rolled[PROPERTY_ORIGIN_OFFSET] = str(origin)
-        rolled[PROPERTY_FROM] = consumed
+    def _roll(self, consumed: str, origin: int, schedule: Schedule, now: int) -> Message:
+        lane, wake_ms = roll(self._plan, now, schedule.due_ms)
+        rolled = with_schedule({PROPERTY_ORIGIN_OFFSET: str(origin), PROPERTY_FROM: consumed},
+                               Schedule(schedule.topic, schedule.queue_id, schedule.due_ms,
+                                        wake_ms))
         return Message(TIMER_TOPIC, b"", rolled, lane.queue_id)
 
     # -- cancels -----------------------------------------------------------------------------
@@ -286,14 +282,15 @@ class TimerScheduler(ServiceThread):
             return CancelResult(CancelOutcome.WRITTEN, put)
 
 
-def _delivery(consumed: str, original: StoredMessage, topic: str, queue_count: int) -> Message:
+def _delivery(consumed: str, original: StoredMessage, schedule: Schedule,
+              queue_count: int) -> Message:
     properties = {name: value for name, value in original.properties.items()
                   if name not in SCHEDULING_PROPERTIES}
     properties[PROPERTY_FROM] = consumed
     properties[PROPERTY_SCHEDULED_MSG_ID] = original.msg_id
-    queue_text = original.properties.get(PROPERTY_REAL_QUEUE_ID)
-    queue_id = int(queue_text) % queue_count if queue_text is not None else None
-    return Message(topic, original.body, properties, queue_id, original.flag,
+    properties[PROPERTY_DUE_MS] = str(schedule.due_ms)
+    queue_id = schedule.queue_id % queue_count if schedule.queue_id is not None else None
+    return Message(schedule.topic, original.body, properties, queue_id, original.flag,
                    original.born_timestamp_ms, original.born_host, original.reconsume_times)
 
 
@@ -302,10 +299,5 @@ def _drop(consumed: str, origin: int, reason: str) -> Message:
                                           PROPERTY_ORIGIN_OFFSET: str(origin)}, 0)
 
 
-def _int(value: str | None, default: int = 0) -> int:
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        return default
+# An entry with no schedule (damaged): due at once, and dropped as its topic is missing.
+_UNSCHEDULED = Schedule("", None, 0, 0)

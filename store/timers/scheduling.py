@@ -11,14 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from store.record import Message
+from store.timers.lane_entry import Schedule, with_schedule
 from store.timers.lanes import Lane, TimerPlan
-from store.timers.names import (
-    PROPERTY_DUE_MS,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_WAKE_MS,
-    TIMER_TOPIC,
-)
 
 
 class DelayInputError(ValueError):
@@ -84,14 +78,10 @@ def plan_delay(plan: TimerPlan, delay: Delay, now_ms: int) -> Scheduled | None:
 
 
 def scheduled_copy(message: Message, scheduled: Scheduled) -> Message:
-    """What is stored in the lane: the message, its real topic and queue in properties."""
-    properties = dict(message.properties)
-    properties[PROPERTY_REAL_TOPIC] = message.topic
-    if message.queue_id is not None:
-        properties[PROPERTY_REAL_QUEUE_ID] = str(message.queue_id)
-    properties[PROPERTY_DUE_MS] = str(scheduled.due_ms)
-    if scheduled.lane.topic == TIMER_TOPIC:
-        properties[PROPERTY_WAKE_MS] = str(scheduled.wake_ms)
+    """What is stored in the lane: the message, its real topic and queue and its times in one
+    property (store/timers/lane_entry.py)."""
+    properties = with_schedule(message.properties, Schedule(
+        message.topic, message.queue_id, scheduled.due_ms, scheduled.wake_ms))
     return Message(scheduled.lane.topic, message.body, properties, scheduled.lane.queue_id,
                    message.flag, message.born_timestamp_ms, message.born_host,
                    message.reconsume_times)

@@ -32,6 +32,7 @@ from store.timers.names import (
     PROPERTY_FROM,
     PROPERTY_ORIGIN_OFFSET,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_SCHEDULE,
 )
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,8 @@ class TimerState:
             self._progress[lane] = queue_offset + 1
             if reason is not None:
                 self._dropped[reason if reason in DROP_REASONS else "other"] += 1
-            elif PROPERTY_REAL_TOPIC in properties:
-                self._rolled_total += 1
+            elif PROPERTY_SCHEDULE in properties or PROPERTY_REAL_TOPIC in properties:
+                self._rolled_total += 1  # a roll: a lane entry again
             else:
                 self._delivered_total += 1
 

@@ -16,12 +16,8 @@ from app.api.timer_views import timers_view
 from app.settings import Scope
 from store import PutMessageStatus
 from store.message_id import MSG_ID_HEX_LENGTH, MSG_ID_PATTERN, LookupStatus
-from store.timers.names import (
-    LANE_TOPICS,
-    PROPERTY_DUE_MS,
-    PROPERTY_ORIGIN_OFFSET,
-    PROPERTY_REAL_TOPIC,
-)
+from store.timers.lane_entry import schedule_of
+from store.timers.names import LANE_TOPICS, PROPERTY_ORIGIN_OFFSET
 from store.timers.scheduler import CancelOutcome
 
 router = APIRouter()
@@ -44,21 +40,18 @@ async def cancel_delayed_message(
     it was cancelled before), 202 cancelled with a guarantee missing (as a produce's 202),
     404 when the id names no delayed message, 409 MESSAGE_ALREADY_DUE once it is due
     (delivered, or being delivered), 429 past timer_cancels_pending_max."""
-    if broker.timers is None:
-        raise ApiError("DELAY_NOT_SUPPORTED", "delayed messages are not delivered in DLedger "
-                       "mode yet")
     scheduler = broker.timers
+    assert scheduler is not None, "the broker starts its scheduler before serving"
     found = await run_in_threadpool(broker.store.get_message_by_id, msg_id)
     if found.status is LookupStatus.MALFORMED_ID:
         raise ApiError("INVALID_MESSAGE_ID", f"{msg_id!r} is not a message id "
                        f"({MSG_ID_HEX_LENGTH} hex digits)")
     record = found.message
-    if record is None or record.topic not in LANE_TOPICS \
-            or PROPERTY_ORIGIN_OFFSET in record.properties \
-            or PROPERTY_DUE_MS not in record.properties:
+    schedule = None if record is None or record.topic not in LANE_TOPICS \
+        or PROPERTY_ORIGIN_OFFSET in record.properties else schedule_of(record.properties)
+    if record is None or schedule is None:
         raise ApiError("NOT_A_SCHEDULED_MESSAGE", f"no delayed message {msg_id} on this broker")
-    due_ms = int(record.properties[PROPERTY_DUE_MS])
-    topic = record.properties.get(PROPERTY_REAL_TOPIC, "")
+    due_ms, topic = schedule.due_ms, schedule.topic
     result = await run_in_threadpool(scheduler.cancel, record.commit_log_offset, due_ms)
     outcome = result.outcome
     if outcome is CancelOutcome.DUE:
@@ -69,7 +62,7 @@ async def cancel_delayed_message(
                        "yet", setting="timer_cancels_pending_max")
     if outcome is CancelOutcome.NOT_ACTIVE:
         raise ApiError("NOT_A_MASTER", "this broker does not deliver delayed messages now "
-                       "(not the master)")
+                       "(not the master, or not a DLedger leader caught up in its term)")
     if outcome is CancelOutcome.ALREADY:
         return CancelView(msg_id=msg_id, topic=topic, deliver_at_ms=due_ms,
                           status=PutMessageStatus.PUT_OK, already_cancelled=True)

@@ -32,7 +32,8 @@ class LatenessView(BaseModel):
 
 
 class TimersView(BaseModel):
-    scheduler_active: bool = Field(description="This broker delivers (a master).")
+    scheduler_active: bool = Field(description="This broker delivers: a master, or a DLedger "
+                                               "leader caught up in its term.")
     pending_total: int = Field(description="Delayed messages not yet due or not yet written: "
                                            "levels and timers.")
     pending_levels: int

@@ -13,7 +13,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ha.classic.simulation.disk import METADATA_TOPIC, TOPICS, SimDisk, topic_code
+from ha.classic.simulation.disk import (
+    DELIVERED_QUEUE_ID,
+    METADATA_TOPIC,
+    TIMER_OP,
+    TIMER_TOPIC,
+    TOPICS,
+    SimDisk,
+    topic_code,
+)
+from ha.sim_timers import lane_of
 from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
@@ -53,6 +62,19 @@ def next_write(rng: random.Random, disk: SimDisk, now_ms: int, metadata_share: f
             return _record(change)
     topic = rng.choice(sorted(topics))
     return Write(topic_code(topic), rng.randrange(QUEUE_COUNT), rng.choice([20, 60, 200, 900]))
+
+
+def timer_write(payload: bytes) -> Write:
+    """A delayed message's record (ha/sim_timers.py): a lane entry in its lane's queue of the
+    timer topic (a delay level k in queue k, timer lane k in queue 16 + k), a delivery in
+    DELIVERED_QUEUE_ID."""
+    lane = lane_of(payload)
+    if lane is None:
+        queue_id = DELIVERED_QUEUE_ID
+    else:
+        kind, _, index = lane.partition(":")
+        queue_id = int(index) + (16 if kind == "T" else 0)
+    return Write(TIMER_TOPIC, queue_id, 0, TIMER_OP, payload)
 
 
 def _record(change: MetadataChange) -> Write:

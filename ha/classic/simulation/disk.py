@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ha.classic.core.epochs import Epoch
 from ha.classic.simulation.metadata import EMPTY_STATE, MetadataState, SimMetadata, decoded
+from ha.sim_timers import TimerModel
 from store.metadata.log_records import (
     OP_GROUP_DELETE,
     OP_GROUP_PUT,
@@ -45,8 +46,13 @@ HEADER_SIZE = _HEADER.size
 BLANK_ID = 0
 METADATA_TOPIC = 0  # its records are in its queue 0
 TOPICS = ("t1", "t2", "t3")  # topic code n is TOPICS[n - 1]
+# Delayed messages' records (ha/sim_timers.py): lane entries in their lane's queue, deliveries
+# in DELIVERED_QUEUE_ID; their body is the record.
+TIMER_TOPIC = 9
+TIMER_OP = "timer"
+DELIVERED_QUEUE_ID = 200
 OPS = (OP_TOPIC_PUT, OP_TOPICS_PUT, OP_TOPIC_DELETE, OP_GROUP_PUT, OP_GROUP_DELETE,
-       OP_OFFSET_SET)
+       OP_OFFSET_SET, TIMER_OP)
 
 
 def topic_code(name: str) -> int:
@@ -102,7 +108,7 @@ def parse_records(data: bytes | bytearray, start: int, end: int,
 
 
 def body_of(data: bytes | bytearray, record: Record) -> bytes:
-    """A metadata record's body."""
+    """A metadata or timer record's body."""
     return bytes(data[record.offset + HEADER_SIZE + 1:record.offset + record.size - 1])
 
 
@@ -154,6 +160,9 @@ class SimDisk:
     # Whether the log started at a master's retained min offset: it has no queue of a topic
     # whose records there all lie below that offset.
     started_mid_log: bool = False
+    # Delayed messages, as dispatch derives them from the log (the product's TimerState):
+    # rebuilt from the log when a cut or a recovery takes records back.
+    timers: TimerModel = field(default_factory=TimerModel)
 
     @property
     def end(self) -> int:
@@ -219,13 +228,26 @@ class SimDisk:
             self.tombstones = {}
             self.changed = True
             self._feed_after_cut(0, cleared_all=True)
+            self.timers = TimerModel()
             return cleared
         cleared = self.end - offset
         del self.data[offset:]
         self.flushed_end = min(self.flushed_end, offset)
         self._cut_queues(offset)
         self._feed_after_cut(offset, cleared_all=False)
+        if cleared:
+            self._rebuild_timers()
         return cleared
+
+    def _rebuild_timers(self) -> None:
+        """The product's reset of the timer state after a cut: redispatched from the log's
+        first record."""
+        self.timers = TimerModel()
+        records, _ = parse_records(self.data, self.min_offset, self.dispatched_end)
+        for record in records:
+            if record.topic == TIMER_TOPIC and record.message_id != BLANK_ID:
+                self.timers.apply(body_of(self.data, record), record.queue_offset,
+                                  record.offset)
 
     def _feed_after_cut(self, offset: int, cleared_all: bool) -> None:
         if self.handed_offset >= offset:
@@ -250,6 +272,7 @@ class SimDisk:
             del queue.entries[:gone]
             queue.first += gone
         self.dispatched_end = max(self.dispatched_end, offset)
+        self.timers.retain_from(offset)
         self.changed = True
 
     def bootstrap_metadata(self, base: MetadataState) -> None:
@@ -287,6 +310,7 @@ class SimDisk:
         self.flushed_end = min(self.flushed_end, end)
         self._cut_queues(end)
         self.dispatch(apply=False)
+        self._rebuild_timers()  # saved state ahead of the log, or redispatched: the same
         self.metadata.restart()
         self.handed_offset = -1
         applied = self.metadata.applied_queue_offset
@@ -351,6 +375,9 @@ class SimDisk:
                     self.handed_offset = record.offset
             elif record.offset < self._dead_below(record.topic):
                 continue
+            elif record.topic == TIMER_TOPIC:
+                self.timers.apply(body_of(self.data, record), record.queue_offset,
+                                  record.offset)
             self._enqueue(self.queues, record, self.lenient)
         self.dispatched_end = end
 

@@ -28,6 +28,7 @@ from ha.classic.core.epochs import Epoch
 from ha.classic.core.link import LinkState
 from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SimBroker, SlaveSide
 from ha.classic.simulation.disk import BLANK_ID, SimDisk, parse_records, topic_code
+from ha.sim_timers import DELAY_TICKS_MAX
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -206,6 +207,8 @@ class Invariants:
         whose queues or tables changed holds a consumer offset past its queue."""
         for broker in sim.brokers.values():
             disk = broker.disk
+            if disk.timers.problems:
+                raise InvariantViolation(f"timers: {broker.name}: {disk.timers.problems[0]}")
             if disk.metadata_lost and not self.strict_metadata:
                 self._metadata_lost(sim, broker)
             if broker.up and (disk.changed or disk.metadata.changed):
@@ -298,6 +301,10 @@ class Invariants:
     def converged(self, sim: Simulation) -> None:
         leader = sim.brokers[sim.leader]
         assert leader.is_master, f"{leader.name} is not master at the end"
+        lost = leader.disk.timers.undelivered(sim.fault_ms + DELAY_TICKS_MAX)
+        if lost:
+            raise InvariantViolation(f"timers: {leader.name} never delivered {lost[:5]} "
+                                     f"({len(lost)} due messages)")
         metadata_checked = self.metadata_checked(leader.disk)
         if metadata_checked:
             metadata_follows_log(leader.name, leader.disk, "at the end")

@@ -18,6 +18,7 @@ class SimResult:
     metadata_lost: int  # a broker's log lost metadata records its tables had applied
     metadata_checked_to_end: bool  # no master ever held such tables
     promotions_metadata_checked: int
+    timers_delivered: int  # delayed messages the last master's log delivered
 
 
 def summary(results: list[SimResult]) -> str:
@@ -28,6 +29,7 @@ def summary(results: list[SimResult]) -> str:
             f"{sum(r.rejoins for r in results)} rejoins, "
             f"{sum(r.truncated_bytes for r in results)} bytes cut back, "
             f"{sum(r.metadata_records for r in results)} metadata records, "
+            f"{sum(r.timers_delivered for r in results)} delayed messages delivered, "
             f"{sum(r.promotions_metadata_checked for r in results)} promotions whose tables "
             f"and queues were checked against the old master's, "
             f"{sum(r.metadata_lost for r in results)} losses of applied metadata records "

@@ -29,14 +29,16 @@ from collections.abc import Callable
 
 from ha.classic.core.epochs import Epoch
 from ha.classic.simulation.brokers import MasterConn, MasterSide, Put, SimBroker, SlaveSide
-from ha.classic.simulation.clients import next_write
-from ha.classic.simulation.disk import FILE_SIZE_BYTES, SimDisk
+from ha.classic.simulation.clients import next_write, timer_write
+from ha.classic.simulation.disk import FILE_SIZE_BYTES, METADATA_TOPIC, SimDisk
 from ha.classic.simulation.invariants import Invariants, InvariantViolation
 from ha.classic.simulation.network import Connection, Faults, Message
 from ha.classic.simulation.results import SimResult, summary
+from ha.classic.simulation.timers import master_timer_rounds
 from ha.config import HAConfig
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
+from ha.sim_timers import DELAY_TICKS_MAX, SIM_PLAN, delayed_put
 from store.status import BrokerRole, PutMessageStatus
 
 EVENTS_MAX = 300_000  # a bound on one run, whatever the seed draws
@@ -44,6 +46,8 @@ CHUNK_SEEDS = 25  # seeds per task handed to a worker process
 EXPIRE_EVERY_MS = 20
 HOUSEKEEPING_EVERY_MS = 50
 SLAVE_SYNC_FLUSH_EVERY_MS = 10  # store/flush.py's group-commit idle round
+TIMER_SHARE = 0.1  # of the puts while faults last: a delayed message (ha/sim_timers.py)
+TIMER_EVERY_MS = 10  # the master's scheduler's round
 
 
 class SimulationFailure(AssertionError):
@@ -52,8 +56,11 @@ class SimulationFailure(AssertionError):
 
 class Simulation:
     def __init__(self, seed: int, fault_ms: int = 3500, heal_ms: int = 2500,
-                 strict_metadata: bool = False) -> None:
+                 strict_metadata: bool = False, timers: bool = True) -> None:
+        """`timers`: delayed messages in the mix (without them, a seed runs as it did before
+        they were added: the tests that pin a finding to a seed keep it)."""
         self.seed = seed
+        self.timers = timers
         self.rng = random.Random(seed)
         rng = self.rng
         self.faults = Faults.draw(rng)
@@ -138,7 +145,8 @@ class Simulation:
                          self.forced_promotions, self.rejoins,
                          sum(self.invariants.cut_bytes.values()), self.metadata_records,
                          self.invariants.metadata_lost, self.invariants.metadata_checks_on,
-                         self.invariants.promotions_metadata_checked)
+                         self.invariants.promotions_metadata_checked,
+                         len(self.brokers[self.leader].disk.timers.delivered))
 
     def _failure(self, error: AssertionError) -> SimulationFailure:
         kind = "invariant" if isinstance(error, InvariantViolation) else "assertion"
@@ -281,6 +289,15 @@ class Simulation:
         self._every(broker, HOUSEKEEPING_EVERY_MS, "housekeeping", lambda m: m.housekeeping())
         if not broker.sync_flush:
             self._every(broker, self.faults.flush_interval_ms, "flush", lambda m: m.flush())
+        if self.timers:
+            self._every(broker, TIMER_EVERY_MS, "timers", master_timer_rounds(self, broker.name))
+
+    def next_message_id(self) -> int:
+        self._message_ids += 1
+        return self._message_ids
+
+    def timer_put_taken(self, broker_name: str, put: Put) -> None:
+        self.invariants.put_taken(broker_name, put)
 
     def _every(self, broker: SimBroker, interval_ms: int, label: str,
                action: Callable[[MasterSide], None]) -> None:
@@ -362,12 +379,17 @@ class Simulation:
         if masters:
             broker = self.rng.choice(masters)
             assert broker.master is not None
-            self._message_ids += 1
-            write = next_write(self.rng, broker.disk, self.now_ms, self.metadata_share)
-            put = broker.master.put(self._message_ids, write.topic, write.queue_id,
+            message_id = self.next_message_id()
+            if self.timers and self._faulty() and self.rng.random() < TIMER_SHARE:
+                level = self.rng.choice((None, None, None, 1, SIM_PLAN.level_count))
+                write = timer_write(delayed_put(message_id, self.now_ms,
+                                                self.rng.randint(1, DELAY_TICKS_MAX), level))
+            else:
+                write = next_write(self.rng, broker.disk, self.now_ms, self.metadata_share)
+            put = broker.master.put(message_id, write.topic, write.queue_id,
                                     write.payload_size, write.op, write.body)
             self.invariants.put_taken(broker.name, put)
-            self.metadata_records += bool(write.op)
+            self.metadata_records += write.topic == METADATA_TOPIC
         if self.now_ms < self.end_ms - 1500:
             self.schedule(self.rng.randint(1, self.faults.put_every_ms_max), "put", self._put)
 

@@ -82,6 +82,7 @@ class _Append:
     request_id: int
     encode: Callable[[], bytes]
     future: AppendFuture[AppendResult]
+    term: int | None = None  # appended only while the node leads this term
 
 
 @dataclass(slots=True)
@@ -227,16 +228,18 @@ class DLedgerHost(ServiceThread):
                 return
         self.wake()
 
-    def append(self, encode: Callable[[], bytes]) -> AppendFuture[AppendResult]:
+    def append(self, encode: Callable[[], bytes],
+               term: int | None = None) -> AppendFuture[AppendResult]:
         """A client append. `encode()` runs on the host thread right before the node appends
-        the entry (never when this member is not the leader); the future completes on the host
-        thread with the node's AppendStatus."""
+        the entry (never when this member is not the leader, nor, given `term`, when it leads
+        another term: NOT_LEADER then); the future completes on the host thread with the
+        node's AppendStatus."""
         future: AppendFuture[AppendResult] = AppendFuture()
         with self._lock:
             if self.state is not HostState.RUNNING:
                 return _resolved(future, AppendStatus.NOT_LEADER)
             if len(self._futures) >= self.config.pending_appends_max \
-                    or not self._offer(_Append(self._next_request_id, encode, future)):
+                    or not self._offer(_Append(self._next_request_id, encode, future, term)):
                 return _resolved(future, AppendStatus.LEADER_PENDING_FULL)
             self._futures[self._next_request_id] = future
             self._next_request_id += 1
@@ -336,7 +339,11 @@ class DLedgerHost(ServiceThread):
                     for event in appends]
         self._storage.start_appends()
         requests: list[tuple[int, bytes]] = []
+        refused: list[Action] = []
         for event in appends:
+            if event.term is not None and event.term != node.term:
+                refused.append(CompleteAppend(event.request_id, AppendStatus.NOT_LEADER, 0, 0))
+                continue
             try:
                 payload = event.encode()
             except Exception as error:  # the caller's bug: its future says so, the host goes on
@@ -345,7 +352,7 @@ class DLedgerHost(ServiceThread):
             requests.append((event.request_id, payload))
             self._in_node.add(event.request_id)
         self._appended = True
-        return node.client_append_many(requests, push=False)
+        return [*refused, *node.client_append_many(requests, push=False)]
 
     def _run_due_ticks(self, node: DLedgerNode) -> bool:
         """Run the ticks that are due; whether any was."""

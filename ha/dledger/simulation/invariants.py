@@ -9,7 +9,9 @@ Each check looks only at what the event changed, so a run stays cheap:
 - no acknowledged append lost: an append answered OK was committed, and every later leader
   holds it;
 - one metadata state per committed prefix: the tables a node applied from its log up to an
-  index (ha/dledger/simulation/metadata.py) are the ones every other node applied up to it.
+  index (ha/dledger/simulation/metadata.py) are the ones every other node applied up to it;
+- delayed messages: no node's committed log delivers a message twice or before its due time
+  (ha/dledger/simulation/timers.py; at the end, every due message is delivered everywhere).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from ha.dledger.core.messages import Entry
 from ha.dledger.core.storage import NodeLog
 from ha.dledger.simulation.metadata import RECORD_PREFIX, Fingerprint
+from ha.sim_timers import TIMER_PREFIX
 
 
 class InvariantViolation(AssertionError):
@@ -36,6 +39,7 @@ class Invariants:
     # index of a metadata record -> the tables applied from the committed prefix up to it
     metadata_at: dict[int, Fingerprint] = field(default_factory=dict)
     metadata_indices: list[int] = field(default_factory=list)  # committed records, sorted
+    timer_indices: list[int] = field(default_factory=list)  # committed timer records, sorted
 
     def leader_elected(self, node_id: str, term: int, log: NodeLog) -> None:
         holder = self.leader_by_term.setdefault(term, node_id)
@@ -72,6 +76,8 @@ class Invariants:
             known = self.committed.setdefault(index, committed)
             if known is committed and entry.payload.startswith(RECORD_PREFIX):
                 insort(self.metadata_indices, index)
+            elif known is committed and entry.payload.startswith(TIMER_PREFIX):
+                insort(self.timer_indices, index)
             elif known != committed:
                 raise InvariantViolation(
                     f"state machine safety: {node_id} commits {index} as {entry.term}, "
@@ -92,6 +98,11 @@ class Invariants:
     def metadata_records(self, after_index: int, through_index: int) -> list[int]:
         """The committed metadata records in (after_index, through_index], in log order."""
         indices = self.metadata_indices
+        return indices[bisect_right(indices, after_index):bisect_right(indices, through_index)]
+
+    def timer_records(self, after_index: int, through_index: int) -> list[int]:
+        """The committed timer records in (after_index, through_index], in log order."""
+        indices = self.timer_indices
         return indices[bisect_right(indices, after_index):bisect_right(indices, through_index)]
 
     def metadata_at_base(self, index: int) -> Fingerprint:

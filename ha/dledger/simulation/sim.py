@@ -42,12 +42,15 @@ from ha.dledger.core.messages import Message, VoteRequest
 from ha.dledger.core.node import DLedgerNode
 from ha.dledger.simulation.invariants import Invariants, InvariantViolation
 from ha.dledger.simulation.metadata import MetadataTables, encode_payload, plan_change
+from ha.dledger.simulation.timers import MemberTimers
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
+from ha.sim_timers import DELAY_TICKS_MAX, SIM_PLAN, delayed_put
 from store.metadata.log_records import MetadataChange
 
 EVENTS_MAX = 400_000  # a bound on one run, whatever the seed draws
 METADATA_SHARE = 0.2  # of client appends: a metadata record
+TIMER_SHARE = 0.1  # of client appends while faults last: a delayed put
 CHUNK_SEEDS = 50  # seeds per task handed to a worker process
 
 
@@ -128,6 +131,8 @@ class SimMember:
     disk_flush_scheduled: bool = False
     # The metadata tables applied from the committed log: on disk, as the SQL tables are.
     tables: MetadataTables = field(default_factory=MetadataTables)
+    # Delayed messages: the timer state from the committed log, and the leader's scheduler.
+    timers: MemberTimers = field(default_factory=MemberTimers)
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,7 @@ class Simulation:
     def _crash(self, node_id: str, restart: bool = True) -> None:
         member = self.members[node_id]
         member.node = None
+        member.timers.crashed()
         member.disk.queue.clear()  # whatever was not durable is lost
         member.disk_flush_scheduled = False
         # Its clients see the connection drop; their appends are indeterminate.
@@ -275,7 +281,19 @@ class Simulation:
         if node is None:
             return
         self._run(node_id, node.tick())
+        self.members[node_id].timers.run_scheduler(
+            node, self.now, lambda records: self._scheduler_append(node_id, node, records))
         self._schedule(1, "tick", (node_id, incarnation))
+
+    def _scheduler_append(self, node_id: str, node: DLedgerNode, records: list[bytes]) -> int:
+        """The leader's scheduler appends as a client does; how many the node took (the
+        refusals are a suffix, answered at once)."""
+        actions = node.client_append_many(self._take_requests(node_id, records), push=True)
+        refused = sum(1 for action in actions if isinstance(action, CompleteAppend)
+                      and action.status is not AppendStatus.OK
+                      and not action.status.indeterminate)
+        self._run(node_id, actions)
+        return len(records) - refused
 
     def _on_dispatch(self, node_id: str, incarnation: int) -> None:
         node = self._live(node_id, incarnation)
@@ -309,18 +327,21 @@ class Simulation:
         if live:
             target = self.rng.choice(leaders if leaders and self.rng.random() < 0.9 else live)
             # One to four appends taken together, as a host's round takes its inbox's.
+            payloads: list[bytes] = []
             for _ in range(self.rng.choice((1, 1, 2, 4))):
-                self._request_id += 1
-                if self.rng.random() < METADATA_SHARE:
-                    payload = encode_payload(plan_change(
-                        self.rng, self.members[target].tables, self._request_id))
+                request_id = self._request_id + len(payloads) + 1
+                choice = self.rng.random()
+                if choice < METADATA_SHARE:
+                    payloads.append(encode_payload(plan_change(
+                        self.rng, self.members[target].tables, request_id)))
+                elif choice < METADATA_SHARE + TIMER_SHARE and self._faulty():
+                    level = self.rng.choice((None, None, None, 1, SIM_PLAN.level_count))
+                    payloads.append(delayed_put(request_id, self.now,
+                                                self.rng.randint(1, DELAY_TICKS_MAX), level))
                 else:
                     size_bytes = self.rng.randint(4, self.faults.payload_bytes_max)
-                    payload = (b"r%d:" % self._request_id).ljust(size_bytes, b".")
-                self._requests[self._request_id] = payload
-                self._awaiting[self._request_id] = target
-                self._awaiting_count[target] += 1
-                requests.append((self._request_id, payload))
+                    payloads.append((b"r%d:" % request_id).ljust(size_bytes, b"."))
+            requests = self._take_requests(target, payloads)
             node = self.members[target].node
             assert node is not None
             # Half the appends wait for a later dispatch, as a host's round of appends does.
@@ -336,6 +357,17 @@ class Simulation:
             intervals = max(1, len(requests))
             self._schedule(self.rng.randint(1, self.client_every_ticks_max) * intervals,
                            "client", ())
+
+    def _take_requests(self, target: str, payloads: list[bytes]) -> list[tuple[int, bytes]]:
+        """Client appends to `target`, awaited until it answers each."""
+        requests = []
+        for payload in payloads:
+            self._request_id += 1
+            self._requests[self._request_id] = payload
+            self._awaiting[self._request_id] = target
+            self._awaiting_count[target] += 1
+            requests.append((self._request_id, payload))
+        return requests
 
     def _on_nemesis(self) -> None:
         if not self._faulty():
@@ -457,6 +489,8 @@ class Simulation:
         self.invariants.commit_advanced(node_id, self._commits[node_id], commit_index, node.log)
         self._commits[node_id] = commit_index
         self._apply_metadata(node_id, node, commit_index)
+        self.members[node_id].timers.apply_committed(node_id, node, commit_index,
+                                                      self.invariants)
 
     def _apply_metadata(self, node_id: str, node: DLedgerNode, commit_index: int) -> None:
         """The node's dispatch: its committed metadata records applied to its tables, in log
@@ -494,10 +528,18 @@ class Simulation:
     # ----- the end -----
 
     def _check_converged(self) -> None:
-        """After healing, every node holds every acknowledged append as committed."""
+        """After healing, every node holds every acknowledged append as committed, and has
+        delivered every delayed message put (all are due by then) exactly once."""
+        due_by = self.fault_ticks + DELAY_TICKS_MAX
         for node_id in self.ids:
             node = self.members[node_id].node
             assert node is not None
+            model = self.members[node_id].timers.model
+            lost = model.undelivered(due_by)
+            assert not lost, f"liveness: {node_id} never delivered {lost[:5]} ({len(lost)})"
+            assert set(model.delivered) == set(model.puts), (
+                f"{node_id} delivered {sorted(set(model.delivered) - set(model.puts))[:5]}, "
+                "never put")
             for index, (term, payload) in self.invariants.acknowledged.items():
                 assert node.commit_index >= index, (
                     f"liveness: {node_id} commit {node.commit_index} < acknowledged {index}")

@@ -54,9 +54,14 @@ class Rig:
         self.syncs: list[FakeSync] = []
         self.takeovers = 0
         self.caught_up_terms: list[int] = []
+        self.step_downs = 0
         fake: Any = self.member
         self.leader_sync = LeaderSync(fake, URLS.get, self._start, self._took_over,
-                                      self.caught_up_terms.append)
+                                      self.caught_up_terms.append,
+                                      stepped_down=self._stepped_down)
+
+    def _stepped_down(self) -> None:
+        self.step_downs += 1
 
     def _start(self, url: str) -> Any:
         self.syncs.append(FakeSync(url))
@@ -118,6 +123,25 @@ def test_caught_up_once_the_commit_reaches_the_log_end_at_the_take_over() -> Non
     rig.step("LEADER", "n0", term=4, committed_index=9, end_index=12)
     rig.step("FOLLOWER", "n2", term=5, committed_index=12, end_index=12)
     assert rig.caught_up_terms == [2]
+    rig.leader_sync.stop()
+
+
+def test_a_member_leading_again_in_a_later_term_between_two_checks_takes_over_again() -> None:
+    """Leader of term 2, then (unseen by the checks) follower, then leader of term 4: the
+    check that sees term 4 reports the step-down, the take-over and, once the commit reaches
+    term 4's take-over end, term 4 caught up (the broker's writes and its timer scheduler
+    belong to one term: nothing of term 2 may go on in term 4). Losing the lead reports one
+    step-down."""
+    rig = Rig()
+    rig.step("LEADER", "n0", term=2, committed_index=5, end_index=5)
+    assert (rig.caught_up_terms, rig.takeovers, rig.step_downs) == ([2], 1, 0)
+    rig.step("LEADER", "n0", term=4, committed_index=5, end_index=7)
+    assert (rig.takeovers, rig.step_downs) == (2, 1)
+    rig.step("LEADER", "n0", term=4, committed_index=7, end_index=8)
+    assert rig.caught_up_terms == [2, 4]
+    rig.step("FOLLOWER", "n1", term=5)
+    rig.step("FOLLOWER", "n1", term=5)
+    assert (rig.takeovers, rig.step_downs) == (2, 2)
     rig.leader_sync.stop()
 
 

@@ -91,6 +91,31 @@ def test_a_refused_record_is_a_put_status_and_appends_nothing(
     assert member.status().end_index == end_before
 
 
+def test_a_run_of_puts_is_appended_as_a_prefix(member: DLedgerCommitLog) -> None:
+    """Puts each made `after` the one before: once one is refused, the ones after it are not
+    appended (even those the leader could encode), so the run leaves no hole in the log; a
+    put fenced by another term than the leader's is refused."""
+    end_before = member.status().end_index
+    first = member.put(Message("T", b"a", queue_id=0))
+    refused = member.put(Message("T", b"b", queue_id=500), after=first)
+    after_refused = member.put(Message("T", b"c", queue_id=0), after=refused)
+    statuses = []
+    for put in (first, refused, after_refused):
+        put.future.wait(10)
+        statuses.append(put.outcome()[1])
+    assert statuses == [PutMessageStatus.PUT_OK, PutMessageStatus.MESSAGE_ILLEGAL,
+                        PutMessageStatus.SERVICE_NOT_AVAILABLE]
+    assert member.status().end_index == end_before + 1
+    term = member.leading_term()
+    assert term is not None
+    stale = member.put(Message("T", b"d", queue_id=0), term=term - 1)
+    stale.future.wait(10)
+    assert stale.outcome()[1] is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    current = member.put(Message("T", b"e", queue_id=0), term=term)
+    current.future.wait(10)
+    assert current.outcome()[1] is PutMessageStatus.PUT_OK
+
+
 def test_a_disk_that_refuses_the_entry_answers_disk_error(
         member: DLedgerCommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry the disk refuses (the store's write fails: EntryWriteError) answers

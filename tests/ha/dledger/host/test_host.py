@@ -133,6 +133,30 @@ def test_an_encode_failure_fails_only_that_append() -> None:
     assert fine.result(0).status is AppendStatus.OK
 
 
+def test_an_append_fenced_by_a_term_is_refused_in_any_other_term() -> None:
+    """An append naming the term it was decided in is appended while the node leads that term,
+    and refused (NOT_LEADER, never encoded) once it leads a later one; an append after it in
+    the same round that names the current term, or none, goes through."""
+    rig = Rig(("n0",))
+    rig.elect_alone()
+    term = rig.host.leading_term()
+    assert term is not None
+    encoded: list[bytes] = []
+
+    def encode(payload: bytes) -> bytes:
+        encoded.append(payload)
+        return payload
+
+    current = rig.host.append(lambda: encode(b"current"), term)
+    stale = rig.host.append(lambda: encode(b"stale"), term - 1)
+    later = rig.host.append(lambda: encode(b"unfenced"))
+    rig.host.run_once()
+    assert current.result(0).status is AppendStatus.OK
+    assert stale.result(0).status is AppendStatus.NOT_LEADER
+    assert later.result(0).status is AppendStatus.OK
+    assert encoded == [b"current", b"unfenced"]
+
+
 def test_quorum_deadline_in_ms_maps_to_ticks() -> None:
     """205 ms with 10 ms ticks is 21 ticks: no answer after 200 ms, WAIT_QUORUM_ACK_TIMEOUT
     (indeterminate) by 220 ms."""

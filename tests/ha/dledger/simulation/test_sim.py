@@ -7,11 +7,14 @@ import pytest
 
 from ha.dledger.core import node as node_module
 from ha.dledger.core.actions import Send
+from ha.dledger.core.member import Role
 from ha.dledger.core.messages import Message
 from ha.dledger.core.node import DLedgerNode
 from ha.dledger.core.quorum import QuorumAckChecker
 from ha.dledger.simulation.metadata import MetadataTables
 from ha.dledger.simulation.sim import Simulation, SimulationFailure, main, run_seeds_pooled
+from ha.dledger.simulation.timers import MemberTimers
+from ha.sim_timers import Append, SimScheduler, TimerModel
 from store.metadata.log_records import TopicDelete
 
 SUITE_SEEDS = 300
@@ -117,3 +120,67 @@ def test_a_member_that_skips_a_metadata_record_is_caught(
             skip_deletes.tables = sim.members["n0"].tables  # type: ignore[attr-defined]
             sim.run()
     assert "metadata:" in str(failure.value) and "seed=" in str(failure.value)
+
+
+def _run_until_caught(seeds: int) -> str:
+    with pytest.raises(SimulationFailure) as failure:
+        for seed in range(seeds):
+            Simulation(seed).run()
+    return str(failure.value)
+
+
+def test_a_leader_scheduling_before_its_take_over_is_committed_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader whose scheduler starts as soon as it leads, from what it has applied (not
+    waiting until its log, the previous leader's tail included, is committed): a delivery of
+    the old leader that commits under the new one is written again, and the message is
+    delivered twice, which the per-record check names by seed."""
+
+    def too_early(self: MemberTimers, node: DLedgerNode, now: int, append: Append) -> None:
+        if node.role is not Role.LEADER:
+            self.crashed()
+            return
+        if self.term != node.term:
+            self.term, self.scheduler = node.term, SimScheduler(self.model)
+        assert self.scheduler is not None
+        self.scheduler.round(self.model, now, append)
+
+    monkeypatch.setattr(MemberTimers, "run_scheduler", too_early)
+    message = _run_until_caught(20)
+    assert "timers:" in message and "delivered 2 times" in message and "seed=" in message
+
+
+def test_a_scheduler_kept_across_a_change_of_term_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler that goes on with its cursors when its member leads again in a later term
+    (its appends not fenced by the term they were decided in) delivers twice."""
+
+    def kept(self: MemberTimers, node: DLedgerNode, now: int, append: Append) -> None:
+        if node.role is not Role.LEADER:
+            return
+        if self.scheduler is None:
+            if self.term != node.term:
+                self.term, self.takeover_end = node.term, node.log.last_index
+            if node.commit_index < self.takeover_end:
+                return
+            self.scheduler = SimScheduler(self.model)
+        self.scheduler.round(self.model, now, append)
+
+    monkeypatch.setattr(MemberTimers, "run_scheduler", kept)
+    message = _run_until_caught(20)
+    assert "timers:" in message and "delivered 2 times" in message
+
+
+def test_a_scheduler_moving_past_a_refused_append_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler that moves its cursor past records the leader refused (pending appends
+    full, a transfer running) loses those messages: caught at the end, by seed."""
+    real_round = SimScheduler.round
+
+    def ignoring_refusals(self: SimScheduler, model: TimerModel, now: int,
+                          append: Append) -> None:
+        real_round(self, model, now, lambda records: (append(records), len(records))[1])
+
+    monkeypatch.setattr(SimScheduler, "round", ignoring_refusals)
+    message = _run_until_caught(40)
+    assert "never delivered" in message and "seed=" in message
