@@ -49,7 +49,9 @@ def test_a_leader_is_elected_and_appends_commit_on_all_three(cluster: Cluster) -
     assert len({tuple(payloads(cluster, node_id)) for node_id in cluster.ids}) == 1
     status = cluster.servers[leader].host.status()
     assert status.role == Role.LEADER.value and status.committed_index == status.end_index
-    assert all(peer.lag_entries == 0 for peer in status.peers)
+    # A follower may hold the entries before the leader has its answer: the lag follows.
+    wait_until(lambda: all(peer.lag_entries == 0
+                           for peer in cluster.servers[leader].host.status().peers), WAIT_S)
 
 
 def test_stopping_the_leader_elects_another_that_commits(cluster: Cluster) -> None:
