@@ -165,10 +165,19 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def broker(root: Path, role: str, with_slave: bool = False, name: str = "",
-           settings: tuple[str, ...] = (), tree: Path = ROOT) -> Iterator[str]:
+           settings: tuple[str, ...] = ()) -> Iterator[str]:
     """A `twinlog serve` master (and a SLAVE process when asked), with `settings` (key=value)
-    on the master, running the code of `tree`; yields the master's URL. Its data dirs are
-    removed afterwards."""
+    on the master; yields the master's URL. Its data dirs are removed afterwards."""
+    with broker_processes(root, role, with_slave, name, settings) as (url, _):
+        yield url
+
+
+@contextmanager
+def broker_processes(root: Path, role: str, with_slave: bool = False, name: str = "",
+                     settings: tuple[str, ...] = (), tree: Path = ROOT
+                     ) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """`broker` running the code of `tree`; yields the master's URL and the processes (the
+    master first)."""
     http_port, ha_port = free_port(), free_port()
     common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824",
               "--set", "ha_secret=bench-ha-secret"]
@@ -192,7 +201,7 @@ def broker(root: Path, role: str, with_slave: bool = False, name: str = "",
             processes.append(slave)
             _wait_for(f"{url}/admin/diff", master,
                       check=lambda diff: diff["master"]["in_sync_slave_count"] >= 1)
-        yield url
+        yield url, processes
     finally:
         for process in reversed(processes):
             stop_process(process)
