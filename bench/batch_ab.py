@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header  # noqa: E402
+from bench.common import cpu_s, header  # noqa: E402
 from bench.http_produce import (  # noqa: E402
     BATCH_MESSAGES,
     BODY_100,
@@ -58,19 +58,13 @@ def _batch_rate(wrk: str, tree: Path, role: str, with_slave: bool, duration_s: f
                           tree=tree) as (url, processes):
         run_wrk(wrk, url + _PATH, _BATCH, "application/json", min(2.0, duration_s / 2),
                 scratch)  # warm-up
-        cpu_before_s = _cpu_s(processes[0].pid)
+        cpu_before_s = cpu_s(processes[0].pid)
         load = run_wrk(wrk, url + _PATH, _BATCH, "application/json", duration_s, scratch)
-        cpu_s = _cpu_s(processes[0].pid) - cpu_before_s
+        used_s = cpu_s(processes[0].pid) - cpu_before_s
     messages = load.requests_per_s * duration_s * BATCH_MESSAGES
     if load.non_2xx:
         print(f"  ({load.non_2xx} answers were not 2xx)")
-    return load.requests_per_s * BATCH_MESSAGES, cpu_s * 1e6 / messages
-
-
-def _cpu_s(pid: int) -> float:
-    """The CPU (user and system) process `pid` has used so far (Linux's /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return load.requests_per_s * BATCH_MESSAGES, used_s * 1e6 / messages
 
 
 def _cpu_in_process(tree: Path) -> dict[str, float]:
