@@ -27,6 +27,14 @@ def row(name: str, value: float, unit: str, baseline: float | None = None,
     print(f"  {name:<44} {value:14,.1f} {unit:<8}{ratio}  {target}".rstrip())
 
 
+def cpu_s(pid: int) -> float:
+    """The CPU (user and system) process `pid` has used so far (Linux's /proc): per request,
+    the steadier figure when other programs share the machine."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop_process(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after 30 s."""
     if process.poll() is None:

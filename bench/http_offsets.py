@@ -11,7 +11,10 @@ holds it. Both cases run alternately on the same pair with wrk (64 connections, 
       its group (forward commits, as consumers make them; every one writes a record). A
       commit that overtakes an earlier one of its group on another connection answers 409
       OFFSET_MOVES_BACKWARDS, counted as not 2xx.
-Target: (o) >= 0.8 of (c). The machine's load average is printed.
+Target: (o) >= 0.8 of (c). The machine's load average is printed. Next to each rate: the CPU
+the master and the slave process spent per request meanwhile, which moves far less than the
+rates when other programs share the machine. --tree DIR runs the brokers with another
+checkout's code (the same wrk scripts), to compare two builds in the same conditions.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -28,16 +32,17 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header, row  # noqa: E402
+from bench.common import cpu_s, header, row  # noqa: E402
 from bench.http_consume import run_script  # noqa: E402
 from bench.http_produce import (  # noqa: E402
     _LUA,
     CONNECTIONS,
+    ROOT,
     WRK_THREADS,
     Load,
-    broker,
+    broker_processes,
     ensure_wrk,
-    measure,
+    run_wrk,
 )
 
 GROUPS = 64
@@ -87,32 +92,62 @@ def _prepare(url: str) -> None:
                        json={"offset": 1}).raise_for_status()
 
 
+def _with_cpu(pids: list[int], duration_s: float,
+              run: Callable[[], Load]) -> tuple[Load, list[float]]:
+    """`run`'s load, and the CPU each of `pids` spent per request meanwhile (us)."""
+    before_s = [cpu_s(pid) for pid in pids]
+    load = run()
+    requests = max(1.0, load.requests_per_s * duration_s)
+    return load, [(cpu_s(pid) - before) * 1e6 / requests
+                  for pid, before in zip(pids, before_s, strict=True)]
+
+
+def _show_cpu(cpu_us: list[float]) -> None:
+    print(f"  {'':<44} CPU per request: master {cpu_us[0]:6.1f} us, slave "
+          f"{cpu_us[1]:6.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 s per case, 1 round")
+    parser.add_argument("--tree", type=Path, default=ROOT,
+                        help="the checkout whose code the brokers run (default: this one)")
     arguments = parser.parse_args()
     duration_s, rounds = (2.0, 1) if arguments.quick else (5.0, 3)
     wrk = ensure_wrk()
     single = json.dumps({"body": "x" * 100}).encode()
+    tree = arguments.tree.resolve()
     header(f"Offset commits next to produce, SYNC_MASTER + SLAVE, wrk -t{WRK_THREADS} "
-           f"-c{CONNECTIONS}, {duration_s:.0f} s per case, {rounds} rounds; load average "
+           f"-c{CONNECTIONS}, {duration_s:.0f} s per case, {rounds} rounds"
+           f"{'' if tree == ROOT else f', brokers of {tree}'}; load average "
            f"{os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="twinlog-bench-offsets-") as scratch_name:
         scratch = Path(scratch_name)
-        with broker(scratch, "SYNC_MASTER", with_slave=True) as url:
+        with broker_processes(scratch, "SYNC_MASTER", with_slave=True,
+                              tree=tree) as (url, processes):
+            pids = [process.pid for process in processes]
             _prepare(url)
-            run_commits(wrk, url, min(2.0, duration_s / 2), scratch)  # warm-up
+            produce_url = url + f"/v1/topics/{TOPIC}/messages"
+            warm_up_s = min(2.0, duration_s / 2)
+            run_wrk(wrk, produce_url, single, "application/json", warm_up_s, scratch)
+            run_commits(wrk, url, warm_up_s, scratch)
             pairs = []
             for _ in range(rounds):
-                produce = measure(wrk, url + f"/v1/topics/{TOPIC}/messages", single,
-                                  "application/json", duration_s, scratch)
-                commits = run_commits(wrk, url, duration_s, scratch)
+                produce, produce_cpu_us = _with_cpu(pids, duration_s, lambda: run_wrk(
+                    wrk, produce_url, single, "application/json", duration_s, scratch))
+                commits, commits_cpu_us = _with_cpu(
+                    pids, duration_s, lambda: run_commits(wrk, url, duration_s, scratch))
                 pairs.append((produce, commits))
                 row("(c) produce, single JSON", produce.requests_per_s, "req/s")
+                _show_cpu(produce_cpu_us)
                 row("(o) offset commits", commits.requests_per_s, "req/s",
                     produce.requests_per_s, ">= 0.8")
                 print(f"  {'':<44} commits p50 {commits.p50_ms:7.2f} ms   "
                       f"p99 {commits.p99_ms:7.2f} ms")
+                _show_cpu(commits_cpu_us)
+                for name, load in (("produce", produce), ("commits", commits)):
+                    if load.non_2xx:
+                        print(f"  ({name}: {load.non_2xx} answers were not 2xx)")
     ratios = sorted(commits.requests_per_s / produce.requests_per_s
                     for produce, commits in pairs)
     print(f"  ratios (o)/(c): {', '.join(f'{ratio:.2f}' for ratio in ratios)}; "

@@ -102,16 +102,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _environment() -> dict[str, str]:
+def _environment(tree: Path) -> dict[str, str]:
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith("TWINLOG_")}
-    environment["PYTHONPATH"] = str(ROOT)
+    environment["PYTHONPATH"] = str(tree)
     return environment
 
 
-def _spawn(arguments: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, *arguments], cwd=ROOT, env=_environment(),
+def _spawn(arguments: list[str], tree: Path = ROOT) -> subprocess.Popen[bytes]:
+    """`python arguments` with the code of `tree` (this checkout unless told)."""
+    return subprocess.Popen([sys.executable, *arguments], cwd=tree, env=_environment(tree),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def cli_module(tree: Path) -> str:
+    """The CLI's module in `tree`: app.cli.main, or app.cli in trees older than that package
+    (bench/batch_ab.py runs an older checkout next to this one)."""
+    return "app.cli.main" if (tree / "app" / "cli" / "main.py").exists() else "app.cli"
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], check: Any = None) -> None:
@@ -161,28 +168,40 @@ def broker(root: Path, role: str, with_slave: bool = False, name: str = "",
            settings: tuple[str, ...] = ()) -> Iterator[str]:
     """A `twinlog serve` master (and a SLAVE process when asked), with `settings` (key=value)
     on the master; yields the master's URL. Its data dirs are removed afterwards."""
+    with broker_processes(root, role, with_slave, name, settings) as (url, _):
+        yield url
+
+
+@contextmanager
+def broker_processes(root: Path, role: str, with_slave: bool = False, name: str = "",
+                     settings: tuple[str, ...] = (), tree: Path = ROOT
+                     ) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """`broker` running the code of `tree`; yields the master's URL and the processes (the
+    master first)."""
     http_port, ha_port = free_port(), free_port()
     common = ["--set", "log_level=warning", "--set", "mapped_file_size_bytes=1073741824",
               "--set", "ha_secret=bench-ha-secret"]
     data_dir = root / f"{role}{name}"
-    master = _spawn(["-m", "app.cli.main", "serve", "--role", role, "--http-port", str(http_port),
+    cli = cli_module(tree)
+    master = _spawn(["-m", cli, "serve", "--role", role, "--http-port", str(http_port),
                      "--ha-port", str(ha_port), "--data-dir", str(data_dir / "master"),
-                     *common, *(part for setting in settings for part in ("--set", setting))])
+                     *common, *(part for setting in settings for part in ("--set", setting))],
+                    tree)
     processes = [master]
     url = f"http://127.0.0.1:{http_port}"
     try:
         _wait_for(f"{url}/readyz", master)
         if with_slave:
             slave_port = free_port()
-            slave = _spawn(["-m", "app.cli.main", "serve", "--role", "SLAVE", "--http-port",
+            slave = _spawn(["-m", cli, "serve", "--role", "SLAVE", "--http-port",
                             str(slave_port), "--ha-master-address", f"127.0.0.1:{ha_port}",
                             "--master-http-address", url,
                             "--data-dir", str(data_dir / "slave"), *common,
-                            "--set", "ha_reconnect_interval_ms=200"])
+                            "--set", "ha_reconnect_interval_ms=200"], tree)
             processes.append(slave)
             _wait_for(f"{url}/admin/diff", master,
                       check=lambda diff: diff["master"]["in_sync_slave_count"] >= 1)
-        yield url
+        yield url, processes
     finally:
         for process in reversed(processes):
             stop_process(process)

@@ -3,11 +3,12 @@
 It reads records the way a slave receives them, so raw replicated bytes get queues too: a
 record is dispatched only once all of its bytes are below the commit log's max offset.
 
-A record of the metadata topic (store/system_topics.py) is dispatched alone, in log order: the
-batch before it is written first, then a topic delete's tombstone applies (the topic's queues
-go, its older records stay dead), then `on_system_record` (the metadata layer, when attached)
-applies the record, and only then does its own queue entry go in and dispatch move past it. A
-failing apply leaves dispatch at the record, to try again. Whoever waits for a record to be
+Records of the metadata topic (store/system_topics.py) are dispatched in batches of their own,
+in log order: the batch before them is written first; then, record by record, a topic delete's
+tombstone applies (the topic's queues go, its older records stay dead) and `on_system_record`
+(the metadata layer, when attached) applies the record; only then do their queue entries go in
+and dispatch move past them. A failing apply leaves dispatch at that record (past the ones
+before it), to try again. Whoever waits for a record to be
 applied waits on `dispatched_waits` for its end offset.
 """
 
@@ -222,6 +223,9 @@ class DispatchService(ServiceThread):
         count = 0
         last_record = -1
         records_max = min(records_max, _BATCH_RECORDS_MAX)
+        # A batch is a run of metadata records (each applied as it is parsed) or of other
+        # records, never both.
+        system_count = 0
         on_timer_record = self.on_timer_record
         while count < records_max and position + 8 <= limit:
             if position + _DISPATCH_FIELDS.size <= limit:
@@ -246,14 +250,24 @@ class DispatchService(ServiceThread):
             topic_end = cursor + 1 + buffer[cursor]
             key = (buffer[cursor + 1 : topic_end], queue_id)
             if key[0] == METADATA_TOPIC_BYTES:
-                if count:
-                    break  # the batch so far is written first; the record goes alone next
-                self._dispatch_system_record(mapped, position, body_size, topic_end,
-                                             (queue_id, queue_offset), total_size)
-                self.last_record_offset = base + position
-                self.dispatched_offset = base + position + total_size
-                self._advance_waits()
-                return 1
+                if count > system_count:
+                    break  # the batch so far is written first; the records go next
+                try:
+                    self._apply_system_record(mapped, position, body_size, topic_end,
+                                              queue_offset)
+                except BaseException:
+                    # Dispatch stays at this record: the ones before it are done.
+                    self._end_batch(pending, keyed, batch_start, base, last_record, position)
+                    raise
+                pending.setdefault(key, []).append((queue_offset, base + position, total_size,
+                                                    0))
+                system_count += 1
+                last_record = position
+                position += total_size
+                count += 1
+                continue
+            if system_count:
+                break  # a run of metadata records is a batch of its own
             properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
             code = 0
             if properties_size:
@@ -270,23 +284,29 @@ class DispatchService(ServiceThread):
             last_record = position
             position += total_size
             count += 1
+        self._end_batch(pending, keyed, batch_start, base, last_record, position)
+        return count
+
+    def _end_batch(self, pending: dict[tuple[bytes, int], list[Entry]], keyed: list[_Keyed],
+                   batch_start: tuple[int, int], base: int, last_record: int,
+                   position: int) -> None:
+        """Write the batch's entries and keys, then move dispatch past it (to `position` of
+        the file at `base`)."""
         self._write(pending, batch_start)
         self._index_keys(keyed)
         if last_record >= 0:
             self.last_record_offset = base + last_record
         self.dispatched_offset = base + position
         self._advance_waits()
-        return count
 
     def _advance_waits(self) -> None:
         if len(self.dispatched_waits):
             self.dispatched_waits.advance(self.dispatched_offset)
 
-    def _dispatch_system_record(self, mapped: MappedFile, position: int, body_size: int,
-                                topic_end: int, queue: tuple[int, int],
-                                total_size: int) -> None:
-        """Apply one metadata record, then index it in its queue. Raises (leaving dispatch at
-        the record) when the metadata layer could not apply it."""
+    def _apply_system_record(self, mapped: MappedFile, position: int, body_size: int,
+                             topic_end: int, queue_offset: int) -> None:
+        """Apply one metadata record (its queue entry goes in with its batch's). Raises
+        when the metadata layer could not apply it."""
         buffer = mapped.buffer
         offset = mapped.start_offset + position
         properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
@@ -296,15 +316,11 @@ class DispatchService(ServiceThread):
             topic = _property_of(properties, _SUBJECT_PREFIX)
             if topic:
                 self._delete_topic(topic, offset)
-        queue_id, queue_offset = queue
         handler = self.on_system_record
         if handler is not None:
             body_start = position + HEADER_SIZE
             handler(SystemRecord(offset, queue_offset, op,
                                  bytes(buffer[body_start : body_start + body_size])))
-        entry = (queue_offset, offset, total_size, 0)
-        self._write({(METADATA_TOPIC_BYTES, queue_id): [entry]},
-                    (offset, self.last_record_offset))
 
     def _delete_topic(self, topic: str, offset: int) -> None:
         """A topic delete at `offset`: records of the topic below it are dead (durably, before

@@ -99,8 +99,10 @@ def message_from_json(topic: str, raw: bytes, message_size_max_bytes: int, born_
 
 
 def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_bytes: int,
-                    born_host: bytes) -> tuple[list[tuple[Message, str | None]], list[Delay]]:
-    """The batch's (message, idempotency key) entries, and each one's delay."""
+                    born_host: bytes
+                    ) -> tuple[list[tuple[Message, str | None]], dict[int, Delay]]:
+    """The batch's (message, idempotency key) entries, and the delay of each entry that asks
+    for one, by index (empty when none does: no Delay is built for the others)."""
     try:
         batch = ProduceBatch.model_validate_json(raw)
     except ValidationError as error:
@@ -109,7 +111,7 @@ def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_
         raise ApiError("TOO_MANY_MESSAGES", f"{len(batch.messages)} messages in one batch; at "
                        f"most {messages_max} (max_batch_messages)", put_status=_ILLEGAL)
     entries = []
-    delays = []
+    delays: dict[int, Delay] = {}
     for index, entry in enumerate(batch.messages):
         try:
             body = _decode_body(entry, message_size_max_bytes)
@@ -121,7 +123,9 @@ def batch_from_json(topic: str, raw: bytes, messages_max: int, message_size_max_
         if key is not None:
             message.properties[PROPERTY_IDEMPOTENCY_KEY] = key
         entries.append((message, key))
-        delays.append(delay_of(entry))
+        if entry.delay_level is not None or entry.deliver_at_ms is not None \
+                or entry.delay_ms is not None:
+            delays[index] = delay_of(entry)
     return entries, delays
 
 
@@ -385,7 +389,9 @@ async def put_batch(broker: Broker, topic: str, entries: list[tuple[Message, str
             window.finish(topic, key, None)
         raise
     for index, (result, status) in zip(to_store, outcomes, strict=True):
-        documents[index] = _entry_document(topic, result, status, due[index])
+        documents[index] = (_stored_document(topic, status, result, replayed=False,
+                                             deliver_at_ms=due[index])
+                            if status.is_stored else _refused_document(topic, result, status))
         key = entries[index][1]
         if key is not None:
             window.finish(topic, key, _remembered(result, status, due[index])
@@ -431,13 +437,12 @@ async def _final_status(completion: PutCompletion) -> PutMessageStatus:
     return completion.result() if completion.is_done else await completion
 
 
-def _entry_document(topic: str, result: PutMessageResult, status: PutMessageStatus,
-                    deliver_at_ms: int | None = None) -> dict[str, Any]:
-    if not status.is_stored:
-        return {"status": status.value, "http_status": PUT_HTTP_STATUS[status], "topic": topic,
-                "wrote_bytes": 0, "replayed": False, "detail": result.detail,
-                "error_code": status.value}
-    return _stored_document(topic, status, result, replayed=False, deliver_at_ms=deliver_at_ms)
+def _refused_document(topic: str, result: PutMessageResult,
+                      status: PutMessageStatus) -> dict[str, Any]:
+    """A batch entry not stored (a stored one answers _stored_document)."""
+    return {"status": status.value, "http_status": PUT_HTTP_STATUS[status], "topic": topic,
+            "wrote_bytes": 0, "replayed": False, "detail": result.detail,
+            "error_code": status.value}
 
 
 def _batch_http_status(results: list[dict[str, Any]]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Engine, delete
 from sqlmodel import Session, col, select
@@ -113,6 +113,24 @@ def delete_group(engine: Engine, change: GroupDelete) -> bool:
 def _delete_offsets(session: Session, which: ColumnElement[bool], now_ms: int) -> None:
     if execute_delete(session, delete(ConsumerOffsetRow).where(which)):
         bump_data_version(session, MetadataTable.CONSUMER_OFFSET, now_ms=now_ms)
+
+
+class AppliedPosition(NamedTuple):
+    """A LogPosition as plain ints: every applied record moves it (a LogPosition is built
+    only for who reads or writes it)."""
+
+    queue_offset: int
+    commit_log_offset: int
+    updated_at_ms: int
+
+    @classmethod
+    def of(cls, position: LogPosition) -> AppliedPosition:
+        return cls(position.queue_offset, position.commit_log_offset, position.updated_at_ms)
+
+    def model(self) -> LogPosition:
+        return LogPosition.model_construct(queue_offset=self.queue_offset,
+                                           commit_log_offset=self.commit_log_offset,
+                                           updated_at_ms=self.updated_at_ms)
 
 
 def read_log_position(engine: Engine) -> LogPosition:

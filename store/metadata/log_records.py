@@ -104,6 +104,11 @@ _OPS: dict[str, type[MetadataChange]] = {
     OP_OFFSET_SET: OffsetSet,
 }
 _OP_OF: dict[type[MetadataChange], str] = {kind: op for op, kind in _OPS.items()}
+# Each flat change's fields and their types (TopicsPut nests TopicPuts: decoded apart).
+_FIELD_TYPES: dict[type[MetadataChange], tuple[tuple[str, type], ...]] = {
+    kind: tuple((name, {"bool": bool, "int": int, "str": str}[str(field.type)])
+                for name, field in kind.__dataclass_fields__.items())
+    for kind in _OPS.values() if kind is not TopicsPut}
 
 
 def op_of(change: MetadataChange) -> str:
@@ -155,6 +160,12 @@ def _fields(op: str, body: bytes) -> dict[str, Any]:
 def _checked(kind: Any, op: str, fields: Any) -> Any:
     if not isinstance(fields, dict):
         raise MetadataRecordError(f"{op} record holds {fields!r}, not an object")
+    # What the encoder writes (every field, of exactly its type) is built at once: every
+    # replica decodes every offset commit. Anything else is judged field by field below.
+    field_types = _FIELD_TYPES[kind]
+    if len(fields) == len(field_types) and all(
+            type(fields.get(name)) is wanted for name, wanted in field_types):
+        return kind(**fields)
     try:
         change = kind(**fields)
     except TypeError as error:

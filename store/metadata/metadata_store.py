@@ -19,6 +19,7 @@ from typing import Any
 from store.clock import ClockMs, wall_ms
 from store.dispatch import SystemRecord
 from store.metadata import apply, delay_offsets, groups, offsets, plans, sync, topics
+from store.metadata.apply import AppliedPosition
 from store.metadata.database import create_metadata_engine, read_transaction
 from store.metadata.errors import GroupNotFound, MetadataStoreStateError, TopicNotFound
 from store.metadata.log_records import (
@@ -109,7 +110,7 @@ class MetadataStore:
             with self._engine.connect() as connection:
                 bring_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
-            self._applied = apply.read_log_position(self._engine)
+            self._applied = AppliedPosition.of(apply.read_log_position(self._engine))
             self._view = MetadataView(topics.list_topics(engine=self._engine),
                                       groups.list_groups(engine=self._engine))
         except BaseException:
@@ -419,14 +420,20 @@ class MetadataStore:
     def get_consumer_offset(self, *, group_name: str, topic: str, queue_id: int) -> int | None:
         """The group's next offset in the queue (including unpersisted commits), None if none."""
         self._check_open()
-        offset = self._offsets.peek(OffsetKey(group_name, topic, queue_id))
-        return None if offset is None else offset.queue_offset
+        entry = self._offsets.entry(OffsetKey(group_name, topic, queue_id))
+        return None if entry is None else entry[0]
 
     def consumer_offset(self, *, group_name: str, topic: str,
                         queue_id: int) -> ConsumerOffset | None:
         """The group's offset row of one queue (including unpersisted commits), None if none."""
         self._check_open()
         return self._offsets.get(OffsetKey(group_name, topic, queue_id))
+
+    def consumer_offset_entry(self, *, group_name: str, topic: str,
+                              queue_id: int) -> tuple[int, int] | None:
+        """`consumer_offset` as (queue offset, updated at ms): the commit's answer."""
+        self._check_open()
+        return self._offsets.entry(OffsetKey(group_name, topic, queue_id))
 
     def list_consumer_offsets(
         self, *, group_name: str | None = None, topic: str | None = None
@@ -454,7 +461,7 @@ class MetadataStore:
                     self._offsets.restore_dirty(batch)
                     raise
             if position.queue_offset > self._persisted_position_queue_offset:
-                apply.write_log_position(self._engine, position)
+                apply.write_log_position(self._engine, position.model())
                 self._persisted_position_queue_offset = position.queue_offset
             return changed
 
@@ -464,7 +471,7 @@ class MetadataStore:
     def log_position(self) -> LogPosition:
         """How far into the log's metadata records the tables are applied (in memory: what
         the next flush persists)."""
-        return self._applied
+        return self._applied.model()
 
     def consistent_export(self) -> threading.RLock:
         """Held around reading `log_position` and exporting a table: no record applies in
@@ -480,10 +487,9 @@ class MetadataStore:
             if record.queue_offset < self._applied.queue_offset:
                 return None  # in the tables already (a bootstrap from the master took it)
             self.apply_change(change)
-            # Every record moves it: built from the record's ints without validating them.
-            self._applied = LogPosition.model_construct(
-                queue_offset=record.queue_offset + 1,
-                commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
+            # Every record moves it: plain ints, a LogPosition only for who reads it.
+            self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
+                                     self._clock_ms())
             if not isinstance(change, OffsetSet):
                 # Topic and group rows are durable at once: so is the position that says they
                 # hold this record (with the offsets before it), or a power cut that takes the
@@ -504,8 +510,7 @@ class MetadataStore:
             self._offsets = ConsumerOffsetTable(())
             self._view.replace_topics(())
             self._view.replace_groups(())
-            self._applied = LogPosition(queue_offset=0, commit_log_offset=0,
-                                        updated_at_ms=now_ms)
+            self._applied = AppliedPosition(0, 0, now_ms)
             self._persisted_position_queue_offset = 0
 
     def bootstrap_position(self, position: LogPosition) -> None:
@@ -513,7 +518,7 @@ class MetadataStore:
         are in them, and apply from there on; persisted at once."""
         with self._write_lock:
             if position.queue_offset > self._applied.queue_offset:
-                self._applied = position
+                self._applied = AppliedPosition.of(position)
                 apply.write_log_position(self._engine, position)
                 self._persisted_position_queue_offset = position.queue_offset
 
@@ -599,13 +604,13 @@ class MetadataStore:
         self._check_open()
         check_queue_offset(queue_offset)
         key = OffsetKey(group_name, topic, queue_id)
-        current = self._offsets.peek(key)
+        current = self._offsets.entry(key)
         if current is None:
             plans.check_offset(self._engine, key)
-        elif current.queue_offset == queue_offset:
+        elif current[0] == queue_offset:
             return None
         elif not reset:
-            offsets.check_moves_forward(key, current.queue_offset, queue_offset)
+            offsets.check_moves_forward(key, current[0], queue_offset)
         return OffsetSet(group_name, topic, queue_id, queue_offset, reset, self._clock_ms())
 
     # ---- delay offsets -------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 RocketMQ keeps its offset table in memory and writes it every 5 s; a broker crash loses at most
 one interval of commits, which consumers tolerate by consuming a few messages again. The table
 is pure (no database, no clock): the MetadataStore feeds it times and persists what it hands out.
+An entry is two ints (the offset, its time): a ConsumerOffset is built only for who reads one,
+since a commit (and every replica's apply of its record) changes an entry on the hot path.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from collections.abc import Iterable
 
 from store.metadata.models import ConsumerOffset
 from store.metadata.offsets import OffsetKey, check_moves_forward, offset_key
+
+# An offset of the table: (queue offset, updated at ms).
+Entry = tuple[int, int]
 
 
 class CommitOutcome(enum.Enum):
@@ -27,7 +32,8 @@ class ConsumerOffsetTable:
     def __init__(self, offsets: Iterable[ConsumerOffset] = ()) -> None:
         # Commits come from request threads while the persister thread takes batches.
         self._lock = threading.Lock()
-        self._entries: dict[OffsetKey, ConsumerOffset] = {offset_key(o): o for o in offsets}
+        self._entries: dict[OffsetKey, Entry] = {
+            offset_key(o): (o.queue_offset, o.updated_at_ms) for o in offsets}
         self._dirty: set[OffsetKey] = set()
 
     def __len__(self) -> int:
@@ -41,13 +47,11 @@ class ConsumerOffsetTable:
             return len(self._dirty)
 
     def get(self, key: OffsetKey) -> ConsumerOffset | None:
-        offset = self.peek(key)
-        # Copies, so a caller changing what it got cannot change the table.
-        return None if offset is None else offset.model_copy()
+        entry = self.entry(key)
+        return None if entry is None else _offset(key, entry)
 
-    def peek(self, key: OffsetKey) -> ConsumerOffset | None:
-        """`get` without the copy, for the commit's hot path: the caller must not change it
-        (the table replaces an entry whole, never changes one)."""
+    def entry(self, key: OffsetKey) -> Entry | None:
+        """`get` as (queue offset, updated at ms), for the commit's hot path."""
         with self._lock:
             return self._entries.get(key)
 
@@ -57,8 +61,8 @@ class ConsumerOffsetTable:
         """Offsets of one group and/or topic (or all), ordered by key."""
         with self._lock:
             matching = [
-                offset.model_copy()
-                for key, offset in self._entries.items()
+                _offset(key, entry)
+                for key, entry in self._entries.items()
                 if (group_name is None or key.group_name == group_name)
                 and (topic is None or key.topic == topic)
             ]
@@ -73,11 +77,11 @@ class ConsumerOffsetTable:
             current = self._entries.get(key)
             if current is None and not allow_new:
                 return CommitOutcome.UNKNOWN_KEY
-            current_offset = None if current is None else current.queue_offset
+            current_offset = None if current is None else current[0]
             check_moves_forward(key, current_offset, queue_offset)
             if current_offset == queue_offset:
                 return CommitOutcome.UNCHANGED
-            self._entries[key] = _entry(key, queue_offset, now_ms)
+            self._entries[key] = (queue_offset, now_ms)
             self._dirty.add(key)
             return CommitOutcome.ADVANCED
 
@@ -86,10 +90,10 @@ class ConsumerOffsetTable:
         a reset or moves forward, else nothing; True when the table changed."""
         with self._lock:
             current = self._entries.get(key)
-            if current is not None and (current.queue_offset == queue_offset
-                                        or (not reset and current.queue_offset > queue_offset)):
+            if current is not None and (current[0] == queue_offset
+                                        or (not reset and current[0] > queue_offset)):
                 return False
-            self._entries[key] = _entry(key, queue_offset, now_ms)
+            self._entries[key] = (queue_offset, now_ms)
             self._dirty.add(key)
             return True
 
@@ -98,7 +102,7 @@ class ConsumerOffsetTable:
         with self._lock:
             for offset in offsets:
                 key = offset_key(offset)
-                self._entries[key] = offset
+                self._entries[key] = (offset.queue_offset, offset.updated_at_ms)
                 self._dirty.discard(key)
 
     def forget(self, *, group_name: str | None = None, topic: str | None = None) -> None:
@@ -115,7 +119,7 @@ class ConsumerOffsetTable:
     def take_dirty(self) -> list[ConsumerOffset]:
         """Hand out the offsets to persist and mark them clean; restore_dirty if that fails."""
         with self._lock:
-            batch = [self._entries[key] for key in self._dirty]
+            batch = [_offset(key, self._entries[key]) for key in self._dirty]
             self._dirty.clear()
         return batch
 
@@ -125,12 +129,13 @@ class ConsumerOffsetTable:
             self._dirty.update(offset_key(o) for o in offsets if offset_key(o) in self._entries)
 
 
-def _entry(key: OffsetKey, queue_offset: int, now_ms: int) -> ConsumerOffset:
-    # Fields of a checked key and offset: built without validating them again.
+def _offset(key: OffsetKey, entry: Entry) -> ConsumerOffset:
+    # Fields of a checked key and offset: built without validating them again. A new object
+    # each time, so a caller changing what it got cannot change the table.
     return ConsumerOffset.model_construct(
         group_name=key.group_name,
         topic=key.topic,
         queue_id=key.queue_id,
-        queue_offset=queue_offset,
-        updated_at_ms=now_ms,
+        queue_offset=entry[0],
+        updated_at_ms=entry[1],
     )

@@ -104,3 +104,34 @@ def test_a_slave_refuses_a_system_record(open_store: Callable[..., MessageStore]
     slave = open_store(broker_role=BrokerRole.SLAVE)
     result, _ = slave.put_system_message(_note(b"x"))
     assert result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_a_run_of_records_failing_midway_keeps_the_ones_before_and_retries_from_it(
+        open_store: Callable[..., MessageStore]) -> None:
+    """Metadata records appended together are dispatched as one batch: when the third one's
+    apply fails, the two before it are applied once and indexed, and dispatch stays at the
+    third until it applies; the user record after the run waits for it."""
+    store = open_store(default_queue_count=1)
+    failures = [1]
+    applied: list[bytes] = []
+
+    def flaky_third(record: SystemRecord) -> None:
+        if record.body == b"run-2" and failures[0]:
+            failures[0] -= 1
+            raise RuntimeError("database busy")
+        applied.append(record.body)
+
+    store.attach_system_records(flaky_third, from_queue_offset=0)
+
+    def append_run() -> int:
+        for number in range(5):
+            store.put_system_message(_note(b"run-%d" % number))
+        return _put(store, "T", b"after")
+
+    store.dispatch.hold_still(append_run)  # the run waits whole for dispatch
+    wait_dispatched(store, timeout_s=10.0)
+    assert applied == [b"run-%d" % number for number in range(5)]
+    assert _bodies(store, METADATA_TOPIC) == [(number, b"run-%d" % number)
+                                              for number in range(5)]
+    assert _bodies(store, "T") == [(0, b"after")]
+    assert store.dispatch.error_count == 1

@@ -68,8 +68,15 @@ def offset_view(offset: ConsumerOffset) -> ConsumerOffsetView:
 
 def offset_document(offset: ConsumerOffset) -> dict[str, Any]:
     """A ConsumerOffsetView's document."""
-    return {"group": offset.group_name, "topic": offset.topic, "queue_id": offset.queue_id,
-            "offset": offset.queue_offset, "updated_at_ms": offset.updated_at_ms}
+    return _offset_fields(offset.group_name, offset.topic, offset.queue_id,
+                          (offset.queue_offset, offset.updated_at_ms))
+
+
+def _offset_fields(group: str, topic: str, queue_id: int,
+                   entry: tuple[int, int]) -> dict[str, Any]:
+    """A ConsumerOffsetView's document from an offset table's entry (offset, updated at)."""
+    return {"group": group, "topic": topic, "queue_id": queue_id, "offset": entry[0],
+            "updated_at_ms": entry[1]}
 
 
 @router.get("/v1/groups", operation_id="list-groups", dependencies=[requires(TokenScope.CONSUME)],
@@ -154,18 +161,19 @@ async def commit_consumer_offset(group: GroupPath, topic: TopicPath, queue_id: Q
     """Commit the next offset to consume. It only moves forward unless allow_backwards (a
     reset); it may not pass the queue's max offset. The group is created on first commit when
     auto_create_groups is on."""
-    return Response(await commit_answer(gateway, group, topic, queue_id, commit),
+    return Response(await commit_answer(gateway, group, topic, queue_id, commit.offset,
+                                        commit.allow_backwards),
                     media_type="application/json")
 
 
-async def commit_answer(gateway: Gateway, group: str, topic: str, queue_id: int,
-                        commit: OffsetCommit) -> bytes:
+async def commit_answer(gateway: Gateway, group: str, topic: str, queue_id: int, offset: int,
+                        allow_backwards: bool) -> bytes:
     """Commit, and the ConsumerOffsetView document of the queue's offset as it now is."""
     broker = gateway.master_broker()
     bounds = broker.store.queue_offset_range(topic, queue_id)
     max_offset = bounds[1] if bounds is not None else 0
-    if commit.offset > max_offset:
-        raise ApiError("INVALID_OFFSET", f"offset {commit.offset} is past the queue's max "
+    if offset > max_offset:
+        raise ApiError("INVALID_OFFSET", f"offset {offset} is past the queue's max "
                        f"offset {max_offset}")
     metadata = broker.metadata_store
     known = metadata.get_consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
@@ -173,17 +181,17 @@ async def commit_answer(gateway: Gateway, group: str, topic: str, queue_id: int,
         # The hot path, on the event loop: a queue committed before needs no query, and the
         # record's guarantees and its apply are awaited, not waited for on a worker thread.
         change = metadata.plan_offset(group_name=group, topic=topic, queue_id=queue_id,
-                                      queue_offset=commit.offset,
-                                      reset=commit.allow_backwards)
+                                      queue_offset=offset, reset=allow_backwards)
         if change is not None:
             await metadata_writes.write(broker, [change])
     else:
         await run_in_threadpool(_commit_creating_group, gateway, broker, group, topic,
-                                queue_id, commit)
-    stored = metadata.consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
+                                queue_id, OffsetCommit.model_construct(
+                                    offset=offset, allow_backwards=allow_backwards))
+    stored = metadata.consumer_offset_entry(group_name=group, topic=topic, queue_id=queue_id)
     if stored is None:
         raise AssertionError(f"offset of {group}/{topic}/{queue_id} missing after commit")
-    return orjson.dumps(offset_document(stored))
+    return orjson.dumps(_offset_fields(group, topic, queue_id, stored))
 
 
 async def commit_lean(scope: Scope, path_params: dict[str, str], receive: Receive, send: Send,
@@ -200,21 +208,24 @@ async def commit_lean(scope: Scope, path_params: dict[str, str], receive: Receiv
     commit = _plain_commit(headers, body)
     if commit is None:
         raise Fallback(body)
+    offset, allow_backwards = commit
     try:
         group = name_matching(path_params["group"], _GROUP)
         topic = name_matching(path_params["topic"], _TOPIC)
         queue_id = whole_number(path_params["queue_id"], 0, QUEUE_ID_MAX)
     except Fallback:
         raise Fallback(body) from None
-    await send_json(send, await commit_answer(gateway, group, topic, queue_id, commit))
+    await send_json(send, await commit_answer(gateway, group, topic, queue_id, offset,
+                                              allow_backwards))
 
 
 _COMMIT_FIELDS = frozenset({"offset", "allow_backwards"})
 
 
-def _plain_commit(headers: list[tuple[bytes, bytes]], body: bytes) -> OffsetCommit | None:
-    """The body as an OffsetCommit when it is JSON of exactly that shape and its content type
-    is JSON or absent; None for anything FastAPI must judge."""
+def _plain_commit(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, bool] | None:
+    """The body's OffsetCommit fields (offset, allow_backwards) when it is JSON of exactly
+    that shape and its content type is JSON or absent; None for anything FastAPI must
+    judge."""
     for name, value in headers:
         if name == b"content-type" and \
                 value.split(b";", 1)[0].strip().lower() != b"application/json":
@@ -230,7 +241,7 @@ def _plain_commit(headers: list[tuple[bytes, bytes]], body: bytes) -> OffsetComm
     if type(offset) is not int or not 0 <= offset <= 2**53 - 1 \
             or type(allow_backwards) is not bool:
         return None
-    return OffsetCommit.model_construct(offset=offset, allow_backwards=allow_backwards)
+    return offset, allow_backwards
 
 
 @router.post("/v1/groups/{group}/offsets/{topic}:reset", operation_id="reset-consumer-offsets",

@@ -256,17 +256,17 @@ async def _produce_batch(scope: Scope, receive: Receive,
         except ApiError as error:
             error.detail = f"messages[{index}]: {error.detail}"
             raise
-    if not any(delay.is_requested for delay in delays):
+    if not delays:
         return await put_batch(broker, topic, entries)
-    due_times: list[int | None] = []
-    for index, ((message, key), delay) in enumerate(zip(entries, delays, strict=True)):
+    due_times: list[int | None] = [None] * len(entries)
+    for index, delay in delays.items():  # in the entries' order
+        message, key = entries[index]
         try:
-            stored, due_ms = schedule(broker, message, delay)
+            stored, due_times[index] = schedule(broker, message, delay)
         except ApiError as error:
             error.detail = f"messages[{index}]: {error.detail}"
             raise
         entries[index] = (stored, key)
-        due_times.append(due_ms)
     return await put_batch(broker, topic, entries, due_times)
 
 

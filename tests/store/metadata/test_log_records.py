@@ -64,6 +64,12 @@ def test_a_change_round_trips_through_its_record(change: MetadataChange) -> None
     ("topic.delete", b'{"v": 1, "op": "topic.delete", "name": 7, "at_ms": 1}'),
     ("offset.set", b'{"v": 1, "op": "offset.set", "group_name": "g", "topic": "A", '
                    b'"queue_id": 0, "queue_offset": "5", "reset": false, "at_ms": 1}'),
+    ("offset.set", b'{"v": 1, "op": "offset.set", "group_name": "g", "topic": "A", '
+                   b'"queue_id": true, "queue_offset": 5, "reset": false, "at_ms": 1}'),
+    ("offset.set", b'{"v": 1, "op": "offset.set", "group_name": "g", "topic": "A", '
+                   b'"queue_id": 0, "queue_offset": 5, "reset": 0, "at_ms": 1}'),
+    ("offset.set", b'{"v": 1, "op": "offset.set", "group_name": "g", "topic": "A", '
+                   b'"queue_id": 0, "queue_offset": 5, "at_ms": 1, "extra": false}'),
     ("topic.rename", b"{}"),
     ("topics.put", b'{"v": 1, "op": "topics.put", "topics": [{"name": "A"}]}'),
     ("topics.put", b'{"v": 1, "op": "topics.put", "topics": 3}'),
