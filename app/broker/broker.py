@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
+from app.broker.consumption import GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
@@ -40,6 +41,8 @@ from ha import Replication
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
+from store.consumption.names import dlq_topic, retry_topic
+from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
 from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
@@ -131,6 +134,11 @@ class Broker:
         self._delay_offset_table = IntervalService("delay-offset-table",
                                                    _DELAY_OFFSET_TABLE_INTERVAL_MS,
                                                    self.save_delay_offsets)
+        # Group consumption (receive / ack, app/broker/consumption.py): its states follow the
+        # log's pop records on every replica; the master's tick ends expired deliveries.
+        self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store)
+        self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
+                                           self.expire_deliveries)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -155,6 +163,12 @@ class Broker:
             # Records the metadata has not applied yet (recovery redispatched them before
             # it was there), then each one dispatch reaches, in log order.
             applied = self.metadata.log_position
+            # Group consumption's states from the pop records the tables passed already (the
+            # feed hands those after them to both).
+            replayed = self.consumption.replay(applied.queue_offset)
+            if replayed:
+                log.info("group consumption: %d pop records of the log applied at start",
+                         replayed)
             caught_up = self.store.attach_system_records(
                 self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
                 reset=self._reset_metadata)
@@ -254,6 +268,8 @@ class Broker:
             steps.append(self.slave_sync.stop)
         if self._delay_offset_table.is_running:
             steps.append(self._delay_offset_table.stop)
+        if self._pop_expiry.is_running:
+            steps.append(self._pop_expiry.stop)
         if self.timers is not None:
             steps.append(self.timers.stop)
         if self.replication is not None:
@@ -285,6 +301,32 @@ class Broker:
         if not self._is_slave:
             self.timers.activate()
         self._delay_offset_table.start()
+        self._pop_expiry.start()
+
+    def expire_deliveries(self) -> int:
+        """The pop-expiry tick: on the master, deliveries past their invisible time end."""
+        return self.consumption.expire(self.takes_pop_decisions)
+
+    def takes_pop_decisions(self) -> bool:
+        """Whether this broker decides receives and acks: a running classic master."""
+        return self.dledger is None and not self._is_slave and self.is_running
+
+    def ensure_pop_topics(self, group: str, topic: str) -> None:
+        """The group's retry topic for `topic` (its retry_queue_count queues) and its
+        dead-letter topic exist: created through the log if not (whatever
+        auto_create_topics says: they are the broker's). On a worker thread."""
+        metadata = self.metadata_store
+        wanted = {retry_topic(group, topic): self.consumption.retry_queue_count(group),
+                  dlq_topic(group): 1}
+        missing = [name for name in wanted if metadata.cached_topic(name=name) is None]
+        if not missing:
+            return
+        with self.metadata_log.change_lock:
+            missing = [name for name in missing if metadata.cached_topic(name=name) is None]
+            if missing:
+                plan = metadata.plan_create_topics([NewTopic(name, wanted[name], wanted[name])
+                                                    for name in missing])
+                self.metadata_log.write_blocking(plan)
 
     def save_delay_offsets(self) -> int:
         """Write each delay level's progress (derived from the log, store/timers/state.py)
@@ -467,6 +509,10 @@ class Broker:
 
     def _apply_system_record(self, record: SystemRecord) -> None:
         """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
+        if is_pop_op(record.op):
+            moved = self.consumption.apply_record(record)
+            self.metadata_store.apply_derived(record, moved)
+            return
         change = self.metadata_store.apply_record(record)
         if isinstance(change, TopicPut):
             self.topic_changed(change.name, change.write_queue_count)
@@ -480,6 +526,7 @@ class Broker:
         """The log lost records the tables applied: empty them (the store feeds the records
         it still holds again), and forget the writable queue counts they gave."""
         self.metadata_store.reset_applied_state()
+        self.consumption.reset()
         self._writable_queue_counts.clear()
 
     def _detach_system_records(self) -> None:

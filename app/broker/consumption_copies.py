@@ -1,0 +1,114 @@
+"""The copies group consumption puts: a retried message into its retry topic (a delayed put,
+due at the end of its backoff), a dead letter into `%DLQ%{group}`.
+
+A copy is put before the record of the event that ends the delivery (the caller's order), so a
+crash between the two leaves the message in flight, to end again: a duplicate at worst, never
+a loss. A copy refused (nothing written) raises, and the event is not written either.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+
+from store import Message, MessageStore, StoredMessage
+from store.consumption.events import DeadLettered, Event, Retried
+from store.consumption.names import (
+    PROPERTY_ATTEMPTS,
+    PROPERTY_ORIGIN_MSG_ID,
+    PROPERTY_ORIGIN_OFFSET,
+    PROPERTY_ORIGIN_QUEUE_ID,
+    PROPERTY_ORIGIN_TOPIC,
+    dlq_topic,
+    retry_topic,
+)
+from store.consumption.records import QueueKey
+from store.consumption.registry import RETRY_QUEUE_BIT, is_retry_queue
+from store.timers.scheduling import Delay, delayed
+from store.waits.completion import PutCompletion
+
+
+class CopyRefused(Exception):
+    """The broker did not store a retry or dead-letter copy; `status` says why."""
+
+    def __init__(self, status: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def origin_of(message: StoredMessage) -> tuple[str, int, int, str]:
+    """Where a message was first stored (a retry copy names it), and its message id."""
+    properties = message.properties
+    topic = properties.get(PROPERTY_ORIGIN_TOPIC)
+    if topic is None:
+        return message.topic, message.queue_id, message.queue_offset, message.msg_id
+    return (topic, int(properties.get(PROPERTY_ORIGIN_QUEUE_ID, "0")),
+            int(properties.get(PROPERTY_ORIGIN_OFFSET, "0")),
+            properties.get(PROPERTY_ORIGIN_MSG_ID, message.msg_id))
+
+
+def copy_of(message: StoredMessage, topic: str, queue_id: int, attempts: int) -> Message:
+    """The message for `topic`, naming its origin and the deliveries it had."""
+    origin_topic, origin_queue, origin_offset, msg_id = origin_of(message)
+    properties = dict(message.properties)
+    properties.update({PROPERTY_ORIGIN_TOPIC: origin_topic,
+                       PROPERTY_ORIGIN_QUEUE_ID: str(origin_queue),
+                       PROPERTY_ORIGIN_OFFSET: str(origin_offset),
+                       PROPERTY_ORIGIN_MSG_ID: msg_id, PROPERTY_ATTEMPTS: str(attempts)})
+    return Message(topic, message.body, properties, queue_id, message.flag,
+                   message.born_timestamp_ms, message.born_host, attempts)
+
+
+class Copies:
+    def __init__(self, store: MessageStore,
+                 retry_queue_count: Callable[[str], int] = lambda group: 1) -> None:
+        self._store = store
+        self.retry_queue_count = retry_queue_count
+        self.dead_lettered_puts = 0
+        self.retry_puts = 0
+
+    def dead_letter(self, group: str, key: QueueKey, message: StoredMessage,
+                    attempts: int) -> PutCompletion:
+        copy = copy_of(message, dlq_topic(group), 0, attempts)
+        completion = self._put(copy)
+        self.dead_lettered_puts += 1
+        return completion
+
+    def for_ended(self, group: str, key: QueueKey, events: Sequence[Event],
+                  now_ms: int) -> list[PutCompletion]:
+        """The copies the events need (a retry out of its queue, a dead letter), put now."""
+        completions = []
+        for event in events:
+            if isinstance(event, DeadLettered):
+                message = self._read(key, event.queue_offset)
+                if message is not None:
+                    completions.append(self.dead_letter(group, key, message, event.attempt))
+            elif isinstance(event, Retried) and not event.in_place:
+                message = self._read(key, event.queue_offset)
+                if message is None:
+                    continue
+                target = retry_topic(group, key.topic)
+                queues = max(1, self.retry_queue_count(group))
+                queue_id = zlib.crc32(origin_of(message)[3].encode()) % queues
+                copy = copy_of(message, target, queue_id, event.attempt)
+                plan = self._store.config.timers
+                wait_ms = min(event.due_ms - now_ms, plan.max_delay_ms)
+                scheduled, _ = delayed(plan, copy, Delay(delay_ms=max(wait_ms, 0)), now_ms)
+                completions.append(self._put(scheduled))
+                self.retry_puts += 1
+        return completions
+
+    def _read(self, key: QueueKey, queue_offset: int) -> StoredMessage | None:
+        topic = retry_topic(key.group, key.topic) if is_retry_queue(key.queue_id) else key.topic
+        result = self._store.get_messages(topic, key.queue_id & ~RETRY_QUEUE_BIT,
+                                          queue_offset, 1)
+        if result.messages and result.messages[0].queue_offset == queue_offset:
+            return result.messages[0]
+        return None  # gone (retention): nothing left to copy
+
+    def _put(self, message: Message) -> PutCompletion:
+        result, completion = self._store.put_message(message)
+        if not result.status.is_stored:
+            raise CopyRefused(result.status.value, result.detail or "copy not stored")
+        return completion
