@@ -83,6 +83,12 @@ async def _change(served: Served, group: str, topic: str, handle: str,
         json={"receipt_handle": handle, "invisible_ms": invisible_ms})
 
 
+async def _consumption(served: Served, group: str) -> Any:
+    response = await served.client.get(f"/v1/groups/{group}/lag")
+    assert response.status_code == 200, response.text
+    return response.json()["consumption"]
+
+
 def _expire(served: Served, clock: FakeClock, ms: int) -> int:
     clock.now_ms += ms
     ended = served.broker.expire_deliveries()
@@ -99,6 +105,9 @@ async def test_receive_then_ack_commits_the_group_offset_and_nothing_comes_back(
     assert sorted(bodies) == [f"m{n}" for n in range(6)]  # disjoint, all of them
     assert {message["delivery_attempt"] for message in first + second} == {1}
     assert await _receive(served, group, topic) == []  # all in flight
+    assert (await _consumption(served, group)) == [
+        {"topic": topic, "ready": 0, "in_flight": 6, "retrying": 0, "dead_lettered": 0,
+         "acked": 0}]
     response = await _ack(served, group, topic,
                           [message["receipt_handle"] for message in first + second])
     assert response.status_code == 200, response.text
@@ -109,6 +118,8 @@ async def test_receive_then_ack_commits_the_group_offset_and_nothing_comes_back(
     lag = (await served.client.get(f"/v1/groups/{group}/lag")).json()
     assert lag["total_lag"] == 0
     assert {queue["consumer_offset"] for queue in lag["queues"]} == {3}
+    assert lag["consumption"] == [{"topic": topic, "ready": 0, "in_flight": 0, "retrying": 0,
+                                   "dead_lettered": 0, "acked": 6}]
 
 
 async def test_an_expired_message_comes_back_with_the_next_attempt_and_its_old_handle_is_stale(
@@ -186,6 +197,13 @@ async def test_a_poison_message_is_dead_lettered_after_exactly_retry_times_max_r
     assert [(message.body, message.tags) for message in dead] == [("poison", "P")]
     assert dead[0].properties["TWINLOG_POP_ATTEMPTS"] == "3"
     assert dead[0].properties["TWINLOG_POP_TOPIC"] == topic
+    [counts] = await _consumption(served, group)
+    assert (counts["dead_lettered"], counts["in_flight"], counts["retrying"]) == (1, 0, 0)
+    metrics = (await served.client.get("/metrics")).text
+    assert (f'twinlog_pop_messages_ended_total{{group="{group}",outcome="dead_lettered",'
+            f'topic="{topic}"}} 1.0') in metrics
+    assert (f'twinlog_pop_messages_ended_total{{group="{group}",outcome="retried",'
+            f'topic="{topic}"}} 2.0') in metrics
 
 
 async def test_garbage_foreign_and_mixed_handles(served: Served, clock: FakeClock) -> None:
