@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
-from app.broker.consumption import GroupConsumption
+from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
@@ -61,6 +61,8 @@ _RATE_SAMPLE_INTERVAL_MS = 1000
 # before it refills its idempotency window from them.
 _DISPATCH_WAIT_S = 2.0
 _DELAY_OFFSET_TABLE_INTERVAL_MS = 1000
+# Expiry rounds of one tick at most (each ends up to EXPIRY_EVENTS_PER_ROUND_MAX deliveries).
+EXPIRY_ROUNDS_MAX = 64
 
 
 class BrokerState(enum.Enum):
@@ -304,8 +306,15 @@ class Broker:
         self._pop_expiry.start()
 
     def expire_deliveries(self) -> int:
-        """The pop-expiry tick: on the master, deliveries past their invisible time end."""
-        return self.consumption.expire(self.takes_pop_decisions)
+        """The pop-expiry tick: on the master, deliveries past their invisible time end, in
+        bounded rounds (the consumption lock is free between two: receives go on)."""
+        ended = 0
+        for _ in range(EXPIRY_ROUNDS_MAX):
+            count = self.consumption.expire(self.takes_pop_decisions)
+            ended += count
+            if count < EXPIRY_EVENTS_PER_ROUND_MAX:
+                break
+        return ended
 
     def takes_pop_decisions(self) -> bool:
         """Whether this broker decides receives and acks: a running classic master."""

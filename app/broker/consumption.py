@@ -51,6 +51,11 @@ REPLAY_BATCH_MESSAGES = 256
 # Every fifth receive visits the retry queues first (RocketMQ reads them 20% of the time), so a
 # busy topic does not starve its retries.
 RETRY_FIRST_EVERY = 5
+# Events of one record at most (deliveries of a receive, expirations of a queue at a tick):
+# a record stays far below message_size_max_bytes, and an expiry round holds the lock briefly.
+RECORD_EVENTS_MAX = 64
+EXPIRY_EVENTS_PER_ROUND_MAX = 1024
+ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
 
 
 @dataclass(eq=False)
@@ -186,40 +191,45 @@ class GroupConsumption:
             wanted = min(max_messages, room)
             now_ms = self.clock_ms()
             for queue_id in self._queue_order(group, topic, read_queue_count, retry_queues):
-                if len(delivered) >= wanted:
-                    break
                 key = QueueKey(group, topic, queue_id)
-                state = self.registry.state(key) or self._create(key)
-                reads = self._candidates(key, state, wanted - len(delivered))
-                try:
-                    event = state.plan_receive(
-                        now_ms=now_ms, max_messages=wanted - len(delivered),
-                        invisible_ms=invisible_ms, candidates=reads.candidates,
-                        tag_filter=tags, policy=policy)
-                except ConsumptionError as error:  # the queue changed under the read
-                    log.warning("receive of %s skipped: %s", key, error)
-                    continue
-                if not event.scanned and not event.deliveries:
-                    continue
-                for scanned in event.scanned:
-                    if scanned.disposition is Disposition.DEAD:
-                        message = reads.message(scanned.queue_offset)
-                        if message is not None:
-                            outcome.completions.append(_copied(
-                                self.copies.dead_letter, group, key, message,
-                                scanned.attempts_before))
-                outcome.completions.append(self._write(key, (event,), now_ms))
-                for delivery in event.deliveries:
-                    message = reads.message(delivery.queue_offset)
-                    if message is None:
-                        continue  # gone (retention): its handle would name nothing readable
-                    handle = self.codec.encode(ReceiptHandle(
-                        group, topic, queue_id, delivery.queue_offset, delivery.attempt,
-                        delivery.delivery_id))
-                    delivered.append(Delivered(handle, delivery.attempt, message,
-                                               origin_of(message),
-                                               delivery.invisible_until_ms))
+                while len(delivered) < wanted and self._receive_chunk(
+                        key, min(wanted - len(delivered), RECORD_EVENTS_MAX), now_ms,
+                        invisible_ms, tags, policy, delivered, outcome):
+                    pass
         return delivered, outcome
+
+    def _receive_chunk(self, key: QueueKey, wanted: int, now_ms: int, invisible_ms: int,
+                       tags: TagFilter, policy: RetryPolicy, delivered: list[Delivered],
+                       outcome: Outcome) -> bool:
+        """One receive decision on one queue (at most `wanted` deliveries: a record stays
+        small); whether it did anything. The lock is held."""
+        state = self.registry.state(key) or self._create(key)
+        reads = self._candidates(key, state, wanted)
+        try:
+            event = state.plan_receive(now_ms=now_ms, max_messages=wanted,
+                                       invisible_ms=invisible_ms, candidates=reads.candidates,
+                                       tag_filter=tags, policy=policy)
+        except ConsumptionError as error:  # the queue changed under the read
+            log.warning("receive of %s skipped: %s", key, error)
+            return False
+        if not event.scanned and not event.deliveries:
+            return False
+        group = key.group
+        dead = [self.copies.dead_letter(group, message, scanned.attempts_before)
+                for scanned in event.scanned if scanned.disposition is Disposition.DEAD
+                and (message := reads.message(scanned.queue_offset)) is not None]
+        outcome.completions.extend(_copied(self.copies.put, dead))
+        outcome.completions.append(self._write(key, (event,), now_ms))
+        for delivery in event.deliveries:
+            message = reads.message(delivery.queue_offset)
+            if message is None:
+                continue  # gone (retention): its handle would name nothing readable
+            handle = self.codec.encode(ReceiptHandle(
+                group, key.topic, key.queue_id, delivery.queue_offset, delivery.attempt,
+                delivery.delivery_id))
+            delivered.append(Delivered(handle, delivery.attempt, message, origin_of(message),
+                                       delivery.invisible_until_ms))
+        return True
 
     def ack(self, group: str, topic: str,
             handles: Sequence[str]) -> tuple[list[HandleResult], Outcome]:
@@ -236,9 +246,9 @@ class GroupConsumption:
             results.append(None)
             by_key.setdefault(QueueKey(group, topic, handle.queue_id), []).append(
                 (number, handle))
-        outcome = Outcome([])
         with self.lock:
             now_ms = self.clock_ms()
+            records: list[PopRecord] = []
             for key, items in by_key.items():
                 state = self.registry.state(key)
                 events: list[Event] = []
@@ -251,8 +261,9 @@ class GroupConsumption:
                         assert decision.event is not None
                         events.append(decision.event)
                         results[number] = HandleResult(handles[number], "OK")
-                if events:
-                    outcome.completions.append(self._write(key, tuple(events), now_ms))
+                records += [PopRecord(key, tuple(events[start:start + ACK_EVENTS_MAX]), now_ms)
+                            for start in range(0, len(events), ACK_EVENTS_MAX)]
+            outcome = self._write_all(records)
         return [result for result in results if result is not None], outcome
 
     def change(self, group: str, topic: str, text: str,
@@ -275,8 +286,8 @@ class GroupConsumption:
             if decision is None or decision.event is None:
                 return _stale(text, handle), outcome
             event = decision.event
-            outcome.completions.extend(_copied(self.copies.for_ended, group, key, (event,),
-                                               now_ms))
+            copies = self.copies.for_ended(group, key, (event,), now_ms)
+            outcome.completions.extend(_copied(self.copies.put, copies))
             outcome.completions.append(self._write(key, (event,), now_ms))
             if not isinstance(event, Changed):
                 return HandleResult(text, "OK"), outcome
@@ -288,34 +299,50 @@ class GroupConsumption:
                             invisible_until_ms=delivery.invisible_until_ms), outcome
 
     def expire(self, is_master: Callable[[], bool]) -> int:
-        """The expiry tick: every delivery whose invisible time passed is retried now (or
-        dead-lettered after its last attempt). On the master only; how many ended."""
+        """One expiry round: deliveries whose invisible time passed (at most
+        EXPIRY_EVENTS_PER_ROUND_MAX) are retried now, or dead-lettered after their last
+        attempt. On the master only; how many ended. The round's copies go in one append,
+        then its records in another."""
         if not is_master():
             return 0
-        ended = 0
         with self.lock:
             now_ms = self.clock_ms()
+            planned: list[tuple[PopRecord, list[Message]]] = []
+            room = EXPIRY_EVENTS_PER_ROUND_MAX
             for group, topic in self.registry.group_topics():
                 policy: RetryPolicy | None = None
                 for key in self.registry.keys_of(group, topic):
                     state = self.registry.state(key)
-                    if state is None or not state.in_flight_count:
-                        continue
-                    due = state.next_expiry_ms()
-                    if due is None or due > now_ms:
+                    due = None if state is None or not state.in_flight_count \
+                        else state.next_expiry_ms()
+                    if state is None or due is None or due > now_ms:
                         continue
                     policy = policy or self.policy(group)
-                    events = tuple(state.plan_expiry(now_ms=now_ms, policy=policy))
-                    if not events:
-                        continue
-                    try:
-                        _copied(self.copies.for_ended, group, key, events, now_ms)
-                        self._write(key, events, now_ms)
-                    except PopRefused as error:
-                        log.warning("expiry of %s not written: %s", key, error.detail)
-                        return ended
-                    ended += len(events)
-        return ended
+                    events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
+                    room -= len(events)
+                    for start in range(0, len(events), RECORD_EVENTS_MAX):
+                        chunk = tuple(events[start:start + RECORD_EVENTS_MAX])
+                        planned.append((PopRecord(key, chunk, now_ms),
+                                        self.copies.for_ended(group, key, chunk, now_ms)))
+                    if room <= 0:
+                        break
+                if room <= 0:
+                    break
+            if not planned:
+                return 0
+            try:
+                self.copies.put([copy for _, copies in planned for copy in copies])
+                results = self._store.put_system_messages(
+                    [_message_of(record) for record, _ in planned])
+            except CopyRefused as error:
+                log.warning("expiry not written (tried again next tick): %s", error.detail)
+                return 0
+            ended = 0
+            for (record, _), (result, _) in zip(planned, results, strict=True):
+                if result.status.is_stored:
+                    self.registry.apply(record)
+                    ended += len(record.events)
+            return ended
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -363,12 +390,25 @@ class GroupConsumption:
                 int(attempts) if attempts and attempts.isdigit() else 0))
         return reads
 
+    def _write_all(self, records: list[PopRecord]) -> Outcome:
+        """Append records in one append and apply them here (the lock is held); a refusal
+        (nothing written) raises."""
+        if not records:
+            return Outcome([])
+        results = self._store.put_system_messages([_message_of(record) for record in records])
+        for result, _ in results:
+            if not result.status.is_stored:
+                self.refused_writes += 1
+                raise PopRefused(result.status.value, result.detail or
+                                 "the broker did not store the consumption records")
+        for record in records:
+            self.registry.apply(record)
+        return Outcome([completion for _, completion in results])
+
     def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int) -> PutCompletion:
         """Append one pop record and apply it here (the lock is held); a refusal raises."""
         record = PopRecord(key, events, now_ms)
-        message = Message(METADATA_TOPIC, encode(record),
-                          properties={PROPERTY_OP: record.op}, queue_id=0)
-        result, completion = self._store.put_system_message(message)
+        result, completion = self._store.put_system_message(_message_of(record))
         if not result.status.is_stored:
             self.refused_writes += 1
             raise PopRefused(result.status.value, result.detail or
@@ -392,6 +432,11 @@ class _Reads:
             if result.messages and result.messages[0].queue_offset == queue_offset:
                 message = result.messages[0]
         return message
+
+
+def _message_of(record: PopRecord) -> Message:
+    return Message(METADATA_TOPIC, encode(record), properties={PROPERTY_OP: record.op},
+                   queue_id=0)
 
 
 def _stored_topic(key: QueueKey) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from store import Message, MessageStore, StoredMessage
 from store.consumption.events import DeadLettered, Event, Retried
 from store.consumption.names import (
+    DLQ_PREFIX,
     PROPERTY_ATTEMPTS,
     PROPERTY_ORIGIN_MSG_ID,
     PROPERTY_ORIGIN_OFFSET,
@@ -68,22 +69,19 @@ class Copies:
         self.dead_lettered_puts = 0
         self.retry_puts = 0
 
-    def dead_letter(self, group: str, key: QueueKey, message: StoredMessage,
-                    attempts: int) -> PutCompletion:
-        copy = copy_of(message, dlq_topic(group), 0, attempts)
-        completion = self._put(copy)
-        self.dead_lettered_puts += 1
-        return completion
+    def dead_letter(self, group: str, message: StoredMessage, attempts: int) -> Message:
+        return copy_of(message, dlq_topic(group), 0, attempts)
 
     def for_ended(self, group: str, key: QueueKey, events: Sequence[Event],
-                  now_ms: int) -> list[PutCompletion]:
-        """The copies the events need (a retry out of its queue, a dead letter), put now."""
-        completions = []
+                  now_ms: int) -> list[Message]:
+        """The copies the events need: a retry out of its queue (a delayed message, due at
+        the end of its backoff), a dead letter."""
+        copies = []
         for event in events:
             if isinstance(event, DeadLettered):
                 message = self._read(key, event.queue_offset)
                 if message is not None:
-                    completions.append(self.dead_letter(group, key, message, event.attempt))
+                    copies.append(self.dead_letter(group, message, event.attempt))
             elif isinstance(event, Retried) and not event.in_place:
                 message = self._read(key, event.queue_offset)
                 if message is None:
@@ -95,8 +93,20 @@ class Copies:
                 plan = self._store.config.timers
                 wait_ms = min(event.due_ms - now_ms, plan.max_delay_ms)
                 scheduled, _ = delayed(plan, copy, Delay(delay_ms=max(wait_ms, 0)), now_ms)
-                completions.append(self._put(scheduled))
-                self.retry_puts += 1
+                copies.append(scheduled)
+        return copies
+
+    def put(self, copies: Sequence[Message]) -> list[PutCompletion]:
+        """The copies, in one append; CopyRefused when one was not stored."""
+        if not copies:
+            return []
+        completions = []
+        for result, completion in self._store.put_messages(copies):
+            if not result.status.is_stored:
+                raise CopyRefused(result.status.value, result.detail or "copy not stored")
+            completions.append(completion)
+        self.dead_lettered_puts += sum(copy.topic.startswith(DLQ_PREFIX) for copy in copies)
+        self.retry_puts += sum(not copy.topic.startswith(DLQ_PREFIX) for copy in copies)
         return completions
 
     def _read(self, key: QueueKey, queue_offset: int) -> StoredMessage | None:
@@ -106,9 +116,3 @@ class Copies:
         if result.messages and result.messages[0].queue_offset == queue_offset:
             return result.messages[0]
         return None  # gone (retention): nothing left to copy
-
-    def _put(self, message: Message) -> PutCompletion:
-        result, completion = self._store.put_message(message)
-        if not result.status.is_stored:
-            raise CopyRefused(result.status.value, result.detail or "copy not stored")
-        return completion

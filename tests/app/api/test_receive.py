@@ -320,3 +320,21 @@ async def test_in_flight_and_acked_messages_survive_a_restart(tmp_path: Path) ->
         assert stale.status_code == 409
         fresh = await _ack(served, group, topic, [received[0]["receipt_handle"]])
         assert fresh.status_code == 409  # redelivered since
+
+
+async def test_a_big_receive_and_ack_fit_records_of_bounded_size(served: Served,
+                                                                 clock: FakeClock) -> None:
+    """A receive of 1,024 messages and their ack in one request are split into records that
+    each fit message_size_max_bytes (16 KiB here); one record for them all did not."""
+    group, topic = await _setup(served, queues=1)
+    for start in range(0, 1100, 10):
+        response = await served.client.post(f"/v1/topics/{topic}/messages:batch", json={
+            "messages": [{"body": f"b{number}"} for number in range(start, start + 10)]})
+        assert response.status_code == 201, response.text
+    wait_dispatched(served.broker.store)
+    received = await _receive(served, group, topic, max_messages=1024)
+    assert len(received) == 1024
+    response = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
+    assert response.status_code == 200, response.text
+    rest = await _receive(served, group, topic, max_messages=1024)
+    assert len(rest) == 1100 - 1024
