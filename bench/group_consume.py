@@ -16,9 +16,12 @@ asyncio (one connection each), 32 messages a request:
       holds the acks, as twinlog's slave does).
 Targets: (p) >= 0.5 of (q), (p) >= 1.0 of (r).
 Redelivery lateness: N messages received at once (invisible 2 s) and never acked; 8
-receivers long-poll; for each message back, the time it was received again minus the
-invisible time its first receive answered. The same with one message in flight is the
-baseline. Target: p99 <= 250 ms with 10,000 in flight.
+receivers long-poll (1,024 a receive). End to end: for each message back, the time its
+receive answered minus the invisible time its first receive answered (the same with one
+message in flight is the baseline); it includes receiving N messages again, which takes
+N / (receive throughput). Broker: when the master's expiry tick ended the delivery (the
+message is receivable from then on) minus its invisible time, the bucket bounds of
+twinlog_pop_redelivery_lateness_seconds. Target: p99 <= 250 ms with 10,000 in flight.
 """
 
 from __future__ import annotations
@@ -199,6 +202,27 @@ async def redelivery_lateness(url: str, topic: str, group: str, count: int) -> l
     return sorted(late_ms)
 
 
+async def _expiry_buckets(url: str) -> dict[float, float]:
+    """The broker's twinlog_pop_redelivery_lateness_seconds buckets: bound (ms) -> count."""
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        text = (await client.get("/metrics")).text
+    buckets = {}
+    for line in text.splitlines():
+        if line.startswith("twinlog_pop_redelivery_lateness_seconds_bucket"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float("inf") if bound == "+Inf" else float(bound) * 1000] = \
+                float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def _bucket_quantile(before: dict[float, float], after: dict[float, float],
+                     fraction: float) -> float:
+    """The bucket bound (ms) the quantile of the observations between two scrapes is under."""
+    counts = {bound: after[bound] - before.get(bound, 0.0) for bound in sorted(after)}
+    total = counts[float("inf")]
+    return next(bound for bound, count in counts.items() if count >= total * fraction)
+
+
 def _quantile(values: list[float], fraction: float) -> float:
     return values[min(len(values) - 1, int(len(values) * fraction))]
 
@@ -220,13 +244,18 @@ async def _run(url: str, redis_url: str, count: int, in_flight: int) -> None:
     row("(p) receive + ack, against (r)", pop.per_s, "msg/s", streams.per_s,
         "target >= 1.0 of (r)")
     one = await redelivery_lateness(url, "Late1", "late1", 1)
+    before = await _expiry_buckets(url)
     many = await redelivery_lateness(url, "Late", "late", in_flight)
+    after = await _expiry_buckets(url)
     header(f"redelivery lateness after a {INVISIBLE_MS} ms invisible time")
-    row("1 in flight: lateness", one[0], "ms")
-    row(f"{in_flight:,} in flight: p50", _quantile(many, 0.5), "ms")
-    row(f"{in_flight:,} in flight: p99", _quantile(many, 0.99), "ms", None,
+    row("end to end, 1 in flight", one[0], "ms")
+    row(f"end to end, {in_flight:,} in flight: p50", _quantile(many, 0.5), "ms")
+    row(f"end to end, {in_flight:,} in flight: p99", _quantile(many, 0.99), "ms", None,
         "target <= 250 ms")
-    row(f"{in_flight:,} in flight: max", many[-1], "ms")
+    row(f"broker, {in_flight:,} in flight: p50 at most", _bucket_quantile(before, after, 0.5),
+        "ms")
+    row(f"broker, {in_flight:,} in flight: p99 at most", _bucket_quantile(before, after, 0.99),
+        "ms", None, "target <= 250 ms")
 
 
 def main() -> None:

@@ -10,9 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from app.api.metrics_usage import SERIES_MAX
+from app.api.timer_views import lateness_histogram
 from store.consumption.names import retry_topic
 from store.consumption.records import QueueKey
 from store.consumption.registry import RETRY_QUEUE_BIT, is_retry_queue
@@ -89,3 +95,8 @@ def pop_metrics(broker: Broker) -> Iterator[Metric]:
             ended.add_metric([group, topic, outcome], getattr(totals, outcome))
     yield messages
     yield ended
+    yield lateness_histogram(HistogramMetricFamily(
+        "twinlog_pop_redelivery_lateness_seconds",
+        "Group consumption: when this broker (as master) ended an expired delivery, minus "
+        "its invisible time (the message is receivable again from then on)"),
+        broker.consumption.expiry_lateness)

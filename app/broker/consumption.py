@@ -42,6 +42,7 @@ from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
 from store.metadata.log_records import OffsetSet
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
+from store.timers.scheduler import Lateness
 from store.waits.completion import PutCompletion
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,8 @@ class GroupConsumption:
         self.copies = Copies(store, self.retry_queue_count)
         self._turns: dict[tuple[str, str], itertools.count[int]] = {}
         self.refused_writes = 0
+        # When the master ended expired deliveries, after their invisible time.
+        self.expiry_lateness = Lateness()
 
     # -- the log's records (dispatch thread, every replica) ------------------------------------
 
@@ -320,6 +323,10 @@ class GroupConsumption:
                     policy = policy or self.policy(group)
                     events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
                     room -= len(events)
+                    for event in events:
+                        entry = state.entry(event.queue_offset)
+                        if entry is not None:
+                            self.expiry_lateness.observe(now_ms - entry.until_ms)
                     for start in range(0, len(events), RECORD_EVENTS_MAX):
                         chunk = tuple(events[start:start + RECORD_EVENTS_MAX])
                         planned.append((PopRecord(key, chunk, now_ms),

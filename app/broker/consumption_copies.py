@@ -28,6 +28,8 @@ from store.consumption.registry import RETRY_QUEUE_BIT, is_retry_queue
 from store.timers.scheduling import Delay, delayed
 from store.waits.completion import PutCompletion
 
+READ_RUN_MAX = 256  # messages of one read of a run of offsets
+
 
 class CopyRefused(Exception):
     """The broker did not store a retry or dead-letter copy; `status` says why."""
@@ -49,9 +51,10 @@ def origin_of(message: StoredMessage) -> tuple[str, int, int, str]:
             properties.get(PROPERTY_ORIGIN_MSG_ID, message.msg_id))
 
 
-def copy_of(message: StoredMessage, topic: str, queue_id: int, attempts: int) -> Message:
+def copy_of(message: StoredMessage, topic: str, queue_id: int, attempts: int,
+            origin: tuple[str, int, int, str] | None = None) -> Message:
     """The message for `topic`, naming its origin and the deliveries it had."""
-    origin_topic, origin_queue, origin_offset, msg_id = origin_of(message)
+    origin_topic, origin_queue, origin_offset, msg_id = origin or origin_of(message)
     properties = dict(message.properties)
     properties.update({PROPERTY_ORIGIN_TOPIC: origin_topic,
                        PROPERTY_ORIGIN_QUEUE_ID: str(origin_queue),
@@ -75,25 +78,31 @@ class Copies:
     def for_ended(self, group: str, key: QueueKey, events: Sequence[Event],
                   now_ms: int) -> list[Message]:
         """The copies the events need: a retry out of its queue (a delayed message, due at
-        the end of its backoff), a dead letter."""
+        the end of its backoff), a dead letter. The messages are read a run of offsets at
+        a time."""
+        needed = [event for event in events if isinstance(event, DeadLettered)
+                  or (isinstance(event, Retried) and not event.in_place)]
+        if not needed:
+            return []
+        found = self._read(key, sorted(event.queue_offset for event in needed))
+        queues = max(1, self.retry_queue_count(group))
+        plan = self._store.config.timers
         copies = []
-        for event in events:
+        for event in needed:
+            message = found.get(event.queue_offset)
+            if message is None:
+                continue  # gone (retention): nothing left to copy
+            origin = origin_of(message)
             if isinstance(event, DeadLettered):
-                message = self._read(key, event.queue_offset)
-                if message is not None:
-                    copies.append(self.dead_letter(group, message, event.attempt))
-            elif isinstance(event, Retried) and not event.in_place:
-                message = self._read(key, event.queue_offset)
-                if message is None:
-                    continue
-                target = retry_topic(group, key.topic)
-                queues = max(1, self.retry_queue_count(group))
-                queue_id = zlib.crc32(origin_of(message)[3].encode()) % queues
-                copy = copy_of(message, target, queue_id, event.attempt)
-                plan = self._store.config.timers
-                wait_ms = min(event.due_ms - now_ms, plan.max_delay_ms)
-                scheduled, _ = delayed(plan, copy, Delay(delay_ms=max(wait_ms, 0)), now_ms)
-                copies.append(scheduled)
+                copies.append(copy_of(message, dlq_topic(group), 0, event.attempt, origin))
+                continue
+            queue_id = zlib.crc32(origin[3].encode()) % queues
+            copy = copy_of(message, retry_topic(group, key.topic), queue_id, event.attempt,
+                           origin)
+            wait_ms = min(event.due_ms - now_ms, plan.max_delay_ms)
+            if wait_ms > 0:
+                copy, _ = delayed(plan, copy, Delay(delay_ms=wait_ms), now_ms)
+            copies.append(copy)
         return copies
 
     def put(self, copies: Sequence[Message]) -> list[PutCompletion]:
@@ -109,10 +118,20 @@ class Copies:
         self.retry_puts += sum(not copy.topic.startswith(DLQ_PREFIX) for copy in copies)
         return completions
 
-    def _read(self, key: QueueKey, queue_offset: int) -> StoredMessage | None:
+    def _read(self, key: QueueKey, offsets: list[int]) -> dict[int, StoredMessage]:
+        """The messages at `offsets` (ascending) of the key's queue, by offset."""
         topic = retry_topic(key.group, key.topic) if is_retry_queue(key.queue_id) else key.topic
-        result = self._store.get_messages(topic, key.queue_id & ~RETRY_QUEUE_BIT,
-                                          queue_offset, 1)
-        if result.messages and result.messages[0].queue_offset == queue_offset:
-            return result.messages[0]
-        return None  # gone (retention): nothing left to copy
+        queue_id = key.queue_id & ~RETRY_QUEUE_BIT
+        found: dict[int, StoredMessage] = {}
+        index = 0
+        while index < len(offsets):
+            start = offsets[index]
+            end = index
+            while end + 1 < len(offsets) and offsets[end + 1] == offsets[end] + 1 \
+                    and end + 1 - index < READ_RUN_MAX:
+                end += 1
+            result = self._store.get_messages(topic, queue_id, start, end - index + 1)
+            for message in result.messages:
+                found[message.queue_offset] = message
+            index = max(end + 1, index + max(1, len(result.messages)))
+        return found
