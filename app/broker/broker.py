@@ -320,6 +320,11 @@ class Broker:
         """Whether this broker decides receives and acks: a running classic master."""
         return self.dledger is None and not self._is_slave and self.is_running
 
+    def pop_topics_exist(self, group: str, topic: str) -> bool:
+        metadata = self.metadata_store
+        return metadata.cached_topic(name=retry_topic(group, topic)) is not None and \
+            metadata.cached_topic(name=dlq_topic(group)) is not None
+
     def ensure_pop_topics(self, group: str, topic: str) -> None:
         """The group's retry topic for `topic` (its retry_queue_count queues) and its
         dead-letter topic exist: created through the log if not (whatever

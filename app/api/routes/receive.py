@@ -213,7 +213,10 @@ def _received(item: Delivered, body_encoding: str) -> dict[str, Any]:
 
 
 async def _ensure_topics(broker: Broker, group: str, topic: str) -> None:
-    """The group's retry and dead-letter topics exist before a decision may need them."""
+    """The group's retry and dead-letter topics exist before a decision may need them (a
+    look in the metadata view first: no thread hop once they do)."""
+    if broker.pop_topics_exist(group, topic):
+        return
     try:
         await run_in_threadpool(broker.ensure_pop_topics, group, topic)
     except MetadataError as error:
