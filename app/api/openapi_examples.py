@@ -30,7 +30,8 @@ _PARAMETER_EXAMPLES: dict[str, Any] = {
     "X-Twinlog-Delay-Ms": 10_000,
     "tags": "paid || refunded",
 }
-_HANDLE = "AQAAAAAAAAAAAAAABwABAAAAAAAAAAMAB2JpbGxpbmcABk9yZGVyc8TxWbV1n6Rn"
+# A real handle (the default pop_handle_key): the broker answers it 409 STALE, not 400.
+_HANDLE = "AQAAAAAAAAAAAAAAAAABAAAAAAAAAAEAB2JpbGxpbmcABk9yZGVyc-qXz9gg8Tn-"
 
 _BODY_EXAMPLES: dict[str, Any] = {
     "produce-message": {"body": "order 42 paid", "keys": ["order-42"], "tags": "paid",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas.fields import STRICT
+from app.api.schemas.fields import STRICT, WholeNumber
 from app.api.schemas.messages import ConsumedMessage
 from store import PutMessageStatus
 from store.consumption.handles import HANDLE_CHARS_MAX
@@ -20,13 +20,14 @@ WAIT_MS_LIMIT = 300_000
 
 class ReceiveRequest(BaseModel):
     model_config = STRICT
-    max_messages: int = Field(32, ge=1, le=RECEIVE_MESSAGES_MAX)
-    invisible_ms: int = Field(60_000, ge=1, le=INVISIBLE_MS_LIMIT, description=(
+    max_messages: Annotated[int, Field(ge=1, le=RECEIVE_MESSAGES_MAX), WholeNumber] = 32
+    invisible_ms: Annotated[int, Field(ge=1, le=INVISIBLE_MS_LIMIT, description=(
         "How long the messages are invisible to the group's other receives; within "
-        "pop_invisible_ms_min..pop_invisible_ms_max (10 s..12 h by default)."))
-    wait_ms: int = Field(0, ge=0, le=WAIT_MS_LIMIT, description=(
+        "pop_invisible_ms_min..pop_invisible_ms_max (10 s..12 h by default).")),
+        WholeNumber] = 60_000
+    wait_ms: Annotated[int, Field(ge=0, le=WAIT_MS_LIMIT, description=(
         "Long poll: when nothing is receivable, wait up to this long (cut to "
-        "long_poll_wait_ms_max). 0: answer at once."))
+        "long_poll_wait_ms_max). 0: answer at once.")), WholeNumber] = 0
     tags: str | None = Field(None, max_length=TAG_EXPRESSION_LENGTH_MAX, description=(
         "'*' (or absent): every message; 'TagA || TagB': those tags. Messages of other tags "
         "count as consumed for the group."))
@@ -72,9 +73,10 @@ class AckResult(BaseModel):
 class ChangeInvisibilityRequest(BaseModel):
     model_config = STRICT
     receipt_handle: str = Field(min_length=1, max_length=HANDLE_CHARS_MAX)
-    invisible_ms: int = Field(ge=0, le=INVISIBLE_MS_LIMIT, description=(
+    invisible_ms: Annotated[int, Field(ge=0, le=INVISIBLE_MS_LIMIT, description=(
         "The new invisible time from now; 0 releases the message: receivable again after "
-        "the group's backoff (or dead-lettered, if that was its last attempt)."))
+        "the group's backoff (or dead-lettered, if that was its last attempt).")),
+        WholeNumber]
 
 
 class ChangeInvisibilityResult(BaseModel):
