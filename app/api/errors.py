@@ -108,6 +108,23 @@ PROBLEMS: dict[str, ProblemKind] = {
     "MESSAGE_ALREADY_DUE": ProblemKind(409, "The message is due: delivered, or being delivered"),
     "TIMER_CANCELS_MAX_REACHED": ProblemKind(
         429, "timer_cancels_pending_max cancels are pending already", RETRY_AFTER_S),
+    # -- group consumption (app/api/routes/receive.py) ------------------------------------------
+    "INVALID_RECEIPT_HANDLE": ProblemKind(
+        400, "Not a receipt handle of this group and topic (garbage, edited, or another's)"),
+    "STALE_RECEIPT_HANDLE": ProblemKind(
+        409, "The message is no longer in flight under this handle (redelivered, changed, or "
+             "acked)"),
+    "INVALID_INVISIBLE_TIME": ProblemKind(
+        400, "The invisible time is outside the broker's bounds"),
+    "INVALID_TAG_EXPRESSION": ProblemKind(400, "Not a tag expression ('*' or 'TagA || TagB')"),
+    "GROUP_CONSUME_DISABLED": ProblemKind(403, "The group does not allow consumption"),
+    "POP_IN_FLIGHT_MAX_REACHED": ProblemKind(
+        429, "The group holds as many messages in flight as allowed; ack some, or retry later",
+        RETRY_AFTER_S),
+    "POP_QUEUE_STATES_MAX_REACHED": ProblemKind(
+        429, "The broker keeps as many group consumption states as allowed", RETRY_AFTER_S),
+    "POP_NOT_SUPPORTED": ProblemKind(
+        409, "This broker's mode does not serve group consumption (DLedger, for now)"),
     "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),
     "TOPIC_ALREADY_EXISTS": ProblemKind(409, "The topic already exists"),
     "TOPIC_NOT_WRITABLE": ProblemKind(403, "The topic does not accept writes"),

@@ -41,6 +41,7 @@ from app.api.routes import (
     health,
     messages,
     produce,
+    receive,
     timers,
     topics,
     ui,
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.gateway = Gateway(settings, Authenticator(settings.auth_tokens))
     produce.install(app)
     routers = (consume.router, messages.router, timers.router, topics.router, groups.router,
+               receive.router,
                admin.router, dledger.router, health.router, ui.router)
     for router in routers:
         app.include_router(router)

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from app.api.latency import LatencyHistogram
 from app.api.metrics_dledger import dledger_metrics
+from app.api.metrics_pop import pop_metrics
 from app.api.metrics_usage import ConsumeStats, UsageCollector
 from app.api.timer_views import timer_metrics
 from ha import MasterDiff
@@ -137,6 +138,7 @@ class _BrokerCollector(Collector):
                                 value=store.arrivals.waiter_count)
         yield from _store_health_metrics(store)
         yield from timer_metrics(broker)
+        yield from pop_metrics(broker)
         yield from _replication_metrics(broker)
         if broker.dledger is not None:
             yield from dledger_metrics(broker.dledger)

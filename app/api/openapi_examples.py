@@ -28,7 +28,10 @@ _PARAMETER_EXAMPLES: dict[str, Any] = {
     "X-Twinlog-Delay-Level": 3,
     "X-Twinlog-Deliver-At-Ms": _TIMESTAMP_MS,
     "X-Twinlog-Delay-Ms": 10_000,
+    "tags": "paid || refunded",
 }
+# A real handle (the default pop_handle_key): the broker answers it 409 STALE, not 400.
+_HANDLE = "AQAAAAAAAAAAAAAAAAABAAAAAAAAAAEAB2JpbGxpbmcABk9yZGVyc-qXz9gg8Tn-"
 
 _BODY_EXAMPLES: dict[str, Any] = {
     "produce-message": {"body": "order 42 paid", "keys": ["order-42"], "tags": "paid",
@@ -46,6 +49,10 @@ _BODY_EXAMPLES: dict[str, Any] = {
     "admin-ha-demote": {"master_ha_address": "10.0.0.2:10912",
                         "master_http_address": "http://10.0.0.2:8080"},
     "admin-dledger-transfer-leadership": {"target_id": "n1"},
+    "receive-messages": {"max_messages": 32, "invisible_ms": 30_000, "wait_ms": 0,
+                         "tags": "paid", "body_encoding": "utf8"},
+    "ack-messages": {"receipt_handles": [_HANDLE]},
+    "change-invisibility": {"receipt_handle": _HANDLE, "invisible_ms": 60_000},
 }
 
 _TOPIC = {"name": "Orders", "read_queue_count": 4, "write_queue_count": 4, "permission": 6,

@@ -125,15 +125,19 @@ def timer_metrics(broker: Broker) -> Iterator[Metric]:
     scheduler = broker.timers
     if scheduler is None:
         return
-    lateness = scheduler.lateness
+    yield lateness_histogram(HistogramMetricFamily(
+        "twinlog_timer_lateness_seconds",
+        "Delivery time minus due time of delayed messages this broker delivered"),
+        scheduler.lateness)
+
+
+def lateness_histogram(histogram: HistogramMetricFamily, lateness: Lateness) -> Metric:
+    """`histogram` with a Lateness's buckets (in seconds)."""
     buckets = []
     total = 0
     for bound, count in zip((*(str(b / 1000) for b in LATENESS_BOUNDS_MS), "+Inf"),
                             lateness.counts, strict=True):
         total += count
         buckets.append((bound, float(total)))
-    histogram = HistogramMetricFamily(
-        "twinlog_timer_lateness_seconds",
-        "Delivery time minus due time of delayed messages this broker delivered")
     histogram.add_metric([], buckets, lateness.sum_ms / 1000)
-    yield histogram
+    return histogram

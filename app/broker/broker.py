@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
+from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
@@ -41,6 +42,8 @@ from ha import Replication
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
+from store.consumption.names import dlq_topic, retry_topic
+from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
 from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
@@ -62,6 +65,8 @@ _DELAY_OFFSET_TABLE_INTERVAL_MS = 1000
 # DLedger: how much longer than dledger_quorum_deadline_ms the scheduler waits for an append's
 # answer (app/broker/dledger_timers.py).
 _TIMER_ANSWER_MARGIN_S = 5.0
+# Expiry rounds of one tick at most (each ends up to EXPIRY_EVENTS_PER_ROUND_MAX deliveries).
+EXPIRY_ROUNDS_MAX = 64
 
 
 class BrokerState(enum.Enum):
@@ -137,6 +142,11 @@ class Broker:
         self._delay_offset_table = IntervalService("delay-offset-table",
                                                    _DELAY_OFFSET_TABLE_INTERVAL_MS,
                                                    self.save_delay_offsets)
+        # Group consumption (receive / ack, app/broker/consumption.py): its states follow the
+        # log's pop records on every replica; the master's tick ends expired deliveries.
+        self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store)
+        self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
+                                           self.expire_deliveries)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -161,6 +171,12 @@ class Broker:
             # Records the metadata has not applied yet (recovery redispatched them before
             # it was there), then each one dispatch reaches, in log order.
             applied = self.metadata.log_position
+            # Group consumption's states from the pop records the tables passed already (the
+            # feed hands those after them to both).
+            replayed = self.consumption.replay(applied.queue_offset)
+            if replayed:
+                log.info("group consumption: %d pop records of the log applied at start",
+                         replayed)
             caught_up = self.store.attach_system_records(
                 self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
                 reset=self._reset_metadata)
@@ -261,6 +277,8 @@ class Broker:
             steps.append(self.slave_sync.stop)
         if self._delay_offset_table.is_running:
             steps.append(self._delay_offset_table.stop)
+        if self._pop_expiry.is_running:
+            steps.append(self._pop_expiry.stop)
         if self.timers is not None:
             steps.append(self.timers.stop)
         if self.replication is not None:
@@ -292,6 +310,44 @@ class Broker:
         if not self._is_slave and self.dledger is None:
             self.timers.activate()
         self._delay_offset_table.start()
+        self._pop_expiry.start()
+
+    def expire_deliveries(self) -> int:
+        """The pop-expiry tick: on the master, deliveries past their invisible time end, in
+        bounded rounds (the consumption lock is free between two: receives go on)."""
+        ended = 0
+        for _ in range(EXPIRY_ROUNDS_MAX):
+            count = self.consumption.expire(self.takes_pop_decisions)
+            ended += count
+            if count < EXPIRY_EVENTS_PER_ROUND_MAX:
+                break
+        return ended
+
+    def takes_pop_decisions(self) -> bool:
+        """Whether this broker decides receives and acks: a running classic master."""
+        return self.dledger is None and not self._is_slave and self.is_running
+
+    def pop_topics_exist(self, group: str, topic: str) -> bool:
+        metadata = self.metadata_store
+        return metadata.cached_topic(name=retry_topic(group, topic)) is not None and \
+            metadata.cached_topic(name=dlq_topic(group)) is not None
+
+    def ensure_pop_topics(self, group: str, topic: str) -> None:
+        """The group's retry topic for `topic` (its retry_queue_count queues) and its
+        dead-letter topic exist: created through the log if not (whatever
+        auto_create_topics says: they are the broker's). On a worker thread."""
+        metadata = self.metadata_store
+        wanted = {retry_topic(group, topic): self.consumption.retry_queue_count(group),
+                  dlq_topic(group): 1}
+        missing = [name for name in wanted if metadata.cached_topic(name=name) is None]
+        if not missing:
+            return
+        with self.metadata_log.change_lock:
+            missing = [name for name in missing if metadata.cached_topic(name=name) is None]
+            if missing:
+                plan = metadata.plan_create_topics([NewTopic(name, wanted[name], wanted[name])
+                                                    for name in missing])
+                self.metadata_log.write_blocking(plan)
 
     def _start_dledger_timers(self, member: DLedgerCommitLog) -> None:
         """DLedger mode: the scheduler writes through the member, fenced by the term it is
@@ -494,6 +550,10 @@ class Broker:
 
     def _apply_system_record(self, record: SystemRecord) -> None:
         """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
+        if is_pop_op(record.op):
+            moved = self.consumption.apply_record(record)
+            self.metadata_store.apply_derived(record, moved)
+            return
         change = self.metadata_store.apply_record(record)
         if isinstance(change, TopicPut):
             self.topic_changed(change.name, change.write_queue_count)
@@ -507,6 +567,7 @@ class Broker:
         """The log lost records the tables applied: empty them (the store feeds the records
         it still holds again), and forget the writable queue counts they gave."""
         self.metadata_store.reset_applied_state()
+        self.consumption.reset()
         self._writable_queue_counts.clear()
 
     def _detach_system_records(self) -> None:

@@ -21,6 +21,7 @@ from app.cli.ha import add_commands as add_ha_commands
 from app.cli.lookup import add_commands as add_lookup_commands
 from app.cli.messages import add_commands as add_message_commands
 from app.cli.metadata import add_commands as add_metadata_commands
+from app.cli.receive import add_commands as add_receive_commands
 from app.cli.snapshots import add_commands as add_snapshot_commands
 from app.cli.timers import add_commands as add_timer_commands
 from store import BrokerRole, MessageStore, StoreConfig, StoreError
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ha_commands(commands)
     add_metadata_commands(commands)
     add_message_commands(commands)
+    add_receive_commands(commands)
     add_timer_commands(commands)
     add_lookup_commands(commands)
     return parser

@@ -81,6 +81,7 @@ class QueueState:
         self._committed_offset = committed_offset
         self._scan_offset = committed_offset
         self._window: dict[int, Entry] = {}  # offset -> entry, in offset order
+        self.in_flight_count = 0
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -229,6 +230,7 @@ class QueueState:
         if not self._holds(event.queue_offset, event.delivery_id):
             return False  # acked, retried or dead-lettered already
         entry = self._window[event.queue_offset]
+        self.in_flight_count -= 1
         if isinstance(event, Retried) and event.in_place:
             entry.state, entry.attempt, entry.until_ms = EntryState.WAITING, event.attempt, \
                 event.due_ms
@@ -261,6 +263,7 @@ class QueueState:
             entry.state, entry.attempt = EntryState.IN_FLIGHT, delivery.attempt
             entry.delivery_id, entry.until_ms = delivery.delivery_id, delivery.invisible_until_ms
             self.next_delivery_id = delivery.delivery_id + 1
+        self.in_flight_count += len(event.deliveries)
         self._advance()
         return True
 

@@ -498,6 +498,20 @@ class MetadataStore:
                 self.flush_consumer_offsets()
         return change
 
+    def apply_derived(self, record: SystemRecord, moved: Sequence[OffsetSet]) -> None:
+        """A record of the metadata topic that another layer applies (group consumption's
+        pop records, store/consumption/records.py): the tables take only the group offsets
+        it moved (`moved`, derived from it in log order on every replica) and move their
+        position past it, so that a restart does not hand it to `apply_record`."""
+        with self._write_lock:
+            if record.queue_offset < self._applied.queue_offset:
+                return
+            for change in moved:
+                self.apply_change(change)
+            self._applied = LogPosition.model_construct(
+                queue_offset=record.queue_offset + 1,
+                commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
+
     def reset_applied_state(self) -> None:
         """The log lost records these tables applied: empty the tables its records fill and
         go back to its start, so that its records, applied again, give exactly its state

@@ -150,6 +150,19 @@ def test_dashboard_charts_the_slave_diff_falling_to_zero(dev_pair: DevPair) -> N
         assert later.status_code in (201, 202), later.text
         wait_for(lambda: page.text_content("#timers tbody tr:nth-child(2) td:nth-child(2)")
                  == "1", what="the pending timer on the page")
+        for path, body in (("/v1/topics", {"name": "UiPop", "read_queue_count": 1,
+                                           "write_queue_count": 1}),
+                           ("/v1/groups", {"name": "ui-pop"}),
+                           ("/v1/topics/UiPop/messages", {"body": "to receive"})):
+            answer = httpx.post(f"{dev_pair.master_url}{path}", json=body, timeout=10.0)
+            assert answer.status_code in (201, 202), answer.text
+        received = httpx.post(f"{dev_pair.master_url}/v1/groups/ui-pop/topics/UiPop/"
+                              "messages:receive", json={"wait_ms": 5000}, timeout=10.0)
+        assert received.status_code in (200, 202), received.text
+        assert len(received.json()["messages"]) == 1
+        wait_for(lambda: [cell.strip() for cell in page.locator("#pop tbody tr td")
+                          .all_text_contents()] == ["ui-pop", "UiPop", "0", "1", "0", "0"],
+                 what="the group consumption row on the page")
         dashboard.finish("ui-dashboard.png")
 
 

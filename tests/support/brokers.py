@@ -206,3 +206,18 @@ def log_bytes(data_dir: Path, end_offset: int) -> bytes:
     files = sorted((path for path in (data_dir / "commitlog").iterdir() if path.name.isdigit()),
                    key=lambda path: int(path.name))
     return b"".join(path.read_bytes() for path in files)[:end_offset]
+
+
+def kill_and_promote(master: BrokerProcess, slave: BrokerProcess, role: str) -> None:
+    """kill -9 the master, then promote its slave to `role` once the dead master's link has
+    dropped (a promotion is refused while the master is heard from)."""
+    assert master.process is not None
+    master.process.kill()
+    master.process.wait(10)
+
+    def promote() -> bool:
+        response = slave.client.post("/admin/ha/promote", json={"role": role})
+        assert response.status_code in (200, 409), response.text
+        return response.status_code == 200
+
+    wait_for(promote, 15, "promotion (the dead master's link must drop first)")

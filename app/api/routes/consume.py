@@ -23,6 +23,7 @@ from app.api.deps import BrokerDep, GatewayDep, QueueIdPath, TopicPath, requires
 from app.api.errors import ApiError
 from app.api.gateway import Gateway
 from app.api.lean_lane import (
+    Fallback,
     LeanRoute,
     admit,
     choice_param,
@@ -40,6 +41,7 @@ from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
 from store import GetMessagesResult, GetMessageStatus, MessageStore, StoredMessage
+from store.consumption.tags import TAG_EXPRESSION_LENGTH_MAX, TagExpressionError, TagFilter
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.reads import READ_BYTES_MAX
 
@@ -73,6 +75,9 @@ async def consume_messages(
     wait_ms: Annotated[int, Query(ge=0, le=WAIT_MS_LIMIT, description=(
         "Long poll: when nothing is there at `offset` yet, wait up to this long for a message "
         "to arrive (cut to the broker's long_poll_wait_ms_max). 0: answer at once."))] = 0,
+    tags: Annotated[str | None, Query(max_length=TAG_EXPRESSION_LENGTH_MAX, description=(
+        "Only messages of these tags ('TagA || TagB'; '*' or absent: all); next_offset "
+        "passes the others."))] = None,
 ) -> Response:
     """Messages of one queue from `offset` on, with `next_offset` for the next read. An offset
     below the queue's minimum answers OFFSET_TOO_SMALL with next_offset = the minimum. With
@@ -80,7 +85,7 @@ async def consume_messages(
     (or the time is up, answering the empty result); 429 LONG_POLL_BUSY when
     long_poll_waiters_max reads wait already."""
     answer = await read_answer(broker, gateway, topic, queue_id, offset, max_messages,
-                               body_encoding, wait_ms)
+                               body_encoding, wait_ms, tag_filter(tags))
     return Response(answer, media_type="application/json")
 
 
@@ -99,17 +104,33 @@ async def consume_lean(scope: Scope, path_params: dict[str, str], receive: Recei
     max_messages = whole_param(query, "max_messages", 32, 1, READ_MESSAGES_MAX)
     body_encoding = choice_param(query, "body_encoding", "base64", _ENCODINGS)
     wait_ms = whole_param(query, "wait_ms", 0, 0, WAIT_MS_LIMIT)
+    tags = query.get("tags")
+    if tags is not None and len(tags) > TAG_EXPRESSION_LENGTH_MAX:
+        raise Fallback  # FastAPI's validation answers it
     answer = await read_answer(broker, gateway, topic, queue_id, offset, max_messages,
-                               body_encoding, wait_ms)
+                               body_encoding, wait_ms, tag_filter(tags))
     await send_json(send, answer)
 
 
 LEAN = LeanRoute("GET", PATH, consume_lean)
 
 
+def tag_filter(expression: str | None) -> TagFilter | None:
+    """A read's tag filter (None: every message); 400 INVALID_TAG_EXPRESSION."""
+    if expression is None:
+        return None
+    try:
+        parsed = TagFilter.parse(expression)
+    except TagExpressionError as error:
+        raise ApiError("INVALID_TAG_EXPRESSION", str(error)) from None
+    return parsed if parsed.tags is not None else None
+
+
 async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: int, offset: int,
-                      max_messages: int, body_encoding: str, wait_ms: int) -> bytes:
-    """The ConsumeResult document of one read (after a long poll's wait, when asked)."""
+                      max_messages: int, body_encoding: str, wait_ms: int,
+                      tags: TagFilter | None = None) -> bytes:
+    """The ConsumeResult document of one read (after a long poll's wait, when asked). With
+    `tags`, the messages of other tags are left out (next_offset passes them)."""
     started_s = time.perf_counter()
     check_readable_queue(broker, topic, queue_id)
     result = await read_in_chunks(broker.store, topic, queue_id, offset, max_messages)
@@ -122,6 +143,8 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
             result = await read_in_chunks(broker.store, topic, queue_id, offset,
                                           max_messages)
     messages = result.messages
+    if tags is not None:
+        messages = [message for message in messages if tags.matches(message.tags)]
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
                                     [message.store_timestamp_ms for message in messages])
     return orjson.dumps({

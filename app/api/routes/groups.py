@@ -36,6 +36,7 @@ from app.api.lean_lane import (
     send_json,
     whole_number,
 )
+from app.api.metrics_pop import group_counts
 from app.api.openapi import problem_responses
 from app.api.schemas.fields import GROUP_PATTERN, QUEUE_ID_MAX, TOPIC_PATTERN
 from app.api.schemas.groups import (
@@ -317,7 +318,7 @@ def lag_answer(broker: Broker, group: str, topic: str | None) -> bytes:
                  for name in sorted(topics)]
     return orjson.dumps({"group": group, "max_lag": max((q["lag"] for q in queues), default=0),
                          "total_lag": sum(q["lag"] for q in queues), "topics": per_topic,
-                         "queues": queues})
+                         "queues": queues, "consumption": group_counts(broker, group, topic)})
 
 
 def _queue_ids(broker: Broker, topic: str) -> list[int]:

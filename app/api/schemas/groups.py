@@ -76,9 +76,25 @@ class TopicLag(BaseModel):
     total_lag: int
 
 
+class TopicConsumption(BaseModel):
+    """A topic the group consumes by receive (group consumption): its messages by state."""
+
+    topic: str
+    ready: int = Field(description="Receivable now or when their turn comes (not in flight, "
+                                   "never delivered).")
+    in_flight: int = Field(description="Received, neither acked nor expired yet.")
+    retrying: int = Field(description="Delivered before and waiting for a redelivery (in the "
+                                      "retry topic, or in place behind an order key).")
+    dead_lettered: int = Field(description="Moved to %DLQ%{group} after the last attempt.")
+    acked: int
+
+
 class LagReport(BaseModel):
     group: str
     max_lag: int
     total_lag: int
     topics: list[TopicLag]
     queues: list[QueueLag]
+    consumption: list[TopicConsumption] = Field(description=(
+        "Per topic the group receives from (group consumption); empty when it only commits "
+        "offsets."))

@@ -216,6 +216,28 @@ function showMetrics(now, samples) {
                           .map((s) => [s.labels.group, s.labels.topic, s.value]),
             "No consumer group yet: lag shows once a group exists or commits an offset.");
   fillTable("timers", timerRows(samples), "No delayed message yet.");
+  fillTable("pop", popRows(samples), "No group receives yet.");
+}
+
+// Group consumption (docs/group-consumption.md): per group and topic, messages by state and
+// the dead letters.
+function popRows(samples) {
+  const rows = new Map();
+  const row = (s) => {
+    const key = `${s.labels.group}\u0000${s.labels.topic}`;
+    if (!rows.has(key)) rows.set(key, [s.labels.group, s.labels.topic, 0, 0, 0, 0]);
+    return rows.get(key);
+  };
+  const columns = { ready: 2, in_flight: 3, retrying: 4 };
+  for (const s of samples) {
+    if (s.name === "twinlog_pop_messages" && s.labels.state in columns) {
+      row(s)[columns[s.labels.state]] = s.value;
+    } else if (s.name === "twinlog_pop_messages_ended_total" &&
+               s.labels.outcome === "dead_lettered") {
+      row(s)[5] = s.value;
+    }
+  }
+  return [...rows.values()];
 }
 
 // Delayed messages (docs/delayed-messages.md): pending per kind of lane, then what became of

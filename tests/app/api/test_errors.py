@@ -99,10 +99,11 @@ def test_each_put_status_has_its_http_status(
 
 def test_only_the_busy_answer_asks_to_retry_later() -> None:
     """Retry-After goes with the busy answers (OS_PAGE_CACHE_BUSY, TOO_MANY_CONNECTIONS,
-    LONG_POLL_BUSY, TIMER_CANCELS_MAX_REACHED) and a DLedger follower's NOT_LEADER only;
-    WWW-Authenticate with 401 only."""
+    LONG_POLL_BUSY, TIMER_CANCELS_MAX_REACHED, the group consumption bounds) and a DLedger
+    follower's NOT_LEADER only; WWW-Authenticate with 401 only."""
     busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY", "NOT_LEADER",
-            "TIMER_CANCELS_MAX_REACHED"}
+            "TIMER_CANCELS_MAX_REACHED", "POP_IN_FLIGHT_MAX_REACHED",
+            "POP_QUEUE_STATES_MAX_REACHED"}
     for code, kind in PROBLEMS.items():
         headers = dict(render(ApiError(code, "d")).headers)
         assert (b"retry-after" in headers) is (code in busy), code
@@ -206,6 +207,9 @@ def test_the_problem_bodies_the_api_docs_show_are_what_the_broker_renders() -> N
     assert len(examples) >= 5
     for example in examples:
         put_status = example.get("put_status")  # a refused produce names it
+        members = {"type", "title", "status", "detail", "error_code", "instance", "put_status"}
+        extra = {name: value for name, value in example.items() if name not in members}
         error = ApiError(example["error_code"], example["detail"],
-                         put_status=PutMessageStatus(put_status) if put_status else None)
+                         put_status=PutMessageStatus(put_status) if put_status else None,
+                         **extra)  # extension members (a refused ack's results)
         assert json.loads(render(error, example.get("instance")).body) == example

@@ -36,6 +36,7 @@ OPERATION_IDS = {
     "admin-sync-consumer-offsets", "admin-sync-delay-offsets", "admin-create-snapshot",
     "admin-ha-promote", "admin-ha-demote", "admin-dledger", "admin-dledger-transfer-leadership",
     "healthz", "readyz", "metrics", "cancel-delayed-message", "admin-timers",
+    "receive-messages", "ack-messages", "change-invisibility",
 }
 
 
@@ -194,7 +195,8 @@ def _nodes(node: Any) -> list[dict[str, Any]]:
 
 def test_body_encoding_is_one_shared_schema(document: dict[str, Any]) -> None:
     """The utf8/base64 choice is one component (generators make one type of it), referenced by
-    the three produce and answer fields and the three read parameters."""
+    the produce and answer fields (a received message too), the three read parameters and
+    the receive request."""
     shared = document["components"]["schemas"]["BodyEncoding"]
     assert shared["enum"] == ["utf8", "base64"]
     others = [node for node in _nodes(document)
@@ -202,7 +204,7 @@ def test_body_encoding_is_one_shared_schema(document: dict[str, Any]) -> None:
     assert others == [shared]
     refs = [node for node in _nodes(document)
             if node.get("$ref") == "#/components/schemas/BodyEncoding"]
-    assert len(refs) == 6
+    assert len(refs) == 8
 
 
 def test_request_schemas_leave_defaults_to_the_broker(document: dict[str, Any]) -> None:

@@ -219,6 +219,7 @@ class ConsumptionMachine(RuleBasedStateMachine):
         for queue, state in self.states.items():
             held = {offset: entry.delivery_id for offset, entry in state.in_flight().items()}
             assert held == self.current[queue]
+            assert state.in_flight_count == len(held)  # the count the in-flight bound reads
             keys = [self._key(queue, self.messages[queue][offset]) for offset in held]
             keyed = [key for key in keys if key is not None]
             assert len(keyed) == len(set(keyed)), "two messages of one key in flight"

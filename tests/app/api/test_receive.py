@@ -1,0 +1,340 @@
+"""Group consumption through the app: receive, ack, change of invisibility, redelivery after
+the invisible time, release with backoff, dead letters, stale and foreign handles, tags, order
+keys, the in-flight bound, and the state kept across a restart. A fake clock drives time; the
+expiry tick is called by the test (its thread's interval is a minute)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.api.schemas.messages import ConsumeResult
+from tests.support.app import Served, app_settings, problem, serving
+from tests.support.store import wait_dispatched
+from tests.support.timers import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+NOW_MS = 1_800_000_000_000
+_names = itertools.count()
+_POP = {"pop_invisible_ms_min": 1_000, "pop_expiry_interval_ms": 60_000,
+        "delay_levels": "1s 2s", "timer_precision_ms": 100}
+
+
+def _settings(data_dir: Path, **overrides: Any) -> Any:
+    return app_settings(data_dir, **{**_POP, **overrides})
+
+
+@pytest.fixture(scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    async with serving(_settings(tmp_path_factory.mktemp("pop"))) as running:
+        yield running
+
+
+@pytest.fixture
+def clock(served: Served) -> FakeClock:
+    fake = FakeClock(NOW_MS + next(_names) * 86_400_000)
+    served.broker.consumption.clock_ms = fake
+    served.broker.timer_clock_ms = fake
+    return fake
+
+
+async def _setup(served: Served, *, queues: int = 2, retry_times_max: int = 16,
+                 messages: list[dict[str, Any]] | None = None) -> tuple[str, str]:
+    number = next(_names)
+    group, topic = f"g{number}", f"t{number}"
+    response = await served.client.post("/v1/topics", json={
+        "name": topic, "read_queue_count": queues, "write_queue_count": queues})
+    assert response.status_code == 201, response.text
+    response = await served.client.post("/v1/groups", json={
+        "name": group, "retry_times_max": retry_times_max})
+    assert response.status_code == 201, response.text
+    for message in messages or []:
+        response = await served.client.post(f"/v1/topics/{topic}/messages",
+                                            json={"body_encoding": "utf8", **message})
+        assert response.status_code == 201, response.text
+    wait_dispatched(served.broker.store)
+    return group, topic
+
+
+async def _receive(served: Served, group: str, topic: str, expected_status: int = 200,
+                   **fields: Any) -> list[dict[str, Any]]:
+    response = await served.client.post(
+        f"/v1/groups/{group}/topics/{topic}/messages:receive",
+        json={"invisible_ms": 10_000, "body_encoding": "utf8", **fields})
+    assert response.status_code == expected_status, response.text
+    messages: list[dict[str, Any]] = response.json()["messages"]
+    return messages
+
+
+async def _ack(served: Served, group: str, topic: str, handles: list[str]) -> Any:
+    return await served.client.post(f"/v1/groups/{group}/topics/{topic}/messages:ack",
+                                    json={"receipt_handles": handles})
+
+
+async def _change(served: Served, group: str, topic: str, handle: str,
+                  invisible_ms: int) -> Any:
+    return await served.client.post(
+        f"/v1/groups/{group}/topics/{topic}/messages:change-invisibility",
+        json={"receipt_handle": handle, "invisible_ms": invisible_ms})
+
+
+async def _consumption(served: Served, group: str) -> Any:
+    response = await served.client.get(f"/v1/groups/{group}/lag")
+    assert response.status_code == 200, response.text
+    return response.json()["consumption"]
+
+
+def _expire(served: Served, clock: FakeClock, ms: int) -> int:
+    clock.now_ms += ms
+    ended = served.broker.expire_deliveries()
+    wait_dispatched(served.broker.store)
+    return ended
+
+
+async def test_receive_then_ack_commits_the_group_offset_and_nothing_comes_back(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, messages=[{"body": f"m{n}"} for n in range(6)])
+    first = await _receive(served, group, topic, max_messages=4)
+    second = await _receive(served, group, topic, max_messages=10)
+    bodies = [message["body"] for message in first + second]
+    assert sorted(bodies) == [f"m{n}" for n in range(6)]  # disjoint, all of them
+    assert {message["delivery_attempt"] for message in first + second} == {1}
+    assert await _receive(served, group, topic) == []  # all in flight
+    assert (await _consumption(served, group)) == [
+        {"topic": topic, "ready": 0, "in_flight": 6, "retrying": 0, "dead_lettered": 0,
+         "acked": 0}]
+    response = await _ack(served, group, topic,
+                          [message["receipt_handle"] for message in first + second])
+    assert response.status_code == 200, response.text
+    assert [item["status"] for item in response.json()["results"]] == [200] * 6
+    wait_dispatched(served.broker.store)
+    assert _expire(served, clock, 60_000) == 0
+    assert await _receive(served, group, topic) == []
+    lag = (await served.client.get(f"/v1/groups/{group}/lag")).json()
+    assert lag["total_lag"] == 0
+    assert {queue["consumer_offset"] for queue in lag["queues"]} == {3}
+    assert lag["consumption"] == [{"topic": topic, "ready": 0, "in_flight": 0, "retrying": 0,
+                                   "dead_lettered": 0, "acked": 6}]
+
+
+async def test_an_expired_message_comes_back_with_the_next_attempt_and_its_old_handle_is_stale(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "slow"}])
+    [first] = await _receive(served, group, topic, invisible_ms=5_000)
+    assert _expire(served, clock, 4_999) == 0
+    assert await _receive(served, group, topic) == []  # still invisible
+    assert _expire(served, clock, 1) == 1
+    [second] = await _receive(served, group, topic)
+    assert (second["body"], second["delivery_attempt"]) == ("slow", 2)
+    assert (second["topic"], second["queue_id"], second["queue_offset"], second["msg_id"]) == \
+        (first["topic"], first["queue_id"], first["queue_offset"], first["msg_id"])
+    stale = await _ack(served, group, topic, [first["receipt_handle"]])
+    assert stale.status_code == 409
+    assert problem(stale)["error_code"] == "STALE_RECEIPT_HANDLE"
+    fresh = await _ack(served, group, topic, [second["receipt_handle"]])
+    assert fresh.status_code == 200, fresh.text
+    assert _expire(served, clock, 60_000) == 0
+    assert await _receive(served, group, topic) == []
+
+
+async def test_a_changed_handle_acks_and_the_old_one_is_stale(served: Served,
+                                                              clock: FakeClock) -> None:
+    """RocketMQ #9583: an ack after changeInvisibleDuration must take effect."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": "long job"}])
+    [message] = await _receive(served, group, topic, invisible_ms=5_000)
+    changed = await _change(served, group, topic, message["receipt_handle"], 60_000)
+    assert changed.status_code == 200, changed.text
+    document = changed.json()
+    assert document["released"] is False
+    assert document["invisible_until_ms"] == clock.now_ms + 60_000
+    assert _expire(served, clock, 30_000) == 0  # extended past the first invisible time
+    old = await _ack(served, group, topic, [message["receipt_handle"]])
+    assert old.status_code == 409
+    assert (await _ack(served, group, topic, [document["receipt_handle"]])).status_code == 200
+    again = await _change(served, group, topic, document["receipt_handle"], 10_000)
+    assert again.status_code == 409  # acked: nothing to change
+
+
+async def test_a_release_comes_back_after_the_backoff(served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "try later"}])
+    [message] = await _receive(served, group, topic)
+    released = await _change(served, group, topic, message["receipt_handle"], 0)
+    assert released.status_code == 200, released.text
+    assert released.json()["receipt_handle"] is None
+    assert released.json()["released"] is True
+    wait_dispatched(served.broker.store)
+    assert await _receive(served, group, topic) == []  # backoff: 10 s for the first attempt
+    clock.now_ms += 10_000
+    timers = served.broker.timers
+    assert timers is not None
+    timers.wake()
+    for _ in range(200):  # the scheduler delivers the retry copy on its thread
+        wait_dispatched(served.broker.store)
+        again = await _receive(served, group, topic)
+        if again:
+            break
+    assert [(item["body"], item["delivery_attempt"]) for item in again] == [("try later", 2)]
+
+
+async def test_a_poison_message_is_dead_lettered_after_exactly_retry_times_max_retries(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, retry_times_max=2,
+                                messages=[{"body": "poison", "tags": "P"}])
+    attempts = []
+    for _ in range(5):
+        received = await _receive(served, group, topic, invisible_ms=1_000)
+        attempts += [message["delivery_attempt"] for message in received]
+        _expire(served, clock, 1_000)
+    assert attempts == [1, 2, 3]  # retry_times_max 2: three deliveries
+    response = await served.client.get(f"/v1/topics/%25DLQ%25{group}/queues/0/messages",
+                                       params={"body_encoding": "utf8"})
+    dead = ConsumeResult.model_validate_json(response.content).messages
+    assert [(message.body, message.tags) for message in dead] == [("poison", "P")]
+    assert dead[0].properties["TWINLOG_POP_ATTEMPTS"] == "3"
+    assert dead[0].properties["TWINLOG_POP_TOPIC"] == topic
+    [counts] = await _consumption(served, group)
+    assert (counts["dead_lettered"], counts["in_flight"], counts["retrying"]) == (1, 0, 0)
+    metrics = (await served.client.get("/metrics")).text
+    assert (f'twinlog_pop_messages_ended_total{{group="{group}",outcome="dead_lettered",'
+            f'topic="{topic}"}} 1.0') in metrics
+    assert (f'twinlog_pop_messages_ended_total{{group="{group}",outcome="retried",'
+            f'topic="{topic}"}} 2.0') in metrics
+
+
+async def test_garbage_foreign_and_mixed_handles(served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "a"}, {"body": "b"}])
+    other_group, _ = await _setup(served, queues=1)
+    received = await _receive(served, group, topic)
+    handle = received[0]["receipt_handle"]
+    garbage = await _ack(served, group, topic, ["not-a-handle"])
+    assert garbage.status_code == 400
+    assert problem(garbage)["error_code"] == "INVALID_RECEIPT_HANDLE"
+    tampered = handle[:-2] + ("AA" if handle[-2:] != "AA" else "BB")
+    assert (await _ack(served, group, topic, [tampered])).status_code == 400
+    foreign = await _ack(served, other_group, topic, [handle])
+    assert foreign.status_code in (400, 404)  # another group's handle is never acked
+    mixed = await _ack(served, group, topic, [handle, "garbage", handle])
+    assert mixed.status_code == 207, mixed.text
+    assert [item["status"] for item in mixed.json()["results"]] == [200, 400, 200]
+    change = await _change(served, group, topic, "garbage", 10_000)
+    assert change.status_code == 400
+    assert problem(change)["error_code"] == "INVALID_RECEIPT_HANDLE"
+
+
+async def test_tag_filters_deliver_matching_messages_and_consume_the_rest(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[
+        {"body": "a1", "tags": "A"}, {"body": "b1", "tags": "B"}, {"body": "c1", "tags": "C"},
+        {"body": "n1"}, {"body": "a2", "tags": "A"}])
+    received = await _receive(served, group, topic, tags="A || C")
+    assert [message["body"] for message in received] == ["a1", "c1", "a2"]
+    ack = await _ack(served, group, topic, [message["receipt_handle"] for message in received])
+    assert ack.status_code == 200
+    wait_dispatched(served.broker.store)
+    lag = (await served.client.get(f"/v1/groups/{group}/lag")).json()
+    assert lag["total_lag"] == 0  # the filtered-out ones count as consumed
+    per_queue = await served.client.get(f"/v1/topics/{topic}/queues/0/messages",
+                                        params={"tags": "B", "body_encoding": "utf8"})
+    document = per_queue.json()
+    assert [message["body"] for message in document["messages"]] == ["b1"]
+    assert document["next_offset"] == 5
+
+
+async def test_an_order_key_holds_the_next_message_until_the_previous_is_acked(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[
+        {"body": "k1", "properties": {"MESSAGE_GROUP": "k"}},
+        {"body": "k2", "properties": {"MESSAGE_GROUP": "k"}},
+        {"body": "free"}])
+    first = await _receive(served, group, topic)
+    assert [message["body"] for message in first] == ["k1", "free"]
+    assert await _receive(served, group, topic) == []
+    _expire(served, clock, 10_000)  # k1 expires: retried in place, still ahead of k2
+    again = await _receive(served, group, topic)
+    assert [(message["body"], message["delivery_attempt"]) for message in again] == \
+        [("k1", 2), ("free", 2)]
+    assert (await _ack(served, group, topic, [again[0]["receipt_handle"]])).status_code == 200
+    wait_dispatched(served.broker.store)
+    assert [message["body"] for message in await _receive(served, group, topic)] == ["k2"]
+
+
+async def test_bad_requests_are_4xx_problems(served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "x"}])
+    path = f"/v1/groups/{group}/topics/{topic}/messages:receive"
+    for fields, code in (({"invisible_ms": 999}, "INVALID_INVISIBLE_TIME"),
+                         ({"invisible_ms": 13 * 3_600_000}, "INVALID_INVISIBLE_TIME"),
+                         ({"tags": "A || "}, "INVALID_TAG_EXPRESSION"),
+                         ({"max_messages": 1025}, "VALIDATION_FAILED")):
+        response = await served.client.post(path, json={"invisible_ms": 10_000, **fields})
+        assert response.status_code == 400, response.text
+        assert problem(response)["error_code"] == code
+    missing = await served.client.post(f"/v1/groups/nobody/topics/{topic}/messages:receive",
+                                       json={})
+    assert problem(missing)["error_code"] == "GROUP_NOT_FOUND"
+    too_many = await _ack(served, group, topic, ["x"] * 1025)
+    assert too_many.status_code == 400
+    assert (await _ack(served, group, topic, [])).status_code == 400
+
+
+async def test_past_the_in_flight_bound_a_receive_answers_fewer_then_429(
+        tmp_path: Path) -> None:
+    async with serving(_settings(tmp_path / "b", pop_in_flight_per_group_max=3)) as served:
+        served.broker.consumption.clock_ms = FakeClock(NOW_MS)
+        group, topic = await _setup(served, queues=1,
+                                    messages=[{"body": f"m{n}"} for n in range(5)])
+        assert len(await _receive(served, group, topic, max_messages=2)) == 2
+        assert len(await _receive(served, group, topic, max_messages=2)) == 1
+        response = await served.client.post(
+            f"/v1/groups/{group}/topics/{topic}/messages:receive", json={})
+        assert response.status_code == 429
+        assert response.headers["retry-after"] == "1"
+        assert problem(response)["error_code"] == "POP_IN_FLIGHT_MAX_REACHED"
+
+
+async def test_in_flight_and_acked_messages_survive_a_restart(tmp_path: Path) -> None:
+    settings = _settings(tmp_path / "b")
+    clock = FakeClock(NOW_MS)
+    async with serving(settings) as served:
+        served.broker.consumption.clock_ms = clock
+        group, topic = await _setup(served, queues=1,
+                                    messages=[{"body": f"m{n}"} for n in range(4)])
+        received = await _receive(served, group, topic, max_messages=3, invisible_ms=20_000)
+        assert (await _ack(served, group, topic, [received[1]["receipt_handle"]])).status_code \
+            == 200
+    async with serving(settings) as served:
+        served.broker.consumption.clock_ms = clock
+        after = await _receive(served, group, topic, invisible_ms=60_000)
+        assert [message["body"] for message in after] == ["m3"]  # m0, m2 still invisible
+        clock.now_ms += 20_000
+        served.broker.expire_deliveries()
+        wait_dispatched(served.broker.store)
+        back = await _receive(served, group, topic)
+        assert sorted((message["body"], message["delivery_attempt"]) for message in back) == \
+            [("m0", 2), ("m2", 2)]  # m1 was acked: never again
+        stale = await _ack(served, group, topic, [received[1]["receipt_handle"]])
+        assert stale.status_code == 409
+        fresh = await _ack(served, group, topic, [received[0]["receipt_handle"]])
+        assert fresh.status_code == 409  # redelivered since
+
+
+async def test_a_big_receive_and_ack_fit_records_of_bounded_size(served: Served,
+                                                                 clock: FakeClock) -> None:
+    """A receive of 1,024 messages and their ack in one request are split into records that
+    each fit message_size_max_bytes (16 KiB here); one record for them all did not."""
+    group, topic = await _setup(served, queues=1)
+    for start in range(0, 1100, 10):
+        response = await served.client.post(f"/v1/topics/{topic}/messages:batch", json={
+            "messages": [{"body": f"b{number}"} for number in range(start, start + 10)]})
+        assert response.status_code == 201, response.text
+    wait_dispatched(served.broker.store)
+    received = await _receive(served, group, topic, max_messages=1024)
+    assert len(received) == 1024
+    response = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
+    assert response.status_code == 200, response.text
+    rest = await _receive(served, group, topic, max_messages=1024)
+    assert len(rest) == 1100 - 1024
