@@ -508,9 +508,8 @@ class MetadataStore:
                 return
             for change in moved:
                 self.apply_change(change)
-            self._applied = LogPosition.model_construct(
-                queue_offset=record.queue_offset + 1,
-                commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
+            self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
+                                            self._clock_ms())
 
     def reset_applied_state(self) -> None:
         """The log lost records these tables applied: empty the tables its records fill and
