@@ -3,7 +3,7 @@ the same run, and Redis's XRANGE side by side.
 
     python bench/http_consume.py                   # 5 s per case, 3 alternating rounds
     python bench/http_consume.py --quick           # 2 s per case, 1 round
-    python bench/http_consume.py --profile DIR     # and a py-spy profile of (c1), in DIR
+    python bench/http_consume.py --profile DIR     # and py-spy profiles of (c1), (p1) in DIR
 
 One ASYNC_MASTER (`twinlog serve`) holds MESSAGES messages of 100 bytes in queue 0 of topic C.
 Cases, wrk -t1 -c64 each:
@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -200,17 +200,26 @@ def _median(values: list[float]) -> float:
 
 
 def _profile(pid: int, wrk: str, url: str, directory: Path, scratch: Path) -> None:
-    """py-spy (the thread holding the GIL) while wrk runs (c1); the raw profile and its
-    top functions by own samples, in `directory`."""
+    """py-spy (the thread holding the GIL) while wrk runs (c1), then (p1): each raw profile
+    and its top functions by own samples, in `directory` (what differs per request)."""
+    single = json.dumps({"body": BODY_100}).encode()
+    _profile_case("c1", pid, directory, lambda duration_s: run_get(
+        wrk, url + READ_PATH.format(count=1), duration_s, scratch))
+    _profile_case("p1", pid, directory, lambda duration_s: run_post(
+        wrk, url + PRODUCE_PATH, single, duration_s, scratch))
+
+
+def _profile_case(case: str, pid: int, directory: Path,
+                  load: Callable[[float], Load]) -> None:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     directory.mkdir(parents=True, exist_ok=True)
-    raw = directory / "c1.collapsed.txt"
+    raw = directory / f"{case}.collapsed.txt"
     recorder = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration",
                                  str(PROFILE_S), "--rate", "200", "--format", "raw", "--gil",
                                  "--output", str(raw), "--nonblocking"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
-    run_get(wrk, url + READ_PATH.format(count=1), PROFILE_S - 1, scratch)
+    figures = load(PROFILE_S - 1)
     recorder.wait(60)
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -223,14 +232,14 @@ def _profile(pid: int, wrk: str, url: str, directory: Path, scratch: Path) -> No
         own[_short(frames[-1])] += count
         for frame in set(frames):
             inclusive[_short(frame)] += count
-    lines = [f"py-spy of (c1), {total} samples (the thread holding the GIL)", "",
-             "own samples:"]
+    lines = [f"py-spy of ({case}), {total} samples (the thread holding the GIL), "
+             f"{figures.requests_per_s:,.0f} req/s under the profiler", "", "own samples:"]
     lines += [f"  {count * 100 / total:5.1f}%  {frame}" for frame, count in own.most_common(25)]
     lines += ["", "inclusive:"]
     lines += [f"  {count * 100 / total:5.1f}%  {frame}"
               for frame, count in inclusive.most_common(40)]
-    (directory / "c1.top.txt").write_text("\n".join(lines) + "\n")
-    print(f"  profile of (c1): {directory / 'c1.top.txt'} ({total} samples)")
+    (directory / f"{case}.top.txt").write_text("\n".join(lines) + "\n")
+    print(f"  profile of ({case}): {directory / f'{case}.top.txt'} ({total} samples)")
 
 
 def _short(frame: str) -> str:
@@ -244,7 +253,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 s per case, 1 round")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None,
-                        help="record a py-spy profile of (c1) into this directory")
+                        help="record py-spy profiles of (c1) and (p1) into this directory")
     arguments = parser.parse_args()
     duration_s, rounds = (2.0, 1) if arguments.quick else (5.0, 3)
     rounds = arguments.rounds or rounds

@@ -21,6 +21,12 @@ class LatencyHistogram:
         self.counts[bisect_left(self.upper_bounds_s, seconds)] += 1
         self.sum_s += seconds
 
+    def observe_many(self, seconds: list[float]) -> None:
+        counts, upper_bounds_s = self.counts, self.upper_bounds_s
+        for value in seconds:
+            counts[bisect_left(upper_bounds_s, value)] += 1
+        self.sum_s += sum(seconds)
+
     def cumulative_buckets(self) -> list[tuple[str, float]]:
         buckets = []
         total = 0

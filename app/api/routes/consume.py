@@ -39,7 +39,8 @@ from app.api.schemas.messages import ConsumeResult
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
-from store import GetMessagesResult, GetMessageStatus, MessageStore, StoredMessage
+from store import GetMessageStatus, MessageStore, StoredMessage
+from store.encoded_reads import EncodedRead, Encoder
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.reads import READ_BYTES_MAX
 
@@ -48,7 +49,7 @@ PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
 
 _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
 READ_MESSAGES_MAX = 1024
-# A read's messages between two turns of the event loop (read_in_chunks).
+# Records a read decodes between two turns of the event loop (read_in_chunks).
 CHUNK_MESSAGES = 8
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
@@ -112,7 +113,8 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
     """The ConsumeResult document of one read (after a long poll's wait, when asked)."""
     started_s = time.perf_counter()
     check_readable_queue(broker, topic, queue_id)
-    result = await read_in_chunks(broker.store, topic, queue_id, offset, max_messages)
+    encoder = ENCODERS[body_encoding]
+    result = await read_in_chunks(broker.store, topic, queue_id, offset, max_messages, encoder)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
     if wait_ms > 0 and result.status in _WAITABLE:
         arrived = await wait_for_arrival(broker.store, topic, queue_id, result.max_offset,
@@ -120,40 +122,45 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
         if arrived and broker.is_running:  # not when woken by a stopping broker
             started_s = time.perf_counter()  # the latency of the read, not of the wait
             result = await read_in_chunks(broker.store, topic, queue_id, offset,
-                                          max_messages)
-    messages = result.messages
+                                          max_messages, encoder)
+    records = result.records
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
-                                    [message.store_timestamp_ms for message in messages])
-    return orjson.dumps({
+                                    [record.store_timestamp_ms for record in records])
+    # orjson's document of these fields with "messages" last, the messages' documents being
+    # the records' encoded forms (`consumed`, made by orjson too): the same bytes.
+    head = orjson.dumps({
         "topic": topic, "queue_id": queue_id, "status": result.status.value,
         "next_offset": result.next_offset, "min_offset": result.min_offset,
-        "max_offset": result.max_offset,
-        "messages": [consumed(message, body_encoding) for message in messages]})
+        "max_offset": result.max_offset})
+    return b"".join((head[:-1], b',"messages":[', b",".join([record.data for record in records]),
+                     b"]}"))
 
 
 async def read_in_chunks(store: MessageStore, topic: str, queue_id: int, offset: int,
-                         max_messages: int) -> GetMessagesResult:
-    """The read `store.get_messages` makes, in chunks of CHUNK_MESSAGES with the event loop
-    free between them: a read of many messages runs on the loop (no thread hop), and a
-    produce or a short read arriving meanwhile waits for one chunk, not for the whole read
-    (bench/http_consume.py's consumer and producer together). The same messages, next_offset
-    and byte bound (READ_BYTES_MAX: past it only as a read's first message) as one call;
-    min_offset as the read began, max_offset as its last chunk saw it."""
-    result = store.get_messages(topic, queue_id, offset, min(max_messages, CHUNK_MESSAGES))
+                         max_messages: int, encoder: Encoder) -> EncodedRead:
+    """The read `store.get_encoded` makes, each chunk decoding at most CHUNK_MESSAGES
+    records, with the event loop free between chunks: a read of many messages runs on the
+    loop (no thread hop), and a produce or a short read arriving meanwhile waits for one
+    chunk's decoding, not for the whole read (bench/http_consume.py's consumer and producer
+    together); records already encoded cost a look-up each and make no chunk. The same
+    records, next_offset and byte bound (READ_BYTES_MAX: past it only as a read's first
+    message) as one read; min_offset as the read began, max_offset as its last chunk saw
+    it."""
+    result = store.get_encoded(topic, queue_id, offset, max_messages, encoder, CHUNK_MESSAGES)
     if result.status is not GetMessageStatus.FOUND:
         return result
-    size_bytes = sum(message.total_size for message in result.messages)
-    messages = result.messages
-    while len(messages) < max_messages and result.next_offset < result.max_offset:
+    records = result.records
+    size_bytes = sum(record.total_size for record in records)
+    while len(records) < max_messages and result.next_offset < result.max_offset:
         await asyncio.sleep(0)
-        more = store.get_messages(topic, queue_id, result.next_offset,
-                                  min(max_messages - len(messages), CHUNK_MESSAGES),
-                                  max(1, READ_BYTES_MAX - size_bytes))
+        more = store.get_encoded(topic, queue_id, result.next_offset,
+                                 max_messages - len(records), encoder, CHUNK_MESSAGES,
+                                 max(1, READ_BYTES_MAX - size_bytes))
         if more.status is not GetMessageStatus.FOUND or (
-                more.messages and size_bytes + more.messages[0].total_size > READ_BYTES_MAX):
+                more.records and size_bytes + more.records[0].total_size > READ_BYTES_MAX):
             break  # the queue changed under the read (retention, a delete), or it is full
-        messages.extend(more.messages)
-        size_bytes += sum(message.total_size for message in more.messages)
+        records.extend(more.records)
+        size_bytes += sum(record.total_size for record in more.records)
         result.next_offset, result.max_offset = more.next_offset, more.max_offset
     return result
 
@@ -202,3 +209,15 @@ def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:
         "born_timestamp_ms": message.born_timestamp_ms,
         "store_timestamp_ms": message.store_timestamp_ms,
         "reconsume_times": message.reconsume_times}
+
+
+def _utf8_document(message: StoredMessage) -> bytes:
+    return orjson.dumps(consumed(message, "utf8"))
+
+
+def _base64_document(message: StoredMessage) -> bytes:
+    return orjson.dumps(consumed(message, "base64"))
+
+
+# The encoders of a read's records (store/encoded_reads.py keeps their documents by record).
+ENCODERS: dict[str, Encoder] = {"utf8": _utf8_document, "base64": _base64_document}
