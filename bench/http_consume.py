@@ -3,7 +3,7 @@ the same run, and Redis's XRANGE side by side.
 
     python bench/http_consume.py                   # 5 s per case, 3 alternating rounds
     python bench/http_consume.py --quick           # 2 s per case, 1 round
-    python bench/http_consume.py --profile DIR     # and py-spy profiles of (c1), (p1) in DIR
+    python bench/http_consume.py --profile DIR     # and py-spy profiles of (c1), (p1), (c32)
 
 One ASYNC_MASTER (`twinlog serve`) holds MESSAGES messages of 100 bytes in queue 0 of topic C.
 Cases, wrk -t1 -c64 each:
@@ -12,6 +12,8 @@ Cases, wrk -t1 -c64 each:
         target >= 0.8 of (p1);
   (pb)  batch produce of 100 x 100 bytes (topic P), msgs/s: the baseline of (c32);
   (c32) the same read with max_messages=32, msgs/s; target >= 0.5 of (pb);
+  (c32u) (c32) on a second broker that keeps no answer documents (consume_cache_bytes_max=0):
+        every record decoded at every read, what a group reading each message once costs;
   (r32) Redis 7, `redis-benchmark -c 64 XRANGE s - + COUNT 32` on a stream of MESSAGES entries
         of 100 bytes, reads/s; (c32) reads/s over (r32), target >= 0.3;
   together: one consumer (wrk -c1, 32 per read) and one producer (wrk -c1, single JSON) at full
@@ -200,13 +202,16 @@ def _median(values: list[float]) -> float:
 
 
 def _profile(pid: int, wrk: str, url: str, directory: Path, scratch: Path) -> None:
-    """py-spy (the thread holding the GIL) while wrk runs (c1), then (p1): each raw profile
-    and its top functions by own samples, in `directory` (what differs per request)."""
+    """py-spy (the thread holding the GIL) while wrk runs (c1), (p1), then (c32): each raw
+    profile and its top functions by own samples, in `directory` (what differs per
+    request)."""
     single = json.dumps({"body": BODY_100}).encode()
     _profile_case("c1", pid, directory, lambda duration_s: run_get(
         wrk, url + READ_PATH.format(count=1), duration_s, scratch))
     _profile_case("p1", pid, directory, lambda duration_s: run_post(
         wrk, url + PRODUCE_PATH, single, duration_s, scratch))
+    _profile_case("c32", pid, directory, lambda duration_s: run_get(
+        wrk, url + READ_PATH.format(count=32), duration_s, scratch))
 
 
 def _profile_case(case: str, pid: int, directory: Path,
@@ -253,7 +258,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 s per case, 1 round")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None,
-                        help="record py-spy profiles of (c1) and (p1) into this directory")
+                        help="record py-spy profiles of (c1), (p1) and (c32) into this directory")
     arguments = parser.parse_args()
     duration_s, rounds = (2.0, 1) if arguments.quick else (5.0, 3)
     rounds = arguments.rounds or rounds
@@ -270,8 +275,11 @@ def main() -> None:
     single = json.dumps({"body": BODY_100}).encode()
     batch = json.dumps({"messages": [{"body": BODY_100}] * BATCH_MESSAGES}).encode()
     try:
-        with broker(scratch, "ASYNC_MASTER") as url:
+        with broker(scratch, "ASYNC_MASTER") as url, \
+                broker(scratch, "ASYNC_MASTER", name="-uncached",
+                       settings=("consume_cache_bytes_max=0",)) as uncached_url:
             _prepare(url)
+            _prepare(uncached_url)
             pid = _listening_pid(int(url.rsplit(":", 1)[1]))
             run_get(wrk, url + READ_PATH.format(count=1), 1, scratch)  # warm-up
             run_post(wrk, url + PRODUCE_PATH, single, 1, scratch)
@@ -281,6 +289,8 @@ def main() -> None:
                 batches = run_post(wrk, url + PRODUCE_PATH + ":batch", batch, duration_s,
                                    scratch)
                 read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s, scratch)
+                read_32_uncached = run_get(wrk, uncached_url + READ_PATH.format(count=32),
+                                           duration_s, scratch)
                 alone_consume = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
                                         scratch, connections=1)
                 alone_produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch,
@@ -292,6 +302,7 @@ def main() -> None:
                 note("pb", batches.requests_per_s * BATCH_MESSAGES)
                 note("c32", read_32.requests_per_s * 32)
                 note("c32 reads", read_32.requests_per_s)
+                note("c32u", read_32_uncached.requests_per_s * 32)
                 note("c1/p1", read_1.requests_per_s / produce.requests_per_s)
                 note("c32/pb", read_32.requests_per_s * 32
                      / (batches.requests_per_s * BATCH_MESSAGES))
@@ -321,6 +332,8 @@ def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
     row("(c32) consume 32 per read", median["c32"], "msgs/s", median["pb"],
         "target >= 0.5 of (pb)")
     print(f"  {'':<44} per-round ratios {_listed(figures['c32/pb'])}")
+    row("(c32u) the same, no documents kept", median["c32u"], "msgs/s", median["pb"],
+        "every record decoded")
     row("(r32) Redis XRANGE COUNT 32, redis-benchmark", redis_reads_per_s, "reads/s")
     row("(c32) reads/s over (r32)", median["c32 reads"], "reads/s", redis_reads_per_s,
         "target >= 0.3")

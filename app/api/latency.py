@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
                      5.0, 10.0)
@@ -21,11 +22,17 @@ class LatencyHistogram:
         self.counts[bisect_left(self.upper_bounds_s, seconds)] += 1
         self.sum_s += seconds
 
-    def observe_many(self, seconds: list[float]) -> None:
+    def observe_delays(self, now_ms: float, since_ms: list[int]) -> None:
+        """Observe, for each of `since_ms`, the seconds from it to `now_ms` (0 when it is
+        later): once per distinct value, the values of a read's messages sharing their
+        store milliseconds mostly."""
         counts, upper_bounds_s = self.counts, self.upper_bounds_s
-        for value in seconds:
-            counts[bisect_left(upper_bounds_s, value)] += 1
-        self.sum_s += sum(seconds)
+        total_s = 0.0
+        for stamp_ms, count in Counter(since_ms).items():
+            seconds = max(0.0, now_ms - stamp_ms) / 1000
+            counts[bisect_left(upper_bounds_s, seconds)] += count
+            total_s += seconds * count
+        self.sum_s += total_s
 
     def cumulative_buckets(self) -> list[tuple[str, float]]:
         buckets = []

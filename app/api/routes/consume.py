@@ -13,6 +13,7 @@ import asyncio
 import base64
 import re
 import time
+from operator import itemgetter
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -40,7 +41,7 @@ from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
 from store import GetMessageStatus, MessageStore, StoredMessage
-from store.encoded_reads import EncodedRead, Encoder
+from store.encoded_reads import Encoded, EncodedRead, Encoder
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.reads import READ_BYTES_MAX
 
@@ -86,6 +87,8 @@ async def consume_messages(
 
 
 _TOPIC = re.compile(TOPIC_PATTERN)
+_DATA = itemgetter(Encoded._fields.index("data"))
+_STORE_TIMESTAMP_MS = itemgetter(Encoded._fields.index("store_timestamp_ms"))
 _ENCODINGS = ("base64", "utf8")
 
 
@@ -125,15 +128,14 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
                                           max_messages, encoder)
     records = result.records
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
-                                    [record.store_timestamp_ms for record in records])
+                                    list(map(_STORE_TIMESTAMP_MS, records)))
     # orjson's document of these fields with "messages" last, the messages' documents being
     # the records' encoded forms (`consumed`, made by orjson too): the same bytes.
     head = orjson.dumps({
         "topic": topic, "queue_id": queue_id, "status": result.status.value,
         "next_offset": result.next_offset, "min_offset": result.min_offset,
         "max_offset": result.max_offset})
-    return b"".join((head[:-1], b',"messages":[', b",".join([record.data for record in records]),
-                     b"]}"))
+    return b"".join((head[:-1], b',"messages":[', b",".join(map(_DATA, records)), b"]}"))
 
 
 async def read_in_chunks(store: MessageStore, topic: str, queue_id: int, offset: int,
