@@ -15,9 +15,12 @@ Cases, wrk -t1 -c64 each:
   (c32u) (c32) on a second broker that keeps no answer documents (consume_cache_bytes_max=0):
         every record decoded at every read, what a group reading each message once costs;
   (r32) Redis 7, `redis-benchmark -c 64 XRANGE s - + COUNT 32` on a stream of MESSAGES entries
-        of 100 bytes, reads/s; (c32) reads/s over (r32), target >= 0.3;
+        of 100 bytes, reads/s, in each round right after (c32); (c32) reads/s over (r32),
+        target >= 0.3;
   together: one consumer (wrk -c1, 32 per read) and one producer (wrk -c1, single JSON) at full
         speed at once, each next to its own speed alone in the same round: neither below 0.7.
+        The broker's CPU seconds per second in each (all its threads) show whether it had
+        CPU to spare: when either alone takes what the broker gets, together they share it.
 The pairs run alternately, `--rounds` times, and their medians are shown: a change in the
 machine's load (it is shared) falls on both sides of a ratio. The load average is printed.
 wrk and redis-server/redis-benchmark are installed with apt-get when missing.
@@ -37,7 +40,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -275,27 +278,34 @@ def main() -> None:
     single = json.dumps({"body": BODY_100}).encode()
     batch = json.dumps({"messages": [{"body": BODY_100}] * BATCH_MESSAGES}).encode()
     try:
-        with broker(scratch, "ASYNC_MASTER") as url, \
-                broker(scratch, "ASYNC_MASTER", name="-uncached",
-                       settings=("consume_cache_bytes_max=0",)) as uncached_url:
+        with ExitStack() as stack:
+            url = stack.enter_context(broker(scratch, "ASYNC_MASTER"))
+            uncached_url = stack.enter_context(broker(
+                scratch, "ASYNC_MASTER", name="-uncached",
+                settings=("consume_cache_bytes_max=0",)))
             _prepare(url)
             _prepare(uncached_url)
             pid = _listening_pid(int(url.rsplit(":", 1)[1]))
             run_get(wrk, url + READ_PATH.format(count=1), 1, scratch)  # warm-up
             run_post(wrk, url + PRODUCE_PATH, single, 1, scratch)
+            redis_port = stack.enter_context(redis_server(scratch))
             for _ in range(rounds):
                 produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch)
                 read_1 = run_get(wrk, url + READ_PATH.format(count=1), duration_s, scratch)
                 batches = run_post(wrk, url + PRODUCE_PATH + ":batch", batch, duration_s,
                                    scratch)
                 read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s, scratch)
+                redis_reads = run_redis_xrange(redis_port, duration_s)
                 read_32_uncached = run_get(wrk, uncached_url + READ_PATH.format(count=32),
                                            duration_s, scratch)
-                alone_consume = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
-                                        scratch, connections=1)
-                alone_produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch,
-                                         connections=1)
-                both_consume, both_produce = _together(wrk, url, duration_s, scratch)
+                with _cpu_used(pid) as alone_consume_cpu:
+                    alone_consume = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
+                                            scratch, connections=1)
+                with _cpu_used(pid) as alone_produce_cpu:
+                    alone_produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s,
+                                             scratch, connections=1)
+                with _cpu_used(pid) as both_cpu:
+                    both_consume, both_produce = _together(wrk, url, duration_s, scratch)
                 note("p1", produce.requests_per_s)
                 note("c1", read_1.requests_per_s)
                 note("c1 p99", read_1.p99_ms)
@@ -303,6 +313,12 @@ def main() -> None:
                 note("c32", read_32.requests_per_s * 32)
                 note("c32 reads", read_32.requests_per_s)
                 note("c32u", read_32_uncached.requests_per_s * 32)
+                note("r32", redis_reads)
+                note("c32/r32", read_32.requests_per_s / redis_reads)
+                note("c32u/r32", read_32_uncached.requests_per_s / redis_reads)
+                note("cpu alone consume", alone_consume_cpu[0])
+                note("cpu alone produce", alone_produce_cpu[0])
+                note("cpu together", both_cpu[0])
                 note("c1/p1", read_1.requests_per_s / produce.requests_per_s)
                 note("c32/pb", read_32.requests_per_s * 32
                      / (batches.requests_per_s * BATCH_MESSAGES))
@@ -314,16 +330,15 @@ def main() -> None:
                 note("produce kept", both_produce.requests_per_s / alone_produce.requests_per_s)
             if arguments.profile is not None:
                 _profile(pid, wrk, url, arguments.profile, scratch)
-        with redis_server(scratch) as port:
-            redis_reads = [run_redis_xrange(port, duration_s) for _ in range(rounds)]
-        _show(figures, _median(redis_reads))
+        _show(figures)
         print(f"  load average at the end: {_load_average()}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
+def _show(figures: dict[str, list[float]]) -> None:
     median = {name: _median(values) for name, values in figures.items()}
+    redis_reads_per_s = median["r32"]
     row("(p1) produce single JSON", median["p1"], "req/s")
     row("(c1) consume 1 per read", median["c1"], "req/s", median["p1"], "target >= 0.8 of (p1)")
     print(f"  {'':<44} (c1) p99 {median['c1 p99']:.2f} ms; per-round ratios "
@@ -337,6 +352,8 @@ def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
     row("(r32) Redis XRANGE COUNT 32, redis-benchmark", redis_reads_per_s, "reads/s")
     row("(c32) reads/s over (r32)", median["c32 reads"], "reads/s", redis_reads_per_s,
         "target >= 0.3")
+    print(f"  {'':<44} per-round ratios {_listed(figures['c32/r32'])}; (c32u) over (r32) "
+          f"{_listed(figures['c32u/r32'])}")
     row("alone: consumer -c1, 32 per read", median["alone consume"], "req/s")
     row("together: the consumer", median["both consume"], "req/s", median["alone consume"],
         "target >= 0.7")
@@ -345,6 +362,22 @@ def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
         "target >= 0.7")
     print(f"  {'':<44} kept per round: consumer {_listed(figures['consume kept'])}, "
           f"producer {_listed(figures['produce kept'])}")
+    print(f"  {'':<44} the broker's CPU, s/s: consumer alone "
+          f"{_listed(figures['cpu alone consume'])}, producer alone "
+          f"{_listed(figures['cpu alone produce'])}, together {_listed(figures['cpu together'])}")
+
+
+@contextmanager
+def _cpu_used(pid: int) -> Iterator[list[float]]:
+    """The CPU seconds per second `pid` used (all its threads) while the block ran."""
+    def cpu_s() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    used: list[float] = []
+    started_s, started_cpu_s = time.perf_counter(), cpu_s()
+    yield used
+    used.append((cpu_s() - started_cpu_s) / (time.perf_counter() - started_s))
 
 
 def _listed(values: list[float]) -> str:

@@ -80,15 +80,17 @@ class SizedRecord(Protocol):
 
 
 R = TypeVar("R", bound=SizedRecord)
+Entry = tuple[int, int, int]  # a consume-queue entry: commit-log offset, size, tags code
 
 
 def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
               max_bytes: int, read_records: Callable[[list[int]], list[R | None]],
-              found: list[R]) -> int:
+              found: list[R], first_entries: list[Entry | None] | None = None) -> int:
     """The records of the queue's entries from `queue_offset` (below `high`) appended to
     `found`, at most `max_count` and `max_bytes` (past it only as the first), read with
-    `read_records` (commit-log offsets to records, None for one gone; it may answer fewer
-    than asked, and the read stops there); the queue offset the next read starts at."""
+    `read_records` (commit-log offsets to records, None for one gone); the queue offset the
+    next read starts at.
+    `first_entries`: `queue.entries(queue_offset, max_count)`, when the caller has them."""
     size_total = 0
     offset = queue_offset
     # The entries in runs (one pass over the queue's files each), their records read together
@@ -96,7 +98,10 @@ def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
     # record was gone (removed by retention between the two reads: skipped, and the read
     # goes on right after it, as entry by entry).
     while offset < high and len(found) < max_count:
-        entries = queue.entries(offset, max_count - len(found))
+        if first_entries is not None:
+            entries, first_entries = first_entries, None
+        else:
+            entries = queue.entries(offset, max_count - len(found))
         if not entries:
             break  # the queue lost its start to retention meanwhile
         wanted: list[tuple[int, int]] = []  # (queue offset, commit-log offset)
@@ -112,9 +117,7 @@ def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
                 wanted_bytes += size
             offset += 1
         records = read_records([position for _, position in wanted])
-        if len(records) < len(wanted):
-            offset, full = wanted[len(records)][0], True  # the reader stopped: so does the read
-        for (entry_offset, _), record in zip(wanted, records, strict=False):
+        for (entry_offset, _), record in zip(wanted, records, strict=True):
             if record is None:
                 offset, full = entry_offset + 1, False
                 break

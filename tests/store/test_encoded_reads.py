@@ -23,9 +23,9 @@ class CountingEncoder:
     def __init__(self) -> None:
         self.calls = 0
 
-    def __call__(self, message: StoredMessage) -> bytes:
-        self.calls += 1
-        return b"%d:" % message.queue_offset + message.body
+    def __call__(self, messages: list[StoredMessage]) -> list[bytes]:
+        self.calls += len(messages)
+        return [b"%d:" % message.queue_offset + message.body for message in messages]
 
 
 def _expected(store: MessageStore, offset: int, count: int,

@@ -213,13 +213,13 @@ def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:
         "reconsume_times": message.reconsume_times}
 
 
-def _utf8_document(message: StoredMessage) -> bytes:
-    return orjson.dumps(consumed(message, "utf8"))
+def _utf8_documents(messages: list[StoredMessage]) -> list[bytes]:
+    return [orjson.dumps(consumed(message, "utf8")) for message in messages]
 
 
-def _base64_document(message: StoredMessage) -> bytes:
-    return orjson.dumps(consumed(message, "base64"))
+def _base64_documents(messages: list[StoredMessage]) -> list[bytes]:
+    return [orjson.dumps(consumed(message, "base64")) for message in messages]
 
 
 # The encoders of a read's records (store/encoded_reads.py keeps their documents by record).
-ENCODERS: dict[str, Encoder] = {"utf8": _utf8_document, "base64": _base64_document}
+ENCODERS: dict[str, Encoder] = {"utf8": _utf8_documents, "base64": _base64_documents}
