@@ -213,12 +213,28 @@ def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:
         "reconsume_times": message.reconsume_times}
 
 
+# Between two documents in one orjson.dumps: a byte orjson never writes itself (it escapes
+# control characters in strings), so the output splits back into the documents exactly.
+_SEPARATOR = orjson.Fragment(b"\x00")
+
+
+def documents(messages: list[StoredMessage], body_encoding: str) -> list[bytes]:
+    """orjson.dumps(consumed(message)) of each message, made by one orjson.dumps: each call
+    sizes its output buffer anew, and many small ones cost the allocator more than the
+    documents cost to write (a 32-message read spent a quarter of its time in realloc)."""
+    if len(messages) == 1:
+        return [orjson.dumps(consumed(messages[0], body_encoding))]
+    parts: list[Any] = [_SEPARATOR] * (2 * len(messages) - 1)
+    parts[::2] = [consumed(message, body_encoding) for message in messages]
+    return orjson.dumps(parts)[1:-1].split(b",\x00,")
+
+
 def _utf8_documents(messages: list[StoredMessage]) -> list[bytes]:
-    return [orjson.dumps(consumed(message, "utf8")) for message in messages]
+    return documents(messages, "utf8")
 
 
 def _base64_documents(messages: list[StoredMessage]) -> list[bytes]:
-    return [orjson.dumps(consumed(message, "base64")) for message in messages]
+    return documents(messages, "base64")
 
 
 # The encoders of a read's records (store/encoded_reads.py keeps their documents by record).
