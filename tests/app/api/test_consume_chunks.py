@@ -10,7 +10,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.api.routes.consume import CHUNK_MESSAGES, ENCODERS, consumed, read_in_chunks
+from app.api.routes.consume import (
+    CHUNK_MESSAGES,
+    ENCODERS,
+    consumed,
+    documents,
+    read_in_chunks,
+)
 from store import Message, MessageStore
 from tests.support.store import small_config, wait_dispatched
 
@@ -54,5 +60,26 @@ async def test_a_read_in_chunks_answers_as_one_read(tmp_path: Path) -> None:
                         chunks = -(-len(whole.messages) // CHUNK_MESSAGES)
                         assert turns - before >= chunks - 1, (offset, count)
         ticker.cancel()
+    finally:
+        store.shutdown()
+
+
+def test_documents_made_together_are_each_messages_own(tmp_path: Path) -> None:
+    """documents() splits one orjson.dumps at its separator: bodies holding NUL, commas and
+    the separator's own bytes, UTF-8 or not, come out as orjson.dumps of each message."""
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        bodies = [b"a\x00,\x00,b", b",\x00,", b"\xff\x00", "é,\x00".encode(), b""]
+        for body in bodies:
+            store.put_message(Message("T", body, queue_id=0))
+        wait_dispatched(store)
+        messages = store.get_messages("T", 0, 0, len(bodies)).messages
+        assert len(messages) == len(bodies)
+        for encoding in ("utf8", "base64"):
+            assert documents(messages, encoding) == [
+                orjson.dumps(consumed(message, encoding)) for message in messages]
+            assert documents(messages[:1], encoding) == [
+                orjson.dumps(consumed(messages[0], encoding))]
     finally:
         store.shutdown()
