@@ -218,6 +218,11 @@ class Settings(BaseSettings):
         256, ge=1, le=1_000_000,
         description="consume-queue files mapped at once (2 descriptors each); the least "
                     "recently used idle queues are closed past it")
+    consume_cache_bytes_max: int = Field(
+        32 << 20, ge=0, le=1 << 40,
+        description="memory for the consumed messages' answer documents a consume read keeps, "
+                    "by record, for the next read of them (another group, a retry); the "
+                    "oldest kept go first; 0 keeps none")
     key_index_slot_count: int = Field(
         250_000, ge=1, le=2**31,
         description="hash slots per key-index file (4 bytes each); more slots, shorter chains")
@@ -549,6 +554,7 @@ class Settings(BaseSettings):
                 disk_reserve_bytes=self.disk_reserve_bytes,
                 store_host=self.store_host,
                 long_poll_waiters_max=self.long_poll_waiters_max,
+                encoded_records_bytes_max=self.consume_cache_bytes_max,
                 key_index_slot_count=self.key_index_slot_count,
                 key_index_entries_per_file=self.key_index_entries_per_file,
                 timers=self.to_timer_plan(),

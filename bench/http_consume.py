@@ -3,7 +3,7 @@ the same run, and Redis's XRANGE side by side.
 
     python bench/http_consume.py                   # 5 s per case, 3 alternating rounds
     python bench/http_consume.py --quick           # 2 s per case, 1 round
-    python bench/http_consume.py --profile DIR     # and a py-spy profile of (c1), in DIR
+    python bench/http_consume.py --profile DIR     # and py-spy profiles of (c1), (p1), (c32)
 
 One ASYNC_MASTER (`twinlog serve`) holds MESSAGES messages of 100 bytes in queue 0 of topic C.
 Cases, wrk -t1 -c64 each:
@@ -12,10 +12,15 @@ Cases, wrk -t1 -c64 each:
         target >= 0.8 of (p1);
   (pb)  batch produce of 100 x 100 bytes (topic P), msgs/s: the baseline of (c32);
   (c32) the same read with max_messages=32, msgs/s; target >= 0.5 of (pb);
+  (c32u) (c32) on a second broker that keeps no answer documents (consume_cache_bytes_max=0):
+        every record decoded at every read, what a group reading each message once costs;
   (r32) Redis 7, `redis-benchmark -c 64 XRANGE s - + COUNT 32` on a stream of MESSAGES entries
-        of 100 bytes, reads/s; (c32) reads/s over (r32), target >= 0.3;
+        of 100 bytes, reads/s, in each round right after (c32); (c32) reads/s over (r32),
+        target >= 0.3;
   together: one consumer (wrk -c1, 32 per read) and one producer (wrk -c1, single JSON) at full
         speed at once, each next to its own speed alone in the same round: neither below 0.7.
+        The broker's CPU seconds per second in each (all its threads) show whether it had
+        CPU to spare: when either alone takes what the broker gets, together they share it.
 The pairs run alternately, `--rounds` times, and their medians are shown: a change in the
 machine's load (it is shared) falls on both sides of a ratio. The load average is printed.
 wrk and redis-server/redis-benchmark are installed with apt-get when missing.
@@ -34,8 +39,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -200,17 +205,29 @@ def _median(values: list[float]) -> float:
 
 
 def _profile(pid: int, wrk: str, url: str, directory: Path, scratch: Path) -> None:
-    """py-spy (the thread holding the GIL) while wrk runs (c1); the raw profile and its
-    top functions by own samples, in `directory`."""
+    """py-spy (the thread holding the GIL) while wrk runs (c1), (p1), then (c32): each raw
+    profile and its top functions by own samples, in `directory` (what differs per
+    request)."""
+    single = json.dumps({"body": BODY_100}).encode()
+    _profile_case("c1", pid, directory, lambda duration_s: run_get(
+        wrk, url + READ_PATH.format(count=1), duration_s, scratch))
+    _profile_case("p1", pid, directory, lambda duration_s: run_post(
+        wrk, url + PRODUCE_PATH, single, duration_s, scratch))
+    _profile_case("c32", pid, directory, lambda duration_s: run_get(
+        wrk, url + READ_PATH.format(count=32), duration_s, scratch))
+
+
+def _profile_case(case: str, pid: int, directory: Path,
+                  load: Callable[[float], Load]) -> None:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     directory.mkdir(parents=True, exist_ok=True)
-    raw = directory / "c1.collapsed.txt"
+    raw = directory / f"{case}.collapsed.txt"
     recorder = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration",
                                  str(PROFILE_S), "--rate", "200", "--format", "raw", "--gil",
                                  "--output", str(raw), "--nonblocking"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
-    run_get(wrk, url + READ_PATH.format(count=1), PROFILE_S - 1, scratch)
+    figures = load(PROFILE_S - 1)
     recorder.wait(60)
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -223,14 +240,14 @@ def _profile(pid: int, wrk: str, url: str, directory: Path, scratch: Path) -> No
         own[_short(frames[-1])] += count
         for frame in set(frames):
             inclusive[_short(frame)] += count
-    lines = [f"py-spy of (c1), {total} samples (the thread holding the GIL)", "",
-             "own samples:"]
+    lines = [f"py-spy of ({case}), {total} samples (the thread holding the GIL), "
+             f"{figures.requests_per_s:,.0f} req/s under the profiler", "", "own samples:"]
     lines += [f"  {count * 100 / total:5.1f}%  {frame}" for frame, count in own.most_common(25)]
     lines += ["", "inclusive:"]
     lines += [f"  {count * 100 / total:5.1f}%  {frame}"
               for frame, count in inclusive.most_common(40)]
-    (directory / "c1.top.txt").write_text("\n".join(lines) + "\n")
-    print(f"  profile of (c1): {directory / 'c1.top.txt'} ({total} samples)")
+    (directory / f"{case}.top.txt").write_text("\n".join(lines) + "\n")
+    print(f"  profile of ({case}): {directory / f'{case}.top.txt'} ({total} samples)")
 
 
 def _short(frame: str) -> str:
@@ -244,7 +261,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 s per case, 1 round")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--profile", type=Path, default=None,
-                        help="record a py-spy profile of (c1) into this directory")
+                        help="record py-spy profiles of (c1), (p1) and (c32) into this directory")
     arguments = parser.parse_args()
     duration_s, rounds = (2.0, 1) if arguments.quick else (5.0, 3)
     rounds = arguments.rounds or rounds
@@ -261,28 +278,47 @@ def main() -> None:
     single = json.dumps({"body": BODY_100}).encode()
     batch = json.dumps({"messages": [{"body": BODY_100}] * BATCH_MESSAGES}).encode()
     try:
-        with broker(scratch, "ASYNC_MASTER") as url:
+        with ExitStack() as stack:
+            url = stack.enter_context(broker(scratch, "ASYNC_MASTER"))
+            uncached_url = stack.enter_context(broker(
+                scratch, "ASYNC_MASTER", name="-uncached",
+                settings=("consume_cache_bytes_max=0",)))
             _prepare(url)
+            _prepare(uncached_url)
             pid = _listening_pid(int(url.rsplit(":", 1)[1]))
             run_get(wrk, url + READ_PATH.format(count=1), 1, scratch)  # warm-up
             run_post(wrk, url + PRODUCE_PATH, single, 1, scratch)
+            redis_port = stack.enter_context(redis_server(scratch))
             for _ in range(rounds):
                 produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch)
                 read_1 = run_get(wrk, url + READ_PATH.format(count=1), duration_s, scratch)
                 batches = run_post(wrk, url + PRODUCE_PATH + ":batch", batch, duration_s,
                                    scratch)
                 read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s, scratch)
-                alone_consume = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
-                                        scratch, connections=1)
-                alone_produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch,
-                                         connections=1)
-                both_consume, both_produce = _together(wrk, url, duration_s, scratch)
+                redis_reads = run_redis_xrange(redis_port, duration_s)
+                read_32_uncached = run_get(wrk, uncached_url + READ_PATH.format(count=32),
+                                           duration_s, scratch)
+                with _cpu_used(pid) as alone_consume_cpu:
+                    alone_consume = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
+                                            scratch, connections=1)
+                with _cpu_used(pid) as alone_produce_cpu:
+                    alone_produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s,
+                                             scratch, connections=1)
+                with _cpu_used(pid) as both_cpu:
+                    both_consume, both_produce = _together(wrk, url, duration_s, scratch)
                 note("p1", produce.requests_per_s)
                 note("c1", read_1.requests_per_s)
                 note("c1 p99", read_1.p99_ms)
                 note("pb", batches.requests_per_s * BATCH_MESSAGES)
                 note("c32", read_32.requests_per_s * 32)
                 note("c32 reads", read_32.requests_per_s)
+                note("c32u", read_32_uncached.requests_per_s * 32)
+                note("r32", redis_reads)
+                note("c32/r32", read_32.requests_per_s / redis_reads)
+                note("c32u/r32", read_32_uncached.requests_per_s / redis_reads)
+                note("cpu alone consume", alone_consume_cpu[0])
+                note("cpu alone produce", alone_produce_cpu[0])
+                note("cpu together", both_cpu[0])
                 note("c1/p1", read_1.requests_per_s / produce.requests_per_s)
                 note("c32/pb", read_32.requests_per_s * 32
                      / (batches.requests_per_s * BATCH_MESSAGES))
@@ -294,16 +330,15 @@ def main() -> None:
                 note("produce kept", both_produce.requests_per_s / alone_produce.requests_per_s)
             if arguments.profile is not None:
                 _profile(pid, wrk, url, arguments.profile, scratch)
-        with redis_server(scratch) as port:
-            redis_reads = [run_redis_xrange(port, duration_s) for _ in range(rounds)]
-        _show(figures, _median(redis_reads))
+        _show(figures)
         print(f"  load average at the end: {_load_average()}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
+def _show(figures: dict[str, list[float]]) -> None:
     median = {name: _median(values) for name, values in figures.items()}
+    redis_reads_per_s = median["r32"]
     row("(p1) produce single JSON", median["p1"], "req/s")
     row("(c1) consume 1 per read", median["c1"], "req/s", median["p1"], "target >= 0.8 of (p1)")
     print(f"  {'':<44} (c1) p99 {median['c1 p99']:.2f} ms; per-round ratios "
@@ -312,9 +347,13 @@ def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
     row("(c32) consume 32 per read", median["c32"], "msgs/s", median["pb"],
         "target >= 0.5 of (pb)")
     print(f"  {'':<44} per-round ratios {_listed(figures['c32/pb'])}")
+    row("(c32u) the same, no documents kept", median["c32u"], "msgs/s", median["pb"],
+        "every record decoded")
     row("(r32) Redis XRANGE COUNT 32, redis-benchmark", redis_reads_per_s, "reads/s")
     row("(c32) reads/s over (r32)", median["c32 reads"], "reads/s", redis_reads_per_s,
         "target >= 0.3")
+    print(f"  {'':<44} per-round ratios {_listed(figures['c32/r32'])}; (c32u) over (r32) "
+          f"{_listed(figures['c32u/r32'])}")
     row("alone: consumer -c1, 32 per read", median["alone consume"], "req/s")
     row("together: the consumer", median["both consume"], "req/s", median["alone consume"],
         "target >= 0.7")
@@ -323,6 +362,22 @@ def _show(figures: dict[str, list[float]], redis_reads_per_s: float) -> None:
         "target >= 0.7")
     print(f"  {'':<44} kept per round: consumer {_listed(figures['consume kept'])}, "
           f"producer {_listed(figures['produce kept'])}")
+    print(f"  {'':<44} the broker's CPU, s/s: consumer alone "
+          f"{_listed(figures['cpu alone consume'])}, producer alone "
+          f"{_listed(figures['cpu alone produce'])}, together {_listed(figures['cpu together'])}")
+
+
+@contextmanager
+def _cpu_used(pid: int) -> Iterator[list[float]]:
+    """The CPU seconds per second `pid` used (all its threads) while the block ran."""
+    def cpu_s() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    used: list[float] = []
+    started_s, started_cpu_s = time.perf_counter(), cpu_s()
+    yield used
+    used.append((cpu_s() - started_cpu_s) / (time.perf_counter() - started_s))
 
 
 def _listed(values: list[float]) -> str:

@@ -94,6 +94,9 @@ class CommitLog:
         # A seam for tests: called while a reader holds a file and a view of it (retention
         # can be run there, deterministically, between a reader's hold and its release).
         self.read_seam: Callable[[MappedFile], None] | None = None
+        # Raised by every truncation (and delete_all): offsets below the new end may hold
+        # other records from then on, so what was read from them is stale.
+        self.generation = 0
 
     @property
     def files(self) -> MappedFileQueue:
@@ -357,12 +360,16 @@ class CommitLog:
         with self._lock:
             cleared_bytes = self._files.delete_all()
             self._last_file = None
+            self.generation += 1  # after: no append can come before it (the lock)
             return cleared_bytes
 
     def truncate(self, offset: int) -> int:
         with self._lock:
+            cut = offset < self._files.max_offset
             cleared_bytes = self._files.truncate(offset)
             self._last_file = self._files.last_file()
+            if cut:
+                self.generation += 1  # after: no append can come before it (the lock)
             return cleared_bytes
 
     # -- reads -----------------------------------------------------------------------------

@@ -40,6 +40,8 @@ class StoreConfig:
     retention_interval_ms: int = 10_000
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     check_crc_on_recover: bool = True
+    # The encoded forms of records consume reads keep (store/encoded_reads.py), in bytes.
+    encoded_records_bytes_max: int = 32 * MIB
     # Long-poll readers parked at once (each holds a connection open); past it, no wait.
     long_poll_waiters_max: int = 4096
     # Key index files: hash slots and entries per file (4 and 24 bytes each, reserved whole).
@@ -86,6 +88,7 @@ class StoreConfig:
             (self.retention_interval_ms > 0, "retention_interval_ms", "must be > 0"),
             (0 <= self.store_host[1] < 65536, "store_host", "port must be in [0, 65535]"),
             (self.long_poll_waiters_max >= 0, "long_poll_waiters_max", "must be >= 0"),
+            (self.encoded_records_bytes_max >= 0, "encoded_records_bytes_max", "must be >= 0"),
             (1 <= self.key_index_slot_count <= 2**31, "key_index_slot_count",
              "must be in [1, 2**31]"),
             (1 <= self.key_index_entries_per_file < 2**32 - 1, "key_index_entries_per_file",

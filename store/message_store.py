@@ -21,6 +21,7 @@ from store.clock import ClockMs, monotonic_ms, wall_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService, SystemRecordHandler
+from store.encoded_reads import EncodedRead, EncodedRecords, Encoder
 from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
@@ -148,6 +149,8 @@ class MessageStore:
         self.queues = ConsumeQueues(config, disk)
         self.commit_log = CommitLog(config, on_append=self._on_append, disk=disk)
         self.commit_log.reserve_queue = self.queues.reserve_for
+        self.encoded_records = EncodedRecords(self.commit_log,
+                                              config.encoded_records_bytes_max)
         self.allocate = AllocateService(self.commit_log.files)
         self.arrivals = Arrivals(config.long_poll_waiters_max)
         self.system_feed = SystemRecordFeed(self)
@@ -620,6 +623,16 @@ class MessageStore:
         limit = self.dispatch.limit_offset if committed_only else None
         return get_messages(self.commit_log, self.queues, topic, queue_id, queue_offset,
                             max_count, max_bytes, limit)
+
+    def get_encoded(self, topic: str, queue_id: int, queue_offset: int, max_count: int,
+                    encoder: Encoder, misses_max: int,
+                    max_bytes: int = READ_BYTES_MAX) -> EncodedRead:
+        """`get_messages`, each record as `encoder` makes it, cached (store/encoded_reads.py);
+        it stops after decoding `misses_max` records, and at the commit limit as
+        `get_messages` does."""
+        return self.encoded_records.read(self.queues, topic, queue_id, queue_offset,
+                                         max_count, encoder, misses_max, max_bytes,
+                                         self.dispatch.limit_offset)
 
     def get_message_by_id(self, msg_id: str) -> LookupResult:
         """The record a message id names (store/message_id.py): FOUND, NOT_FOUND or

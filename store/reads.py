@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
-from store.index.consume_queue import ConsumeQueues
+from store.index.consume_queue import ConsumeQueue, ConsumeQueues
 from store.record import RecordError, RecordHead, StoredMessage
 
 READ_MESSAGES_MAX = 1024
@@ -47,28 +49,64 @@ def get_messages(
     `limit_offset`, the read stops before the first record that ends past it."""
     max_count = max(1, min(max_count, READ_MESSAGES_MAX))
     max_bytes = max(1, min(max_bytes, READ_BYTES_MAX))
+    status, next_offset, low, high, queue = place_read(queues, topic, queue_id, queue_offset)
+    result = GetMessagesResult(status, next_offset, low, high)
+    if queue is not None:
+        result.next_offset = read_runs(queue, queue_offset, high, max_count, max_bytes,
+                                       commit_log.read_records, result.messages,
+                                       limit_offset=limit_offset)
+    return result
+
+
+def place_read(queues: ConsumeQueues, topic: str, queue_id: int, queue_offset: int
+               ) -> tuple[GetMessageStatus, int, int, int, ConsumeQueue | None]:
+    """Where a read from `queue_offset` stands: (status, next offset, min offset, max offset,
+    and the queue when there is something to read: FOUND)."""
     queue = queues.get(topic, queue_id)
     if queue is None:
-        return GetMessagesResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        return GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, None
     low, high = queue.min_queue_offset, queue.max_queue_offset
     if high == low:
-        return GetMessagesResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, low, low, high)
+        return GetMessageStatus.NO_MESSAGE_IN_QUEUE, low, low, high, None
     if queue_offset < low:
-        return GetMessagesResult(GetMessageStatus.OFFSET_TOO_SMALL, low, low, high)
+        return GetMessageStatus.OFFSET_TOO_SMALL, low, low, high, None
     if queue_offset == high:
-        return GetMessagesResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, high, low, high)
+        return GetMessageStatus.OFFSET_OVERFLOW_ONE, high, low, high, None
     if queue_offset > high:
-        return GetMessagesResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, high, low, high)
-    result = GetMessagesResult(GetMessageStatus.FOUND, queue_offset, low, high)
-    messages = result.messages
+        return GetMessageStatus.OFFSET_OVERFLOW_BADLY, high, low, high, None
+    return GetMessageStatus.FOUND, queue_offset, low, high, queue
+
+
+class SizedRecord(Protocol):
+    @property
+    def total_size(self) -> int: ...
+
+
+R = TypeVar("R", bound=SizedRecord)
+Entry = tuple[int, int, int]  # a consume-queue entry: commit-log offset, size, tags code
+
+
+def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
+              max_bytes: int, read_records: Callable[[list[int]], list[R | None]],
+              found: list[R], first_entries: list[Entry | None] | None = None,
+              limit_offset: int | None = None) -> int:
+    """The records of the queue's entries from `queue_offset` (below `high`) appended to
+    `found`, at most `max_count` and `max_bytes` (past it only as the first), read with
+    `read_records` (commit-log offsets to records, None for one gone); the queue offset the
+    next read starts at.
+    `first_entries`: `queue.entries(queue_offset, max_count)`, when the caller has them.
+    With `limit_offset`, the read stops before the first record that ends past it."""
     size_total = 0
     offset = queue_offset
     # The entries in runs (one pass over the queue's files each), their records read together
     # (one pass over the log's files). More than one run only when entries were invalid or a
     # record was gone (removed by retention between the two reads: skipped, and the read
     # goes on right after it, as entry by entry).
-    while offset < high and len(messages) < max_count:
-        entries = queue.entries(offset, max_count - len(messages))
+    while offset < high and len(found) < max_count:
+        if first_entries is not None:
+            entries, first_entries = first_entries, None
+        else:
+            entries = queue.entries(offset, max_count - len(found))
         if not entries:
             break  # the queue lost its start to retention meanwhile
         wanted: list[tuple[int, int]] = []  # (queue offset, commit-log offset)
@@ -80,23 +118,22 @@ def get_messages(
                 if limit_offset is not None and commit_log_offset + size > limit_offset:
                     full = True
                     break
-                if (messages or wanted) and wanted_bytes + size > max_bytes:
+                if (found or wanted) and wanted_bytes + size > max_bytes:
                     full = True
                     break
                 wanted.append((offset, commit_log_offset))
                 wanted_bytes += size
             offset += 1
-        records = commit_log.read_records([position for _, position in wanted])
-        for (entry_offset, _), message in zip(wanted, records, strict=True):
-            if message is None:
+        records = read_records([position for _, position in wanted])
+        for (entry_offset, _), record in zip(wanted, records, strict=True):
+            if record is None:
                 offset, full = entry_offset + 1, False
                 break
-            messages.append(message)
-            size_total += message.total_size
+            found.append(record)
+            size_total += record.total_size
         if full:
             break
-    result.next_offset = offset
-    return result
+    return offset
 
 
 def read_heads(commit_log: CommitLog, queues: ConsumeQueues, topic: str, queue_id: int,

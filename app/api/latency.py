@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
                      5.0, 10.0)
@@ -20,6 +21,20 @@ class LatencyHistogram:
     def observe(self, seconds: float) -> None:
         self.counts[bisect_left(self.upper_bounds_s, seconds)] += 1
         self.sum_s += seconds
+
+    def observe_delays(self, now_ms: float, since_ms: list[int]) -> None:
+        """Observe, for each of `since_ms`, the seconds from it to `now_ms` (0 when it is
+        later): once per distinct value, the values of a read's messages sharing their
+        store milliseconds mostly."""
+        counts, upper_bounds_s = self.counts, self.upper_bounds_s
+        total_s = 0.0
+        # A Counter costs more than it saves on a few values.
+        stamps = Counter(since_ms).items() if len(since_ms) > 4 else [(ms, 1) for ms in since_ms]
+        for stamp_ms, count in stamps:
+            seconds = max(0.0, now_ms - stamp_ms) / 1000
+            counts[bisect_left(upper_bounds_s, seconds)] += count
+            total_s += seconds * count
+        self.sum_s += total_s
 
     def cumulative_buckets(self) -> list[tuple[str, float]]:
         buckets = []

@@ -121,7 +121,16 @@ def query_of(scope: Scope) -> dict[str, str]:
     query_string: bytes = scope.get("query_string", b"")
     if not query_string:
         return {}
-    return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+    text = query_string.decode("latin-1")
+    if "%" in text or "+" in text:
+        return dict(parse_qsl(text, keep_blank_values=True))
+    # Nothing to unquote: parse_qsl's pairs, split as it splits them (empty parts skipped).
+    query = {}
+    for part in text.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            query[name] = value
+    return query
 
 
 def whole_number(text: str, low: int, high: int) -> int:

@@ -63,8 +63,7 @@ class ConsumeStats:
         now_ms = time.time() * 1000
         with self._lock:
             self.latency.observe(latency_s)
-            for stored_ms in store_timestamps_ms:
-                self.delivery_delay.observe(max(0.0, now_ms - stored_ms) / 1000)
+            self.delivery_delay.observe_delays(now_ms, store_timestamps_ms)
             if store_timestamps_ms and (topic in self.messages
                                         or len(self.messages) < SERIES_MAX):
                 self.messages[topic] += len(store_timestamps_ms)

@@ -12,6 +12,7 @@ connection (docs/gateway-limits.md lists the settings):
 - deadlines: the head must be whole within `header_timeout_s` of the connection opening or the
   previous response, the body within `body_timeout_s` of its head; past either, 408 (if no
   answer was started) and a close;
+- one write per answer: its head goes out with its body (app/server/joined_writes.py);
 - a bounded linger: when the app answers before reading the whole body (401, 413), the rest
   is read and dropped for at most LINGER_S and LINGER_BYTES, then the connection closes. Not
   closing at once lets the client read the answer (a close with unread data sends a reset,
@@ -33,6 +34,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.api.errors import ApiError, render
 from app.api.metrics import RefusalCounts
+from app.server.joined_writes import join_writes
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -151,6 +153,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._body_pending = True
         self._set_deadline("body", self.limits.body_timeout_s)
         super().on_headers_complete()
+        join_writes(self.cycle)
 
     def on_body(self, body: bytes) -> None:
         if self._linger_bytes_left is not None:

@@ -235,28 +235,18 @@ class ConsumeQueue:
         """The entries from `start` on, at most `count` and none past the queue's end, in
         one pass (one lock hold, each file held once): a read of many entries costs about
         what `get` of one does. Each is as `get` gives it: None when invalid or removed."""
-        found: list[tuple[int, int, int] | None] = []
         if count <= 0 or start < self.min_queue_offset or start >= self.max_queue_offset:
-            return found
+            return []
+        with self._lock:
+            files = self._files
+            if files is not None:
+                # Mapped already: a read changes none of what `_opened` keeps up to date
+                # after a use, so only the use is reported (a consume read's hot path).
+                found = _entries_in(files, start, count)
+                self._open_files.used(self, self._file_count)
+                return found
         with self._opened() as files:
-            end = min(start + count, files.max_offset // ENTRY_SIZE)
-            offset = start
-            while offset < end:
-                mapped = files.hold_file(offset * ENTRY_SIZE)
-                if mapped is None:  # removed by retention meanwhile
-                    found.append(None)
-                    offset += 1
-                    continue
-                try:
-                    last = min(end, mapped.end_offset // ENTRY_SIZE)
-                    position = offset * ENTRY_SIZE - mapped.start_offset
-                    raw = mapped.read(position, (last - offset) * ENTRY_SIZE)
-                finally:
-                    mapped.release()
-                found.extend(entry if entry[0] >= 0 and entry[1] > 0 else None
-                             for entry in ENTRY.iter_unpack(raw))
-                offset = last
-        return found
+            return _entries_in(files, start, count)
 
     def get_many(self, queue_offset: int,
                  count_max: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -378,6 +368,30 @@ def _file_for(files: MappedFileQueue, queue_offset: int) -> MappedFile:
     if mapped.start_offset <= byte_offset < mapped.end_offset:
         files.reserve(mapped, byte_offset - mapped.start_offset + ENTRY_SIZE)
     return mapped
+
+
+def _entries_in(files: MappedFileQueue, start: int,
+                count: int) -> list[tuple[int, int, int] | None]:
+    """ConsumeQueue.entries' read, under the queue's lock."""
+    found: list[tuple[int, int, int] | None] = []
+    end = min(start + count, files.max_offset // ENTRY_SIZE)
+    offset = start
+    while offset < end:
+        mapped = files.hold_file(offset * ENTRY_SIZE)
+        if mapped is None:  # removed by retention meanwhile
+            found.append(None)
+            offset += 1
+            continue
+        try:
+            last = min(end, mapped.end_offset // ENTRY_SIZE)
+            position = offset * ENTRY_SIZE - mapped.start_offset
+            raw = mapped.read(position, (last - offset) * ENTRY_SIZE)
+        finally:
+            mapped.release()
+        found += [entry if entry[0] >= 0 and entry[1] > 0 else None
+                  for entry in ENTRY.iter_unpack(raw)]
+        offset = last
+    return found
 
 
 def _raw_entry(files: MappedFileQueue, queue_offset: int) -> tuple[int, int, int]:

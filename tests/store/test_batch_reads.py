@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from store import GetMessagesResult, GetMessageStatus, Message, MessageStore
+from store import GetMessagesResult, GetMessageStatus, MessageStore
 from store.errors import OffsetNotAvailableError
 from store.record import RecordError
-from store.retention import RetentionService
-from tests.support.store import wait_dispatched
+from tests.support.store import fill_across_files, remove_oldest_log_files
 
 OpenStore = Callable[..., MessageStore]
 
@@ -58,20 +57,12 @@ def _check_reads(store: MessageStore) -> int:
 
 def test_a_read_in_one_pass_answers_as_entry_by_entry(open_store: OpenStore) -> None:
     store = open_store(consume_queue_entries_per_file=16)
-    for index in range(150):  # 100 to 1,486 bytes each, across several log files
-        store.put_message(Message("T", bytes([index % 256]) * (100 + (index * 37) % 1387),
-                                  queue_id=0))
-    wait_dispatched(store)
-    assert len(store.commit_log.files.files) >= 3
+    fill_across_files(store)
     assert _check_reads(store) > 100
     queue = store.queues.get("T", 0)
     assert queue is not None
     assert queue.entries(0, 40) == [queue.get(offset) for offset in range(40)]
     assert queue.entries(140, 40) == [queue.get(offset) for offset in range(140, 150)]
     assert queue.entries(150, 1) == [] and queue.entries(0, 0) == []
-    # Retention removes the oldest log files; their entries stay until the queue's files go.
-    retention = RetentionService(store.config, store.commit_log, store.queues, store.dispatch,
-                                 used_ratio=lambda _: 0.99)
-    retention.delete_expired()
-    assert store.min_offset > 0
+    remove_oldest_log_files(store)
     assert _check_reads(store) > 0

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from store import MessageStore, StoreConfig
+from store import Message, MessageStore, StoreConfig
+from store.retention import RetentionService
 
 SMALL_FILE_BYTES = 64 * 1024
 SMALL_MESSAGE_MAX_BYTES = 16 * 1024
@@ -44,3 +45,22 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 def wait_dispatched(store: MessageStore, timeout_s: float = 10.0) -> None:
     wait_until(lambda: store.dispatch.dispatched_offset >= store.max_offset, timeout_s)
+
+
+def fill_across_files(store: MessageStore, topic: str = "T", count: int = 150) -> None:
+    """`count` messages of 100 to 1,486 bytes in queue 0 of `topic`, dispatched: with small
+    files, they span several log files (and queue files, at 16 entries a file)."""
+    for index in range(count):
+        store.put_message(Message(topic, bytes([index % 256]) * (100 + (index * 37) % 1387),
+                                  queue_id=0))
+    wait_dispatched(store)
+    assert len(store.commit_log.files.files) >= 3
+
+
+def remove_oldest_log_files(store: MessageStore) -> None:
+    """Retention, the disk nearly full: the oldest log files go; their queue entries stay
+    until the queue's files go."""
+    retention = RetentionService(store.config, store.commit_log, store.queues, store.dispatch,
+                                 used_ratio=lambda _: 0.99)
+    retention.delete_expired()
+    assert store.min_offset > 0

@@ -9,12 +9,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx
 import pytest
 from sqlalchemy import event
 
 from app.api.asgi_route import TwinlogAPI
+from app.api.lean_lane import query_of
 from tests.support.app import Served, app_settings, serving
 from tests.support.store import wait_dispatched
 
@@ -224,3 +226,13 @@ async def test_reads_and_a_known_queues_commit_query_nothing(tmp_path: Path) -> 
                                       json={"offset": 9})
             assert commit.status_code == 200, commit.text
         assert statements == []
+
+
+def test_query_parameters_parse_as_starlette_parses_them() -> None:
+    """query_of's split of a query with nothing to unquote gives parse_qsl's pairs (the
+    last of a repeated name winning), and a query with something to unquote parse_qsl's."""
+    for query in ("offset=1&max_messages=2", "a", "a=&b", "&&a=1&&", "a=1&a=2", "a=b=c",
+                  "=x", ";a=1", "a=1;b=2", "x=%41&y=1", "x=a+b", "a=1&&b"):
+        assert query_of({"query_string": query.encode()}) == dict(
+            parse_qsl(query, keep_blank_values=True)), query
+    assert query_of({"query_string": b""}) == {} and query_of({}) == {}
