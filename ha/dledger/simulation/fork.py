@@ -26,6 +26,7 @@ from ha.dledger.core.member import Role
 from ha.dledger.simulation.invariants import Invariants
 from ha.dledger.simulation.metadata import MetadataTables
 from ha.dledger.simulation.sim import Faults, SimResult, Simulation
+from ha.dledger.simulation.timers import MemberTimers
 
 
 class ForkSimulation(Simulation):
@@ -99,6 +100,8 @@ class ForkSimulation(Simulation):
         self.alone = False
         self.cut_links.clear()
         self.members[forked_id].tables = MetadataTables()
+        # Its timer state too: the delayed puts it took alone are cut with its forked entries.
+        self.members[forked_id].timers = MemberTimers()
         self._start(forked_id)
 
     def _run(self, node_id: str, actions: list[Action]) -> None:
