@@ -5,10 +5,11 @@ record is dispatched only once all of its bytes are below the commit log's max o
 
 A record of the metadata topic (store/system_topics.py) is dispatched alone, in log order: the
 batch before it is written first, then a topic delete's tombstone applies (the topic's queues
-go, its older records stay dead), then `on_system_record` (the metadata layer, when attached)
-applies the record, and only then does its own queue entry go in and dispatch move past it. A
-failing apply leaves dispatch at the record, to try again. Whoever waits for a record to be
-applied waits on `dispatched_waits` for its end offset.
+go, its older records stay dead) and a metadata snapshot's queue starts begin the queues this
+log holds no record of (ConsumeQueues.start_at), then `on_system_record` (the metadata layer,
+when attached) applies the record, and only then does its own queue entry go in and dispatch
+move past it. A failing apply leaves dispatch at the record, to try again. Whoever waits for a
+record to be applied waits on `dispatched_waits` for its end offset.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from store.service import ServiceThread
 from store.status import PutMessageStatus
 from store.system_topics import (
     METADATA_TOPIC_BYTES,
+    OP_SNAPSHOT,
     OP_TOPIC_DELETE,
     PROPERTY_OP,
     PROPERTY_SUBJECT_TOPIC,
+    queue_starts,
 )
 from store.timers.names import STATE_PROPERTY_PREFIX
 from store.tombstones import Tombstones
@@ -298,8 +301,12 @@ class DispatchService(ServiceThread):
                 self._delete_topic(topic, offset)
         queue_id, queue_offset = queue
         handler = self.on_system_record
+        body_start = position + HEADER_SIZE
+        if op == OP_SNAPSHOT:  # queues this log has no record of start where the master's are
+            body = bytes(buffer[body_start : body_start + body_size])
+            for topic, start_queue_id, start_offset in queue_starts(op, body):
+                self._queues.start_at(topic, start_queue_id, start_offset)
         if handler is not None:
-            body_start = position + HEADER_SIZE
             handler(SystemRecord(offset, queue_offset, op,
                                  bytes(buffer[body_start : body_start + body_size])))
         entry = (queue_offset, offset, total_size, 0)

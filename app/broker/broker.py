@@ -33,6 +33,7 @@ from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
+from app.broker.metadata_snapshots import MetadataSnapshots
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
@@ -120,6 +121,13 @@ class Broker:
         # Metadata changes are records of the log (app/broker/metadata_log.py); in DLedger
         # mode the group member puts them, as it puts messages.
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
+        # Classic modes: retention keeps the last metadata snapshot's file, and a master
+        # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
+        self.metadata_snapshots = MetadataSnapshots(self.store, self.metadata_log,
+                                                    lambda: self.metadata_store)
+        if self.dledger is None:
+            self.store.retention.metadata_floor = self.store.metadata_retention_floor
+            self.store.retention.on_metadata_floor = self._snapshot_for_retention
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
         # Classic modes: delayed messages' scheduler, active on the master only.
@@ -475,6 +483,13 @@ class Broker:
                 self.topic_changed(topic.name, topic.write_queue_count)
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
+
+    def _snapshot_for_retention(self) -> bool:
+        """Retention reached the last metadata snapshot's file: a master writes a newer one
+        (True once dispatched); a slave waits for its master's."""
+        if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
+            return False
+        return self.metadata_snapshots.write()
 
     def _reset_metadata(self) -> None:
         """The log lost records the tables applied: empty them (the store feeds the records

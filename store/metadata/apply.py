@@ -17,7 +17,13 @@ from sqlmodel import Session, col, select
 
 from store.metadata.changes import delete_row_and_offsets
 from store.metadata.database import execute_delete, read_transaction, transaction
-from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, TopicPut
+from store.metadata.log_records import (
+    GroupDelete,
+    GroupPut,
+    MetadataSnapshot,
+    TopicDelete,
+    TopicPut,
+)
 from store.metadata.models import (
     ConsumerOffsetRow,
     LogPosition,
@@ -113,6 +119,41 @@ def delete_group(engine: Engine, change: GroupDelete) -> bool:
 def _delete_offsets(session: Session, which: ColumnElement[bool], now_ms: int) -> None:
     if execute_delete(session, delete(ConsumerOffsetRow).where(which)):
         bump_data_version(session, MetadataTable.CONSUMER_OFFSET, now_ms=now_ms)
+
+
+def put_snapshot(engine: Engine, snapshot: MetadataSnapshot
+                 ) -> tuple[list[TopicConfig], list[SubscriptionGroup]]:
+    """A snapshot part's rows, in one transaction: part 0 first empties the tables the
+    records fill (topics, groups, offsets: the snapshot is the whole of them). Returns the
+    topic and group rows written; the caller takes the offsets into its table."""
+    with transaction(engine) as session:
+        if snapshot.part == 0:
+            for model, table in ((TopicConfigRow, MetadataTable.TOPIC_CONFIG),
+                                 (SubscriptionGroupRow, MetadataTable.SUBSCRIPTION_GROUP),
+                                 (ConsumerOffsetRow, MetadataTable.CONSUMER_OFFSET)):
+                if execute_delete(session, delete(model)):
+                    bump_data_version(session, table, now_ms=_snapshot_ms(snapshot))
+        topics = [_put_row(session, TopicConfigRow, None, topic)[0]
+                  for topic in snapshot.topics]
+        groups = [_put_row(session, SubscriptionGroupRow, None, group)[0]
+                  for group in snapshot.groups]
+        if topics:
+            bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=_snapshot_ms(snapshot))
+        if groups:
+            bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP,
+                              now_ms=_snapshot_ms(snapshot))
+        session.flush()
+        return ([TopicConfig.model_validate(row, from_attributes=True) for row in topics],
+                [SubscriptionGroup.model_validate(row, from_attributes=True) for row in groups])
+
+
+def _snapshot_ms(snapshot: MetadataSnapshot) -> int:
+    """A time for the data versions a snapshot moves, from its rows (the same on every
+    replica): the latest change it holds."""
+    times = [topic.updated_at_ms for topic in snapshot.topics]
+    times += [group.updated_at_ms for group in snapshot.groups]
+    times += [offset.at_ms for offset in snapshot.offsets]
+    return max(times, default=0)
 
 
 def read_log_position(engine: Engine) -> LogPosition:

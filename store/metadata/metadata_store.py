@@ -25,6 +25,7 @@ from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
     MetadataChange,
+    MetadataSnapshot,
     OffsetSet,
     TopicDelete,
     TopicPut,
@@ -540,8 +541,41 @@ class MetadataStore:
                 apply.delete_group(self._engine, change)
                 self._view.drop_group(change.name)
                 self._offsets.forget(group_name=change.name)
+            elif isinstance(change, MetadataSnapshot):
+                self._apply_snapshot(change)
             else:
                 raise AssertionError(f"unknown change {change!r}")
+
+    def _apply_snapshot(self, snapshot: MetadataSnapshot) -> None:
+        """A snapshot part: part 0 makes the tables its own, later parts add theirs."""
+        topics_written, groups_written = apply.put_snapshot(self._engine, snapshot)
+        if snapshot.part == 0:
+            self._offsets = ConsumerOffsetTable(())
+            self._view.replace_topics(())
+            self._view.replace_groups(())
+        for topic in topics_written:
+            self._view.put_topic(topic)
+        for group in groups_written:
+            self._view.put_group(group)
+        for offset in snapshot.offsets:
+            self._offsets.apply(OffsetKey(offset.group_name, offset.topic, offset.queue_id),
+                                offset.queue_offset, reset=True, now_ms=offset.at_ms)
+
+    def snapshot_tables(self) -> tuple[int, tuple[list[TopicPut], list[GroupPut],
+                                                  list[OffsetSet]]]:
+        """The tables as a snapshot holds them (app/broker/metadata_snapshots.py) and the
+        position they are applied to (the next metadata record's queue offset), read in one
+        hold of the write lock: no record applies in between."""
+        self._check_open()
+        with self._write_lock:
+            topics = [TopicPut(t.name, t.read_queue_count, t.write_queue_count, t.permission,
+                               t.created_at_ms, t.updated_at_ms) for t in self._view.topics()]
+            groups = [GroupPut(g.name, g.consume_enabled, g.broadcast_enabled,
+                               g.retry_queue_count, g.retry_times_max, g.created_at_ms,
+                               g.updated_at_ms) for g in self._view.groups()]
+            offsets = [OffsetSet(o.group_name, o.topic, o.queue_id, o.queue_offset, True,
+                                 o.updated_at_ms) for o in self._offsets.select()]
+            return self._applied.queue_offset, (topics, groups, offsets)
 
     # ---- plans: the records a request would write (the tables change when they apply) --------
 
