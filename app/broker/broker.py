@@ -43,7 +43,7 @@ from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
-from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
+from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX, TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 from store.timers.scheduler import TimerScheduler
@@ -123,8 +123,9 @@ class Broker:
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
         # Classic modes: retention keeps the last metadata snapshot's file, and a master
         # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
-        self.metadata_snapshots = MetadataSnapshots(self.store, self.metadata_log,
-                                                    lambda: self.metadata_store)
+        self.metadata_snapshots = MetadataSnapshots(
+            self.store, self.metadata_log, lambda: self.metadata_store,
+            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2))
         if self.dledger is None:
             self.store.retention.metadata_floor = self.store.metadata_retention_floor
             self.store.retention.on_metadata_floor = self._snapshot_for_retention
@@ -318,6 +319,17 @@ class Broker:
         bounds = self.store.queue_offset_range(topic, queue_id)
         return bounds[1] if bounds is not None else 0
 
+    def _start_queues(self, master_min_offset: int,
+                      starts: list[tuple[str, int, int]]) -> int:
+        """Slave sync's bootstrap: a log that is empty (it begins at its master's min offset)
+        or begins there starts every queue at the master's next offset there; returns how
+        many queues started."""
+        store = self.store
+        if store.max_offset > store.min_offset and store.min_offset != master_min_offset:
+            return 0
+        return sum(store.queues.start_at(topic, queue_id, queue_offset)
+                   for topic, queue_id, queue_offset in starts)
+
     def _started_sync(self, master_http_address: str) -> SlaveSync:
         settings = self.settings
         sync = SlaveSync(
@@ -325,7 +337,7 @@ class Broker:
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
-            tables_in_the_log=True)
+            start_queues=self._start_queues, tables_in_the_log=True)
         sync.start()
         return sync
 

@@ -4,12 +4,12 @@ Every metadata change is a record of the log (app/broker/metadata_log.py); reten
 whole files, and with them the first records. So a classic master writes a snapshot of its
 tables (topics, groups, consumer offsets) and of every queue's next queue offset, as records
 of the metadata topic (store/metadata/log_records.py's MetadataSnapshot, in parts of at most
-256 KiB each), whenever retention reaches the file that holds the last whole snapshot (or,
-before the first one, the first metadata record). Retention then removes that file once the
-new snapshot is dispatched (store/retention.py). So at every moment the retained log holds a
-whole snapshot at or past its min offset, and a replay from it gives the tables of the whole
-log (store/system_feed.py). A slave writes none: its retention keeps its last snapshot's file
-until its master's next one arrives.
+256 KiB each, and half of `message_size_max_bytes`), whenever retention reaches the file that
+holds the last whole snapshot (or, before the first one, the first metadata record).
+Retention then removes that file once the new snapshot is dispatched (store/retention.py).
+So at every moment the retained log holds a whole snapshot at or past its min offset, and a
+replay from it gives the tables of the whole log (store/system_feed.py). A slave writes
+none: its retention keeps its last snapshot's file until its master's next one arrives.
 
 A snapshot must be exactly the tables its position in the log says. It is written under
 MetadataLog's append lock (no metadata record can be appended meanwhile), once dispatch has

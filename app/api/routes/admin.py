@@ -215,11 +215,17 @@ def _export(broker: Broker, table: MetadataTable) -> TableExportView:
         position = metadata.log_position
         export = metadata.export_table(table)
     bounds = broker.store.queue_offset_range(METADATA_TOPIC, 0)
+    starts = None
+    min_offset = broker.store.min_offset
+    if table is MetadataTable.CONSUMER_OFFSET:
+        starts = [{"topic": topic, "queue_id": queue_id, "queue_offset": queue_offset}
+                  for topic, queue_id, queue_offset in broker.store.queues.starts_at(min_offset)]
     return TableExportView.model_validate({
         **export, "broker_group": broker.settings.broker_group,
         "log_position": {"queue_offset": position.queue_offset,
                          "commit_log_offset": position.commit_log_offset},
-        "metadata_min_queue_offset": bounds[0] if bounds is not None else 0})
+        "metadata_min_queue_offset": bounds[0] if bounds is not None else 0,
+        "min_offset": min_offset, "queue_starts": starts})
 
 
 @router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics")
