@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.brokers import BrokerProcess, Launcher, caught_up, wait_for
+from tests.support.brokers import (
+    BrokerProcess,
+    Launcher,
+    caught_up,
+    kill_and_promote,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -77,16 +83,7 @@ def test_an_empty_slave_bootstrapped_past_retention_keeps_offsets_and_queues(
     slave_store = slave.get_json("/admin/store")
     assert slave_store["min_offset"] > early_end  # its log begins past those records
     wait_for(lambda: _offsets(slave) == expected, 15, "the slave's offsets equal the master's")
-    assert master.process is not None
-    master.process.kill()
-    master.process.wait(10)
-
-    def promote() -> bool:
-        response = slave.client.post("/admin/ha/promote", json={"role": "ASYNC_MASTER"})
-        assert response.status_code in (200, 409), response.text
-        return response.status_code == 200
-
-    wait_for(promote, 15, "promotion (the dead master's link must drop first)")
+    kill_and_promote(master, slave)
     topics = {topic["name"] for topic in slave.get_json("/v1/topics")["topics"]}
     assert {"Gone", "Live", "Fill"} <= topics
     assert GROUP in {group["name"] for group in slave.get_json("/v1/groups")["groups"]}

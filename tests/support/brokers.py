@@ -184,6 +184,21 @@ def caught_up(master: BrokerProcess, slaves: int = 1) -> bool:
             and all(s["ack_offset"] == diff["master_max_offset"] for s in diff["slaves"]))
 
 
+def kill_and_promote(master: BrokerProcess, slave: BrokerProcess) -> None:
+    """kill -9 the master, then promote the slave to ASYNC_MASTER once it lets go of the
+    dead master's link (409 until then)."""
+    assert master.process is not None
+    master.process.kill()
+    master.process.wait(10)
+
+    def promote() -> bool:
+        response = slave.client.post("/admin/ha/promote", json={"role": "ASYNC_MASTER"})
+        assert response.status_code in (200, 409), response.text
+        return response.status_code == 200
+
+    wait_for(promote, 15, "promotion (the dead master's link must drop first)")
+
+
 def read_queues(broker: BrokerProcess, topic: str, queue_count: int = 4) -> list[list[Any]]:
     """Every message of each of the topic's queues, in queue order (UTF-8 bodies)."""
     queues = []
