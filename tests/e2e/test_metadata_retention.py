@@ -91,8 +91,12 @@ def test_an_empty_slave_bootstrapped_past_retention_keeps_offsets_and_queues(
     # Gone/0's records all lay below the slave's log: the queue goes on at 3, where the
     # group's offset says the next message is, and serves nothing of the old ones.
     assert _produce(slave, "Gone", 0, "after") == 3
-    page = slave.get_json("/v1/topics/Gone/queues/0/messages", offset=0, max_messages=10,
-                          body_encoding="utf8")
-    assert [(m["queue_offset"], m["body"]) for m in page["messages"]] == [(3, "after")]
+
+    def served_from_0() -> list[tuple[int, str]]:
+        page = slave.get_json("/v1/topics/Gone/queues/0/messages", offset=0, max_messages=10,
+                              body_encoding="utf8")
+        return [(m["queue_offset"], m["body"]) for m in page["messages"]]
+
+    wait_for(lambda: served_from_0() == [(3, "after")], 10, "Gone/0 served from offset 0")
     assert _produce(slave, "Live", 1, "after") == 2
     slave.stop()
