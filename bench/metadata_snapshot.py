@@ -58,6 +58,7 @@ def run(root: Path, topic_count: int, group_count: int, offset_count: int) -> No
     store = MessageStore(StoreConfig(data_dir=root / "log", mapped_file_size_bytes=64 << 20,
                                      disk_max_used_ratio=1.0))
     store.start()
+    store.put_message(Message("first", b"x", queue_id=0))  # the first file made before
     metadata = MetadataStore(f"sqlite:///{root / 'metadata.db'}")
     metadata.start()
     store.attach_system_records(metadata.apply_record, 0, None, metadata.reset_applied_state)
@@ -87,6 +88,7 @@ def run(root: Path, topic_count: int, group_count: int, offset_count: int) -> No
     start = store.max_offset
     write_s = timed(lambda: snapshots.write())
     end = store.max_offset
+    store.wait_dispatched(end, 120_000).wait(None)  # the write waits 10 s for its apply at most
     messages = store.get_messages(METADATA_TOPIC, 0, 0, 10_000).messages
     parts = [Message(METADATA_TOPIC, m.body, properties=dict(m.properties), queue_id=0)
              for m in messages]
@@ -102,6 +104,7 @@ def run(root: Path, topic_count: int, group_count: int, offset_count: int) -> No
     row("commit-log lock held by the snapshot", sum(held_s) * 1000, "ms", baseline_s * 1000)
     row("whole write (reads, encodes, waits)", write_s * 1000, "ms", baseline_s * 1000)
     row("apply by a replica's tables", apply_s * 1000, "ms", baseline_s * 1000)
+    store.detach_system_records()
     metadata.stop()
     store.shutdown()
 

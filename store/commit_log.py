@@ -124,6 +124,11 @@ class CommitLog:
             self._queue_offsets = dict(queue_offsets)
             self._queue_reserved.clear()
 
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        """A copy of the next queue offsets, as they stand now."""
+        with self._lock:
+            return dict(self._queue_offsets)
+
     def set_queue_count(self, topic: str, queue_count: int) -> None:
         assert 1 <= queue_count <= self._config.queue_count_max
         if self._queue_counts.get(topic) != queue_count:

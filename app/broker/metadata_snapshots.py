@@ -29,15 +29,24 @@ from store.metadata.log_records import (
     SNAPSHOT_PART_BYTES_MAX,
     QueueStart,
     SnapshotTooLarge,
-    snapshot_parts,
+    plan_snapshot,
 )
 from store.system_topics import METADATA_TOPIC, is_system_topic
 
 log = logging.getLogger(__name__)
 
-# A write waits this long for dispatch to apply what the log holds, this many times.
+# A write waits this long for dispatch to apply what the log holds, this many times; then
+# at most APPLIED_WAIT_MS for its own records to be applied (a large snapshot rewrites every
+# row; past that, the next retention round finds it applied).
 DISPATCH_WAIT_MS = 1000
 ATTEMPTS_MAX = 5
+APPLIED_WAIT_MS = 10_000
+
+
+def _queue_starts(queue_offsets: dict[tuple[str, int], int]) -> list[QueueStart]:
+    return [QueueStart(topic, queue_id, next_offset)
+            for (topic, queue_id), next_offset in sorted(queue_offsets.items())
+            if not is_system_topic(topic)]
 
 
 class _NotApplied(Exception):
@@ -73,7 +82,7 @@ class MetadataSnapshots:
                     return self._failed(str(error))
             if isinstance(written, str):
                 return self._failed(written)
-            applied = self._store.wait_dispatched(written, DISPATCH_WAIT_MS).wait(None)
+            applied = self._store.wait_dispatched(written, APPLIED_WAIT_MS).wait(None)
             if applied is not PutMessageStatus.PUT_OK:
                 return self._failed("the snapshot is written, dispatch has not reached it")
             self.written_count += 1
@@ -84,18 +93,19 @@ class MetadataSnapshots:
 
     def _append(self) -> int | str:
         """The snapshot appended (the caller holds the append lock, dispatch caught up):
-        the end offset of its last part, or why it was not written."""
+        the end offset of its last part, or why it was not written. The tables' parts are
+        encoded before the commit log's lock; only the queue starts are read and encoded in
+        its hold."""
         applied, (topics, groups, offsets) = self._metadata().snapshot_tables()
-        part_bytes_max = self._part_bytes_max
+        queues_about = _queue_starts(self._store.commit_log.queue_offsets())
+        plan = plan_snapshot(topics, groups, offsets, queues_about, self._part_bytes_max)
+        table_records = [record_of(part) for part in plan.table_parts()]
 
         def build(queue_offsets: dict[tuple[str, int], int]) -> Sequence[Message]:
             if queue_offsets.get((METADATA_TOPIC, 0), 0) != applied:
                 raise _NotApplied  # the tables read lack a record the log holds
-            queues = [QueueStart(topic, queue_id, next_offset)
-                      for (topic, queue_id), next_offset in sorted(queue_offsets.items())
-                      if not is_system_topic(topic)]
-            return [record_of(part) for part in snapshot_parts(topics, groups, offsets, queues,
-                                                               part_bytes_max)]
+            queue_parts = plan.queue_parts(_queue_starts(queue_offsets))
+            return table_records + [record_of(part) for part in queue_parts]
 
         results = self._store.put_system_messages_built(build)
         for result, _ in results:

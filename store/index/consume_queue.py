@@ -519,6 +519,10 @@ class ConsumeQueues:
         """ConsumeQueue.start_at, the queue made when absent."""
         if queue_offset <= 0:
             return False
+        queue = self._queues.get((topic, queue_id))
+        if queue is not None and (queue.max_queue_offset > queue.min_queue_offset
+                                  or queue.max_queue_offset >= queue_offset):
+            return False  # entries, or past it: known without opening its files
         return self.get_or_create(topic, queue_id).start_at(queue_offset)
 
     def starts_at(self, commit_log_offset: int) -> list[tuple[str, int, int]]:

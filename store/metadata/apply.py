@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Engine, delete
-from sqlmodel import Session, col, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, SQLModel, col, select
 
 from store.metadata.changes import delete_row_and_offsets
 from store.metadata.database import execute_delete, read_transaction, transaction
@@ -25,6 +27,7 @@ from store.metadata.log_records import (
     TopicPut,
 )
 from store.metadata.models import (
+    ConsumerOffset,
     ConsumerOffsetRow,
     LogPosition,
     LogPositionRow,
@@ -122,29 +125,46 @@ def _delete_offsets(session: Session, which: ColumnElement[bool], now_ms: int) -
 
 
 def put_snapshot(engine: Engine, snapshot: MetadataSnapshot
-                 ) -> tuple[list[TopicConfig], list[SubscriptionGroup]]:
-    """A snapshot part's rows, in one transaction: part 0 first empties the tables the
-    records fill (topics, groups, offsets: the snapshot is the whole of them). Returns the
-    topic and group rows written; the caller takes the offsets into its table."""
+                 ) -> tuple[list[TopicConfig], list[SubscriptionGroup], list[ConsumerOffset]]:
+    """A snapshot part's rows, offsets included, in one transaction of bulk statements: part 0
+    first empties the tables the records fill (the snapshot is the whole of them); a part
+    applied again (a restart between its commit and its position's) replaces its own rows.
+    Returns the rows written, for the caller's view and offset table."""
+    now_ms = _snapshot_ms(snapshot)
+    # Rows as plain dicts, and the public models built without validating again: the record
+    # was checked field by field when it was decoded (thousands of rows a part).
+    topic_rows: list[dict[str, Any]] = [asdict(topic) for topic in snapshot.topics]
+    group_rows: list[dict[str, Any]] = [asdict(group) for group in snapshot.groups]
+    offset_rows: list[dict[str, Any]] = [
+        {"group_name": o.group_name, "topic": o.topic, "queue_id": o.queue_id,
+         "queue_offset": o.queue_offset, "updated_at_ms": o.at_ms} for o in snapshot.offsets]
     with transaction(engine) as session:
-        if snapshot.part == 0:
-            for model, table in ((TopicConfigRow, MetadataTable.TOPIC_CONFIG),
-                                 (SubscriptionGroupRow, MetadataTable.SUBSCRIPTION_GROUP),
-                                 (ConsumerOffsetRow, MetadataTable.CONSUMER_OFFSET)):
-                if execute_delete(session, delete(model)):
-                    bump_data_version(session, table, now_ms=_snapshot_ms(snapshot))
-        topics = [_put_row(session, TopicConfigRow, None, topic)[0]
-                  for topic in snapshot.topics]
-        groups = [_put_row(session, SubscriptionGroupRow, None, group)[0]
-                  for group in snapshot.groups]
-        if topics:
-            bump_data_version(session, MetadataTable.TOPIC_CONFIG, now_ms=_snapshot_ms(snapshot))
-        if groups:
-            bump_data_version(session, MetadataTable.SUBSCRIPTION_GROUP,
-                              now_ms=_snapshot_ms(snapshot))
-        session.flush()
-        return ([TopicConfig.model_validate(row, from_attributes=True) for row in topics],
-                [SubscriptionGroup.model_validate(row, from_attributes=True) for row in groups])
+        tables = ((TopicConfigRow, MetadataTable.TOPIC_CONFIG, topic_rows, ("name",)),
+                  (SubscriptionGroupRow, MetadataTable.SUBSCRIPTION_GROUP, group_rows,
+                   ("name",)),
+                  (ConsumerOffsetRow, MetadataTable.CONSUMER_OFFSET, offset_rows,
+                   ("group_name", "topic", "queue_id")))
+        for model, table, rows, key in tables:
+            changed = snapshot.part == 0 and execute_delete(session, delete(model)) > 0
+            if rows:
+                _upsert_all(session, model, key, rows)
+            if changed or rows:
+                bump_data_version(session, table, now_ms=now_ms)
+    return ([TopicConfig.model_construct(**row) for row in topic_rows],
+            [SubscriptionGroup.model_construct(**row) for row in group_rows],
+            [ConsumerOffset.model_construct(**row) for row in offset_rows])
+
+
+def _upsert_all(session: Session, model: type[SQLModel], key: tuple[str, ...],
+                rows: list[dict[str, Any]]) -> None:
+    """Insert the rows, replacing any of the same key, in one statement (SQLite and
+    PostgreSQL both say ON CONFLICT DO UPDATE)."""
+    dialect = session.get_bind().dialect.name
+    statement = (postgresql_insert if dialect == "postgresql" else sqlite_insert)(model)
+    columns = [name for name in rows[0] if name not in key]
+    statement = statement.on_conflict_do_update(
+        index_elements=list(key), set_={name: statement.excluded[name] for name in columns})
+    session.execute(statement, rows)
 
 
 def _snapshot_ms(snapshot: MetadataSnapshot) -> int:

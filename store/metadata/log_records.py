@@ -196,31 +196,81 @@ class SnapshotTooLarge(ValueError):
     """The tables do not fit in SNAPSHOT_PARTS_MAX parts."""
 
 
-def snapshot_parts(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
-                   offsets: Sequence[OffsetSet], queues: Sequence[QueueStart],
-                   part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> list[MetadataSnapshot]:
-    """The tables as snapshot parts, each body about `part_bytes_max` at most (an item is
-    never split: one larger than that is a part alone). Topics come first, then groups,
-    offsets and queue starts, so a part never names a group or topic a later part adds."""
-    kinds = (("topics", topics), ("groups", groups), ("offsets", offsets), ("queues", queues))
-    chunks: list[dict[str, list[Any]]] = []
-    current: dict[str, list[Any]] = {name: [] for name, _ in kinds}
+_Chunk = dict[str, list[Any]]
+_KINDS = ("topics", "groups", "offsets", "queues")
+
+
+def _chunks(kinds: Sequence[tuple[str, Sequence[Any]]], part_bytes_max: int) -> list[_Chunk]:
+    """The items in order, cut into chunks of about `part_bytes_max` encoded bytes (an item
+    is never split: one larger than that is a chunk alone); at least one chunk."""
+    chunks: list[_Chunk] = []
+    current: _Chunk = {name: [] for name in _KINDS}
     size = 0
     for name, items in kinds:
         for item in items:
             item_size = len(orjson.dumps(item)) + 1
             if size and size + item_size > part_bytes_max:
                 chunks.append(current)
-                current, size = {kind: [] for kind, _ in kinds}, 0
+                current, size = {kind: [] for kind in _KINDS}, 0
             current[name].append(item)
             size += item_size
     chunks.append(current)
-    if len(chunks) > SNAPSHOT_PARTS_MAX:
-        raise SnapshotTooLarge(f"a metadata snapshot of {len(chunks)} parts, more than "
+    return chunks
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """A snapshot's parts, its tables cut already: `table_parts` can be encoded ahead, and
+    `queue_parts` takes the queue starts last (read in the append's lock hold) in exactly
+    `queue_part_count` parts, split evenly."""
+
+    tables: tuple[_Chunk, ...]
+    queue_part_count: int
+
+    @property
+    def part_count(self) -> int:
+        return len(self.tables) + self.queue_part_count
+
+    def table_parts(self) -> list[MetadataSnapshot]:
+        return [_part(number, self.part_count, chunk) for number, chunk in enumerate(self.tables)]
+
+    def queue_parts(self, queues: Sequence[QueueStart]) -> list[MetadataSnapshot]:
+        count = self.queue_part_count
+        size = -(-len(queues) // count)  # ceil
+        return [_part(len(self.tables) + number, self.part_count,
+                      {"queues": list(queues[number * size:(number + 1) * size])})
+                for number in range(count)]
+
+
+def _part(number: int, parts: int, chunk: _Chunk) -> MetadataSnapshot:
+    return MetadataSnapshot(number, parts, tuple(chunk.get("topics", ())),
+                            tuple(chunk.get("groups", ())), tuple(chunk.get("offsets", ())),
+                            tuple(chunk.get("queues", ())))
+
+
+def plan_snapshot(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
+                  offsets: Sequence[OffsetSet], queues_about: Sequence[QueueStart],
+                  part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> SnapshotPlan:
+    """Topics first, then groups and offsets (a part never names a group or topic a later
+    part adds), each part's body about `part_bytes_max` at most; the queue starts get parts
+    of their own, as many as `queues_about` (what they are about to be) needs. Raises
+    SnapshotTooLarge past SNAPSHOT_PARTS_MAX parts."""
+    tables = _chunks((("topics", topics), ("groups", groups), ("offsets", offsets)),
+                     part_bytes_max)
+    plan = SnapshotPlan(tuple(tables),
+                        len(_chunks((("queues", queues_about),), part_bytes_max)))
+    if plan.part_count > SNAPSHOT_PARTS_MAX:
+        raise SnapshotTooLarge(f"a metadata snapshot of {plan.part_count} parts, more than "
                                f"{SNAPSHOT_PARTS_MAX}")
-    return [MetadataSnapshot(part, len(chunks), tuple(chunk["topics"]), tuple(chunk["groups"]),
-                             tuple(chunk["offsets"]), tuple(chunk["queues"]))
-            for part, chunk in enumerate(chunks)]
+    return plan
+
+
+def snapshot_parts(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
+                   offsets: Sequence[OffsetSet], queues: Sequence[QueueStart],
+                   part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> list[MetadataSnapshot]:
+    """The tables and queue starts as snapshot parts (plan_snapshot)."""
+    plan = plan_snapshot(topics, groups, offsets, queues, part_bytes_max)
+    return plan.table_parts() + plan.queue_parts(queues)
 
 
 def _fields(op: str, body: bytes) -> dict[str, Any]:

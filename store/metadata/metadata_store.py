@@ -548,7 +548,8 @@ class MetadataStore:
 
     def _apply_snapshot(self, snapshot: MetadataSnapshot) -> None:
         """A snapshot part: part 0 makes the tables its own, later parts add theirs."""
-        topics_written, groups_written = apply.put_snapshot(self._engine, snapshot)
+        topics_written, groups_written, offsets_written = apply.put_snapshot(self._engine,
+                                                                             snapshot)
         if snapshot.part == 0:
             self._offsets = ConsumerOffsetTable(())
             self._view.replace_topics(())
@@ -557,9 +558,7 @@ class MetadataStore:
             self._view.put_topic(topic)
         for group in groups_written:
             self._view.put_group(group)
-        for offset in snapshot.offsets:
-            self._offsets.apply(OffsetKey(offset.group_name, offset.topic, offset.queue_id),
-                                offset.queue_offset, reset=True, now_ms=offset.at_ms)
+        self._offsets.put_persisted(offsets_written)  # written with the rows
 
     def snapshot_tables(self) -> tuple[int, tuple[list[TopicPut], list[GroupPut],
                                                   list[OffsetSet]]]:
@@ -574,7 +573,7 @@ class MetadataStore:
                                g.retry_queue_count, g.retry_times_max, g.created_at_ms,
                                g.updated_at_ms) for g in self._view.groups()]
             offsets = [OffsetSet(o.group_name, o.topic, o.queue_id, o.queue_offset, True,
-                                 o.updated_at_ms) for o in self._offsets.select()]
+                                 o.updated_at_ms) for o in self._offsets.entries()]
             return self._applied.queue_offset, (topics, groups, offsets)
 
     # ---- plans: the records a request would write (the tables change when they apply) --------

@@ -64,6 +64,13 @@ class ConsumerOffsetTable:
             ]
         return sorted(matching, key=offset_key)
 
+    def entries(self) -> list[ConsumerOffset]:
+        """Every offset, ordered by key, not copied (the table replaces an entry whole,
+        never changes one): the caller must not change them."""
+        with self._lock:
+            entries = list(self._entries.values())
+        return sorted(entries, key=offset_key)
+
     def commit(
         self, key: OffsetKey, queue_offset: int, *, now_ms: int, allow_new: bool
     ) -> CommitOutcome:
