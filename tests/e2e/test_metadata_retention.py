@@ -43,6 +43,11 @@ def _produce(broker: BrokerProcess, topic: str, queue_id: int, body: str) -> int
 
 
 def _commit(broker: BrokerProcess, topic: str, queue_id: int, offset: int) -> None:
+    """Once the queue holds the offset (a commit past the queue's end is refused, and an
+    ASYNC_MASTER answers a produce before its dispatch)."""
+    wait_for(lambda: broker.get_json(f"/v1/topics/{topic}/queues/{queue_id}/messages",
+                                     offset=0, max_messages=1)["max_offset"] >= offset, 10,
+             f"{topic}/{queue_id} holding {offset}")
     _ok(broker.client.put(f"/v1/groups/{GROUP}/offsets/{topic}/queues/{queue_id}",
                           json={"offset": offset}), 200)
 
