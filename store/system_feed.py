@@ -128,8 +128,11 @@ class SystemRecordFeed:
         self.last_handed_offset = -1
         self.rebuild_count += 1
         self._scan()
-        latest = self.latest_snapshot
-        return self._replay(0 if latest is None else latest.queue_offset)
+        latest, first = self.latest_snapshot, self._first_queue_offset()
+        # Every record when the log holds them all; else from the last snapshot, which the
+        # tables, reset, load whole (MetadataStore: a snapshot after a gap is loaded).
+        start = 0 if latest is None or not first else latest.queue_offset
+        return self._replay(start)
 
     def _replay(self, queue_offset: int) -> int:
         handler = self._handler

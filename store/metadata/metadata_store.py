@@ -118,6 +118,9 @@ class MetadataStore:
             raise
         self._offsets = ConsumerOffsetTable(stored_offsets)
         self._persisted_position_queue_offset = self._applied.queue_offset
+        # Whether the parts of a snapshot arriving are loaded (the tables did not apply the
+        # records before it: a rebuild starting there) rather than passed over.
+        self._snapshot_loading = False
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._state = MetadataStoreState.CREATED
@@ -454,7 +457,8 @@ class MetadataStore:
                 except BaseException:
                     self._offsets.restore_dirty(batch)
                     raise
-            if position.queue_offset > self._persisted_position_queue_offset:
+            if position.queue_offset > self._persisted_position_queue_offset and \
+                    not self._snapshot_loading:
                 apply.write_log_position(self._engine, position)
                 self._persisted_position_queue_offset = position.queue_offset
             return changed
@@ -480,18 +484,34 @@ class MetadataStore:
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
                 return None  # in the tables already (a bootstrap from the master took it)
-            self.apply_change(change)
+            if not isinstance(change, MetadataSnapshot) or self._loads(change,
+                                                                       record.queue_offset):
+                self.apply_change(change)
             # Every record moves it: built from the record's ints without validating them.
             self._applied = LogPosition.model_construct(
                 queue_offset=record.queue_offset + 1,
                 commit_log_offset=record.commit_log_offset, updated_at_ms=self._clock_ms())
-            if not isinstance(change, OffsetSet):
+            if not isinstance(change, OffsetSet) and not self._snapshot_loading:
                 # Topic and group rows are durable at once: so is the position that says they
                 # hold this record (with the offsets before it), or a power cut that takes the
                 # record from the log would leave its rows where no rebuild looks for them
                 # (store/system_feed.py checks the record at the persisted position).
                 self.flush_consumer_offsets()
         return change
+
+    def _loads(self, part: MetadataSnapshot, queue_offset: int) -> bool:
+        """Whether a snapshot part is loaded into the tables. Where they applied the record
+        before its part 0 they hold the snapshot already (it is exact: app/broker/
+        metadata_snapshots.py), so its parts pass as nothing: no rewrite, and no moment with
+        half the tables. Where they did not (a rebuild that starts at it), every part is
+        loaded, and the position is persisted only with the last: a crash midway finds the
+        tables reset and rebuilds them again."""
+        if part.part == 0:
+            self._snapshot_loading = queue_offset != self._applied.queue_offset
+        loading = self._snapshot_loading
+        if part.part == part.parts - 1:
+            self._snapshot_loading = False
+        return loading
 
     def reset_applied_state(self) -> None:
         """The log lost records these tables applied: empty the tables its records fill and
@@ -505,6 +525,7 @@ class MetadataStore:
             self._offsets = ConsumerOffsetTable(())
             self._view.replace_topics(())
             self._view.replace_groups(())
+            self._snapshot_loading = False
             self._applied = LogPosition(queue_offset=0, commit_log_offset=0,
                                         updated_at_ms=now_ms)
             self._persisted_position_queue_offset = 0

@@ -147,10 +147,11 @@ def test_the_tables_from_a_snapshot_on_equal_the_tables_of_the_whole_log(
             store.stop()
 
 
-def test_a_snapshot_part_zero_replaces_what_the_tables_held(migrated_template: Path,
-                                                             tmp_path: Path) -> None:
-    """Tables holding rows the snapshot does not (a replica that applied records of a log
-    retention since cut) end with exactly the snapshot's rows, offsets included."""
+def test_a_snapshot_after_a_gap_replaces_what_the_tables_held(migrated_template: Path,
+                                                               tmp_path: Path) -> None:
+    """Tables that did not apply the records before a snapshot (a rebuild that starts at it,
+    its position below) and hold rows it does not end with exactly its rows, offsets
+    included, durable with the position past it."""
     url = fresh_database_url(migrated_template, tmp_path)
     metadata = MetadataStore(url)
     try:
@@ -160,7 +161,7 @@ def test_a_snapshot_part_zero_replaces_what_the_tables_held(migrated_template: P
         snapshot = MetadataSnapshot(0, 1, (TopicPut("A", 4, 4, 6, 5, 5),),
                                     (GroupPut("g1", True, False, 1, 16, 5, 5),),
                                     (OffsetSet("g1", "A", 2, 7, True, 6),), ())
-        metadata.apply_record(SystemRecord(0, 0, OP_SNAPSHOT, encode(snapshot)))
+        metadata.apply_record(SystemRecord(500, 5, OP_SNAPSHOT, encode(snapshot)))
         assert [t.name for t in metadata.list_topics()] == ["A"]
         assert [g.name for g in metadata.list_groups()] == ["g1"]
         assert [(o.group_name, o.topic, o.queue_id, o.queue_offset)
@@ -169,8 +170,58 @@ def test_a_snapshot_part_zero_replaces_what_the_tables_held(migrated_template: P
         try:
             assert durable.list_topics() == metadata.list_topics()
             assert durable.list_consumer_offsets() == metadata.list_consumer_offsets()
-            assert durable.log_position.queue_offset == 1
+            assert durable.log_position.queue_offset == 6
         finally:
             durable.stop()
     finally:
+        metadata.stop()
+
+
+def test_tables_that_applied_the_records_before_a_snapshot_pass_it_over(
+        migrated_template: Path, tmp_path: Path) -> None:
+    """Where the tables applied every record before it, a snapshot is what they hold (it is
+    exact), so its parts change nothing: a live broker never shows half its tables while the
+    parts go by. (A snapshot that disagreed would show: this one names nothing.)"""
+    metadata = MetadataStore(fresh_database_url(migrated_template, tmp_path))
+    try:
+        records = _records([TopicPut("A", 4, 4, 6, 1, 1), OffsetSet("g", "A", 0, 3, False, 2),
+                            *snapshot_parts([], [], [], [], part_bytes_max=1)])
+        for record in records:
+            metadata.apply_record(record)
+        assert [t.name for t in metadata.list_topics()] == ["A"]
+        assert metadata.get_consumer_offset(group_name="g", topic="A", queue_id=0) == 3
+        assert metadata.log_position.queue_offset == len(records)
+    finally:
+        metadata.stop()
+
+
+def test_a_crash_while_a_snapshot_loads_leaves_the_position_before_it(
+        migrated_template: Path, tmp_path: Path) -> None:
+    """The parts of a snapshot being loaded persist the position only with the last: a
+    crash between them leaves the tables' position where the load began (reset: 0), so the
+    next start rebuilds them again."""
+    url = fresh_database_url(migrated_template, tmp_path)
+    metadata = MetadataStore(url)
+    parts = snapshot_parts([TopicPut(f"t{n}", 1, 1, 6, 1, 1) for n in range(20)], [], [], [],
+                           part_bytes_max=200)
+    assert len(parts) >= 3
+    records = _records(list(parts), first_queue_offset=7)
+    metadata.apply_record(records[0])
+    metadata.apply_record(records[1])
+    metadata.flush_consumer_offsets()  # the periodic flush, mid-load
+    durable = MetadataStore(url)  # what a crash now leaves
+    try:
+        assert durable.log_position.queue_offset == 0
+    finally:
+        durable.stop()
+    for record in records[2:]:
+        metadata.apply_record(record)
+    assert metadata.log_position.queue_offset == 7 + len(parts)
+    assert len(metadata.list_topics()) == 20
+    metadata.flush_consumer_offsets()
+    durable = MetadataStore(url)
+    try:
+        assert durable.log_position.queue_offset == 7 + len(parts)
+    finally:
+        durable.stop()
         metadata.stop()
