@@ -119,8 +119,12 @@ class MetadataStore:
         self._offsets = ConsumerOffsetTable(stored_offsets)
         self._persisted_position_queue_offset = self._applied.queue_offset
         # Whether the parts of a snapshot arriving are loaded (the tables did not apply the
-        # records before it: a rebuild starting there) rather than passed over.
+        # records before it: a rebuild starting there) rather than passed over; and whether
+        # the tables lack records (a record came past a gap: a log that begins at its
+        # master's min offset) until a snapshot is loaded. While they do, the position is
+        # not persisted: a restart finds it below what the log holds and rebuilds.
         self._snapshot_loading = False
+        self._lacking = False
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._state = MetadataStoreState.CREATED
@@ -458,7 +462,7 @@ class MetadataStore:
                     self._offsets.restore_dirty(batch)
                     raise
             if position.queue_offset > self._persisted_position_queue_offset and \
-                    not self._snapshot_loading:
+                    not self._snapshot_loading and not self._lacking:
                 apply.write_log_position(self._engine, position)
                 self._persisted_position_queue_offset = position.queue_offset
             return changed
@@ -484,6 +488,9 @@ class MetadataStore:
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
                 return None  # in the tables already (a bootstrap from the master took it)
+            if record.queue_offset > self._applied.queue_offset and \
+                    not (isinstance(change, MetadataSnapshot) and change.part == 0):
+                self._lacking = True  # records below it are not in the tables
             if not isinstance(change, MetadataSnapshot) or self._loads(change,
                                                                        record.queue_offset):
                 self.apply_change(change)
@@ -507,10 +514,13 @@ class MetadataStore:
         loaded, and the position is persisted only with the last: a crash midway finds the
         tables reset and rebuilds them again."""
         if part.part == 0:
-            self._snapshot_loading = queue_offset != self._applied.queue_offset
+            self._snapshot_loading = (queue_offset != self._applied.queue_offset
+                                      or self._lacking)
         loading = self._snapshot_loading
         if part.part == part.parts - 1:
             self._snapshot_loading = False
+            if loading:
+                self._lacking = False
         return loading
 
     def reset_applied_state(self) -> None:
@@ -525,7 +535,7 @@ class MetadataStore:
             self._offsets = ConsumerOffsetTable(())
             self._view.replace_topics(())
             self._view.replace_groups(())
-            self._snapshot_loading = False
+            self._snapshot_loading = self._lacking = False
             self._applied = LogPosition(queue_offset=0, commit_log_offset=0,
                                         updated_at_ms=now_ms)
             self._persisted_position_queue_offset = 0
@@ -536,6 +546,7 @@ class MetadataStore:
         with self._write_lock:
             if position.queue_offset > self._applied.queue_offset:
                 self._applied = position
+                self._lacking = False  # the master's tables: all it applied below there
                 apply.write_log_position(self._engine, position)
                 self._persisted_position_queue_offset = position.queue_offset
 
