@@ -209,22 +209,23 @@ def test_a_crash_while_a_snapshot_loads_leaves_the_position_before_it(
     metadata.apply_record(records[0])
     metadata.apply_record(records[1])
     metadata.flush_consumer_offsets()  # the periodic flush, mid-load
-    durable = MetadataStore(url)  # what a crash now leaves
-    try:
-        assert durable.log_position.queue_offset == 0
-    finally:
-        durable.stop()
+    assert _persisted_position(url) == 0
     for record in records[2:]:
         metadata.apply_record(record)
     assert metadata.log_position.queue_offset == 7 + len(parts)
     assert len(metadata.list_topics()) == 20
     metadata.flush_consumer_offsets()
+    assert _persisted_position(url) == 7 + len(parts)
+    metadata.stop()
+
+
+def _persisted_position(url: str) -> int:
+    """The position a crash now would leave: what another store on the database reads."""
     durable = MetadataStore(url)
     try:
-        assert durable.log_position.queue_offset == 7 + len(parts)
+        return durable.log_position.queue_offset
     finally:
         durable.stop()
-        metadata.stop()
 
 
 def test_tables_that_begin_past_a_gap_load_the_next_snapshot(migrated_template: Path,
@@ -246,21 +247,13 @@ def test_tables_that_begin_past_a_gap_load_the_next_snapshot(migrated_template: 
         parts = _records(snapshot_parts(topics, groups, offsets, []), first_queue_offset=4)
         metadata.apply_record(log[3])  # the first record this replica's log holds
         metadata.flush_consumer_offsets()
-        durable = MetadataStore(url)
-        try:
-            assert durable.log_position.queue_offset == 0  # lacking: not persisted
-        finally:
-            durable.stop()
+        assert _persisted_position(url) == 0  # lacking: not persisted
         for record in parts:
             metadata.apply_record(record)
         assert [t.name for t in metadata.list_topics()] == ["A", "B"]
         assert metadata.get_consumer_offset(group_name="g", topic="A", queue_id=0) == 10
         metadata.flush_consumer_offsets()
-        durable = MetadataStore(url)
-        try:
-            assert durable.log_position.queue_offset == 4 + len(parts)
-        finally:
-            durable.stop()
+        assert _persisted_position(url) == 4 + len(parts)
     finally:
         metadata.stop()
 
