@@ -131,6 +131,11 @@ class CommitLog:
             self._queue_offsets = dict(queue_offsets)
             self._queue_reserved.clear()
 
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        """A copy of the next queue offsets, as they stand now."""
+        with self._lock:
+            return dict(self._queue_offsets)
+
     def set_queue_count(self, topic: str, queue_count: int) -> None:
         assert 1 <= queue_count <= self._config.queue_count_max
         if self._queue_counts.get(topic) != queue_count:
@@ -185,27 +190,46 @@ class CommitLog:
         results: list[PutMessageResult] = []
         records: list[tuple[int, PutMessageResult, bytes, str]] = []
         for message in messages:
-            queue_id = self._choose_queue(message)
-            if queue_id < 0:
-                results.append(self._bad_queue(message))
-                continue
-            encoded = encode_message(
-                message, queue_id, store_timestamp_ms, self._store_host,
-                self._config.message_size_max_bytes,
-            )
-            if isinstance(encoded, tuple):
-                results.append(_refused(*encoded))
-                continue
-            result = PutMessageResult(PutMessageStatus.PUT_OK, queue_id, -1, -1, len(encoded),
-                                      self._store_host)
+            result, encoded = self._encoded(message, store_timestamp_ms)
             results.append(result)
-            records.append((queue_id, result, encoded, message.topic))
+            if encoded is not None:
+                records.append((result.queue_id, result, encoded, message.topic))
         if records:
             with self._lock:
                 for queue_id, result, record, topic in records:
                     self._write_locked(topic, queue_id, record, result)
             self._on_append()
         return results
+
+    def append_built(self, build: Callable[[dict[tuple[str, int], int]], Sequence[Message]]
+                     ) -> list[PutMessageResult]:
+        """Records built from the next queue offsets as they stand in the append's lock hold,
+        then written in that hold (a metadata snapshot's queue starts: exact at its offset).
+        Encoded in the hold too: for rare records only."""
+        results: list[PutMessageResult] = []
+        with self._lock:
+            messages = build(dict(self._queue_offsets))
+            store_timestamp_ms = time.time_ns() // 1_000_000
+            for message in messages:
+                result, encoded = self._encoded(message, store_timestamp_ms)
+                if encoded is not None:
+                    self._write_locked(message.topic, result.queue_id, encoded, result)
+                results.append(result)
+        self._on_append()
+        return results
+
+    def _encoded(self, message: Message, store_timestamp_ms: int
+                 ) -> tuple[PutMessageResult, bytes | None]:
+        """The message's record and its result to fill, or a refusal and None."""
+        queue_id = self._choose_queue(message)
+        if queue_id < 0:
+            return self._bad_queue(message), None
+        encoded = encode_message(message, queue_id, store_timestamp_ms, self._store_host,
+                                 self._config.message_size_max_bytes)
+        if isinstance(encoded, tuple):
+            return _refused(*encoded), None
+        return PutMessageResult(PutMessageStatus.PUT_OK, queue_id, -1, -1, len(encoded),
+                                self._store_host), encoded
 
     def _bad_queue(self, message: Message) -> PutMessageResult:
         return _refused(

@@ -5,11 +5,12 @@ record is dispatched only once all of its bytes are below the commit log's max o
 
 Records of the metadata topic (store/system_topics.py) are dispatched in batches of their own,
 in log order: the batch before them is written first; then, record by record, a topic delete's
-tombstone applies (the topic's queues go, its older records stay dead) and `on_system_record`
-(the metadata layer, when attached) applies the record; only then do their queue entries go in
-and dispatch move past them. A failing apply leaves dispatch at that record (past the ones
-before it), to try again. Whoever waits for a record to be
-applied waits on `dispatched_waits` for its end offset.
+tombstone applies (the topic's queues go, its older records stay dead), a metadata snapshot's
+queue starts begin the queues this log holds no record of (ConsumeQueues.start_at), and
+`on_system_record` (the metadata layer, when attached) applies the record; only then do their
+queue entries go in and dispatch move past them. A failing apply leaves dispatch at that record
+(past the ones before it), to try again. Whoever waits for a record to be applied waits on
+`dispatched_waits` for its end offset.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from store.service import ServiceThread
 from store.status import PutMessageStatus
 from store.system_topics import (
     METADATA_TOPIC_BYTES,
+    OP_SNAPSHOT,
     OP_TOPIC_DELETE,
     PROPERTY_OP,
     PROPERTY_SUBJECT_TOPIC,
+    queue_starts,
 )
 from store.timers.names import STATE_PROPERTY_PREFIX
 from store.tombstones import Tombstones
@@ -317,8 +320,12 @@ class DispatchService(ServiceThread):
             if topic:
                 self._delete_topic(topic, offset)
         handler = self.on_system_record
+        body_start = position + HEADER_SIZE
+        if op == OP_SNAPSHOT:  # queues this log has no record of start where the master's are
+            body = bytes(buffer[body_start : body_start + body_size])
+            for topic, start_queue_id, start_offset in queue_starts(op, body):
+                self._queues.start_at(topic, start_queue_id, start_offset)
         if handler is not None:
-            body_start = position + HEADER_SIZE
             handler(SystemRecord(offset, queue_offset, op,
                                  bytes(buffer[body_start : body_start + body_size])))
 

@@ -108,6 +108,10 @@ _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
 COMMIT_DISPATCH_RECORDS_MAX = 512
 
 
+def _or_minus_one(value: int | None) -> int:
+    return -1 if value is None else value
+
+
 def keep_log_file_size(config: StoreConfig) -> StoreConfig:
     """`config` with the file size the data dir's commit log keeps, when it has files
     (store/files/log_file_size.py): a dir made with 1 GiB files still starts under a 64 MiB
@@ -400,6 +404,17 @@ class MessageStore:
         return [(result, self._guarantees(result, counted=False))
                 for result in self.commit_log.append_batch(messages)]
 
+    def put_system_messages_built(
+            self, build: Callable[[dict[tuple[str, int], int]], Sequence[Message]]
+    ) -> list[tuple[PutMessageResult, PutCompletion]]:
+        """Records of a system topic built from the next queue offsets in the append's lock
+        hold (CommitLog.append_built: a metadata snapshot), each with a put's guarantees."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return [(refusal, PutCompletion.done(refusal.status))]
+        return [(result, self._guarantees(result, counted=False))
+                for result in self.commit_log.append_built(build)]
+
     def wait_dispatched(self, end_offset: int, timeout_ms: int) -> Pending:
         """PUT_OK once dispatch has passed `end_offset` (a metadata record below it is applied
         here), SERVICE_NOT_AVAILABLE when it has not within `timeout_ms`."""
@@ -430,6 +445,13 @@ class MessageStore:
             return count
 
         return self.dispatch.hold_still(catch_up)
+
+    def metadata_retention_floor(self) -> int | None:
+        """The lowest commit-log offset retention must keep for the metadata tables to be
+        rebuilt from the log (SystemRecordFeed.retention_floor), read with dispatch held."""
+        floor = self.dispatch.hold_still(lambda: _or_minus_one(
+            self.system_feed.retention_floor()))
+        return None if floor < 0 else floor
 
     def detach_system_records(self) -> None:
         self.dispatch.on_system_record = None

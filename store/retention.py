@@ -1,6 +1,9 @@
 """Retention: whole commit-log files go when older than the reserved time or when the disk is
 fuller than allowed; consume-queue files whose entries all point below the log go with them.
-The file being written, and anything dispatch has not read yet, is never removed."""
+The file being written, and anything dispatch has not read yet, is never removed. Nor is a
+file at or past the metadata floor (the last whole metadata snapshot, store/system_feed.py):
+when retention reaches it, `on_metadata_floor` (a classic master's snapshot writer) writes a
+new snapshot at the log's end, and the file goes once that one is dispatched."""
 
 from __future__ import annotations
 
@@ -51,6 +54,27 @@ class RetentionService(ServiceThread):
         # retention wanted to remove, `blocked_offset` is its start (the admin view shows it).
         self.hold_offset: int | None = None
         self.blocked_offset: int | None = None
+        # Classic modes: the lowest offset the metadata tables need to be rebuilt from the
+        # log (None: nothing), and what writes a newer snapshot when retention reaches it
+        # (True once one is written and dispatched). Set by the broker.
+        self.metadata_floor: Callable[[], int | None] | None = None
+        self.on_metadata_floor: Callable[[], bool] | None = None
+        self.metadata_blocked_offset: int | None = None
+
+    def _past_metadata_floor(self, end_offset: int) -> bool:
+        """Whether a file ending at `end_offset` holds nothing the metadata floor keeps; when
+        it does, a newer snapshot is asked for (once a round) and the floor read again."""
+        if self.metadata_floor is None:
+            return True
+        floor = self.metadata_floor()
+        if floor is None or floor >= end_offset:
+            return True
+        if self.on_metadata_floor is None or not self.on_metadata_floor():
+            log.debug("retention: keeping the file ending at %d, it holds the last metadata "
+                     "snapshot (a slave waits for its master's next)", end_offset)
+            return False
+        floor = self.metadata_floor()
+        return floor is None or floor >= end_offset
 
     def run_once(self) -> float:
         self.delete_expired()
@@ -63,6 +87,7 @@ class RetentionService(ServiceThread):
         files = self._commit_log.files.files
         count = 0
         blocked_before, self.blocked_offset = self.blocked_offset, None
+        self.metadata_blocked_offset = None
         for mapped in files[:-1]:  # never the file being written
             if mapped.end_offset > self._dispatch.position[0]:
                 break  # its records have no consume-queue entries yet (or a failed queue's)
@@ -76,6 +101,9 @@ class RetentionService(ServiceThread):
                     log.warning("retention: keeping %s, a lagging peer still needs it",
                                 mapped.path.name)
                 self.blocked_offset = mapped.start_offset
+                break
+            if not self._past_metadata_floor(mapped.end_offset):
+                self.metadata_blocked_offset = mapped.start_offset
                 break
             log.info("retention: removing %s (too old: %s, disk too full: %s)",
                      mapped.path.name, too_old, too_full)

@@ -9,9 +9,12 @@ tables kept them), the layer is reset and every record the log still holds is ha
 from queue offset 0. Records carry whole rows and applying one is a pure function of the
 tables, so the replay gives exactly the tables of the log's prefix.
 
-When retention has removed the first records of the metadata topic, the replay can only
-start at the first one left: the tables then miss what only those records held (logged; a
-slave's bootstrap pull from its master fills them again).
+Retention never leaves the layer short of records: the master writes a snapshot of its
+tables (a record of the metadata topic, in parts: store/metadata/log_records.py) before
+retention removes the file holding the last one, and every replica's retention keeps the
+files from its last whole snapshot on (`retention_floor`). A rebuild, and a start whose
+persisted position is below what retention left, replay from the last whole snapshot: its
+part 0 replaces the tables, so the replay gives the tables of the whole log.
 """
 
 from __future__ import annotations
@@ -22,11 +25,21 @@ from typing import Protocol
 
 from store.dispatch import SystemRecord, SystemRecordHandler
 from store.reads import GetMessagesResult, GetMessageStatus
-from store.system_topics import METADATA_TOPIC, PROPERTY_OP
+from store.system_topics import METADATA_TOPIC, PROPERTY_OP, snapshot_part
 
 log = logging.getLogger(__name__)
 
 REPLAY_BATCH_MESSAGES = 256
+
+
+class _Snapshot:
+    """A snapshot's part 0 (commit-log and queue offsets), its parts, the next part due."""
+
+    __slots__ = ("offset", "queue_offset", "parts", "next_part")
+
+    def __init__(self, offset: int, queue_offset: int, parts: int) -> None:
+        self.offset, self.queue_offset, self.parts, self.next_part = (
+            offset, queue_offset, parts, 1)
 
 
 class MetadataReads(Protocol):
@@ -44,6 +57,11 @@ class SystemRecordFeed:
         # The commit-log offset of the last record handed (-1: none).
         self.last_handed_offset = -1
         self.rebuild_count = 0
+        # The last whole snapshot the log holds (its part 0), and one whose parts are
+        # still arriving; `_scanned` is False until the log was searched for one.
+        self.latest_snapshot: _Snapshot | None = None
+        self._arriving: _Snapshot | None = None
+        self._scanned = False
 
     @property
     def handler(self) -> SystemRecordHandler | None:
@@ -56,11 +74,18 @@ class SystemRecordFeed:
         the layer is ahead of the log: it is reset and fed again from 0. Returns how many
         records were handed. The caller holds dispatch still."""
         self._handler, self._reset = handler, reset
+        self._scan()
         if reset is not None and from_queue_offset > 0 and applied_offset is not None \
                 and self._offset_at(from_queue_offset - 1) != applied_offset:
             log.warning("metadata: the tables applied a record (queue offset %d, log offset "
                         "%d) that the log no longer holds; they are rebuilt from the log",
                         from_queue_offset - 1, applied_offset)
+            return self._rebuild()
+        first = self._first_queue_offset()
+        if reset is not None and first is not None and from_queue_offset < first:
+            log.warning("metadata: the tables are applied up to queue offset %d, retention "
+                        "removed the records up to %d; they are rebuilt from the log's last "
+                        "snapshot", from_queue_offset, first)
             return self._rebuild()
         # The tables hold the records up to `applied_offset`: a cut below it must rebuild
         # them even when nothing is handed after this start.
@@ -77,10 +102,15 @@ class SystemRecordFeed:
         if handler is not None:
             handler(record)
             self.last_handed_offset = record.commit_log_offset
+            self._note(record.commit_log_offset, record.queue_offset, record.op, record.body)
 
     def log_cut(self, offset: int) -> None:
         """The log was cut back to `offset` (dispatch held still): when that removed a record
         the layer applied, the layer is rebuilt from what is left."""
+        latest = self.latest_snapshot
+        if (latest is not None and latest.offset >= offset) or self._arriving is not None:
+            self._scanned = False  # found again at the next need, in what the cut left
+            self.latest_snapshot = self._arriving = None
         if self._handler is None or self.last_handed_offset < offset:
             return
         if self._reset is None:
@@ -97,7 +127,12 @@ class SystemRecordFeed:
         self._reset()
         self.last_handed_offset = -1
         self.rebuild_count += 1
-        return self._replay(0)
+        self._scan()
+        latest, first = self.latest_snapshot, self._first_queue_offset()
+        # Every record when the log holds them all; else from the last snapshot, which the
+        # tables, reset, load whole (MetadataStore: a snapshot after a gap is loaded).
+        start = 0 if latest is None or not first else latest.queue_offset
+        return self._replay(start)
 
     def _replay(self, queue_offset: int) -> int:
         handler = self._handler
@@ -116,11 +151,90 @@ class SystemRecordFeed:
             if not result.messages:
                 return count
             for message in result.messages:
-                handler(SystemRecord(message.commit_log_offset, message.queue_offset,
-                                     message.properties.get(PROPERTY_OP, ""), message.body))
+                op = message.properties.get(PROPERTY_OP, "")
+                handler(SystemRecord(message.commit_log_offset, message.queue_offset, op,
+                                     message.body))
                 self.last_handed_offset = message.commit_log_offset
                 count += 1
             queue_offset = result.next_offset
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def retention_floor(self) -> int | None:
+        """The lowest commit-log offset retention must keep for the tables to be rebuilt
+        from the log: the last whole snapshot's; with none, the first metadata record's
+        (the master writes a snapshot when retention is held there); None when the log
+        holds no metadata record."""
+        self._scan()
+        if self.latest_snapshot is not None:
+            return self.latest_snapshot.offset
+        first = self._first_queue_offset()
+        return None if first is None else self._offset_at(first)
+
+    def _note(self, offset: int, queue_offset: int, op: str, body: bytes) -> None:
+        """Follow snapshot parts as dispatch hands them: a snapshot is whole at its last."""
+        part = snapshot_part(op, body)
+        if part is None:
+            return
+        index, parts = part
+        arriving = self._arriving
+        if index == 0:
+            arriving = _Snapshot(offset, queue_offset, parts)
+        elif arriving is not None and arriving.next_part == index and arriving.parts == parts:
+            arriving.next_part += 1
+        else:
+            arriving = None
+        if arriving is not None and arriving.next_part == arriving.parts:
+            self.latest_snapshot, arriving = arriving, None
+        self._arriving = arriving
+
+    def _scan(self) -> None:
+        """Find the last whole snapshot, from the log's end back: its last part, then its
+        part 0 (a snapshot's parts are appended together, in one lock hold)."""
+        if self._scanned:
+            return
+        self._scanned = True
+        self.latest_snapshot = self._arriving = None
+        first = self._first_queue_offset()
+        if first is None:
+            return
+        end = self._reads.get_messages(METADATA_TOPIC, 0, first, 0, committed_only=False).max_offset
+        while end > first:
+            start = max(first, end - REPLAY_BATCH_MESSAGES)
+            result = self._reads.get_messages(METADATA_TOPIC, 0, start, end - start,
+                                              committed_only=False)
+            for message in reversed(result.messages):
+                op = message.properties.get(PROPERTY_OP, "")
+                part = snapshot_part(op, message.body)
+                if part is None or part[0] != part[1] - 1:
+                    continue
+                first_part = message.queue_offset - part[1] + 1
+                if first_part >= first and self._is_part_zero(first_part, part[1]):
+                    start_offset = self._offset_at(first_part)
+                    assert start_offset is not None
+                    self.latest_snapshot = _Snapshot(start_offset, first_part, part[1])
+                    return
+            end = start
+
+    def _is_part_zero(self, queue_offset: int, parts: int) -> bool:
+        result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset, 1, committed_only=False)
+        if not result.messages or result.messages[0].queue_offset != queue_offset:
+            return False
+        message = result.messages[0]
+        return snapshot_part(message.properties.get(PROPERTY_OP, ""),
+                             message.body) == (0, parts)
+
+    def _first_queue_offset(self) -> int | None:
+        """The metadata topic's first queue offset the log holds; None when it holds none."""
+        result = self._reads.get_messages(METADATA_TOPIC, 0, 0, 1, committed_only=False)
+        if result.messages:
+            return result.messages[0].queue_offset
+        if result.status is GetMessageStatus.OFFSET_TOO_SMALL and result.next_offset > 0:
+            found = self._reads.get_messages(METADATA_TOPIC, 0, result.next_offset, 1,
+                                             committed_only=False)
+            if found.messages:
+                return found.messages[0].queue_offset
+        return None
 
     def _offset_at(self, queue_offset: int) -> int | None:
         result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset, 1,

@@ -15,6 +15,8 @@ consume or list them (the gateway refuses them as reserved).
 
 from __future__ import annotations
 
+import orjson
+
 SYSTEM_TOPIC_PREFIX = "TWINLOG_SYS_"
 METADATA_TOPIC = SYSTEM_TOPIC_PREFIX + "METADATA"
 METADATA_TOPIC_BYTES = METADATA_TOPIC.encode()
@@ -23,6 +25,10 @@ PROPERTY_OP = "TWINLOG_OP"
 # The user topic a record is about (a topic delete's victim).
 PROPERTY_SUBJECT_TOPIC = "TWINLOG_TOPIC"
 OP_TOPIC_DELETE = "topic.delete"
+# A snapshot of the metadata tables (store/metadata/log_records.py's MetadataSnapshot). The
+# store reads its queue starts (`queue_starts`): a replica whose log starts past a queue's
+# last record still starts that queue at its next offset.
+OP_SNAPSHOT = "snapshot"
 
 
 def is_system_topic(topic: str) -> bool:
@@ -34,6 +40,41 @@ def deleted_topic(topic: str, properties: dict[str, str]) -> str | None:
     if topic != METADATA_TOPIC or properties.get(PROPERTY_OP) != OP_TOPIC_DELETE:
         return None
     return properties.get(PROPERTY_SUBJECT_TOPIC) or None
+
+
+def snapshot_fields(op: str, body: bytes) -> dict[str, object] | None:
+    """A snapshot record's decoded body; None for any other record or a bad body."""
+    if op != OP_SNAPSHOT:
+        return None
+    try:
+        fields = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return fields if isinstance(fields, dict) else None
+
+
+def snapshot_part(op: str, body: bytes) -> tuple[int, int] | None:
+    """A snapshot record's (part, parts); None for any other record."""
+    fields = snapshot_fields(op, body)
+    if fields is None:
+        return None
+    part, parts = fields.get("part"), fields.get("parts")
+    if type(part) is int and type(parts) is int and 0 <= part < parts:
+        return part, parts
+    return None
+
+
+def queue_starts(op: str, body: bytes) -> list[tuple[str, int, int]]:
+    """A snapshot record's (topic, queue id, next queue offset) of every queue; [] for any
+    other record, or a body without them."""
+    fields = snapshot_fields(op, body)
+    items = fields.get("queues") if fields is not None else None
+    starts = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("topic"), str) and \
+                type(item.get("queue_id")) is int and type(item.get("queue_offset")) is int:
+            starts.append((item["topic"], item["queue_id"], item["queue_offset"]))
+    return starts
 
 
 def forget_topic(counters: dict[tuple[str, int], int], topic: str) -> None:

@@ -35,6 +35,7 @@ from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
+from app.broker.metadata_snapshots import MetadataSnapshots
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
@@ -46,7 +47,7 @@ from store.consumption.names import dlq_topic, retry_topic
 from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
-from store.metadata.log_records import TopicDelete, TopicPut, TopicsPut
+from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX, TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 from store.timers.scheduler import TimerScheduler, Writer
@@ -129,6 +130,14 @@ class Broker:
         # Metadata changes are records of the log (app/broker/metadata_log.py); in DLedger
         # mode the group member puts them, as it puts messages.
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
+        # Classic modes: retention keeps the last metadata snapshot's file, and a master
+        # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
+        self.metadata_snapshots = MetadataSnapshots(
+            self.store, self.metadata_log, lambda: self.metadata_store,
+            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2))
+        if self.dledger is None:
+            self.store.retention.metadata_floor = self.store.metadata_retention_floor
+            self.store.retention.on_metadata_floor = self._snapshot_for_retention
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
         # Delayed messages' scheduler, active on the master (classic) or the leader of a
@@ -387,6 +396,17 @@ class Broker:
         bounds = self.store.queue_offset_range(topic, queue_id)
         return bounds[1] if bounds is not None else 0
 
+    def _start_queues(self, master_min_offset: int,
+                      starts: list[tuple[str, int, int]]) -> int:
+        """Slave sync's bootstrap: a log that is empty (it begins at its master's min offset)
+        or begins there starts every queue at the master's next offset there; returns how
+        many queues started."""
+        store = self.store
+        if store.max_offset > store.min_offset and store.min_offset != master_min_offset:
+            return 0
+        return sum(store.queues.start_at(topic, queue_id, queue_offset)
+                   for topic, queue_id, queue_offset in starts)
+
     def _started_sync(self, master_http_address: str) -> SlaveSync:
         settings = self.settings
         sync = SlaveSync(
@@ -394,7 +414,8 @@ class Broker:
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
-            log_min_offset=lambda: self.store.min_offset, tables_in_the_log=True)
+            log_min_offset=lambda: self.store.min_offset, start_queues=self._start_queues,
+            tables_in_the_log=True)
         sync.start()
         return sync
 
@@ -562,6 +583,13 @@ class Broker:
                 self.topic_changed(topic.name, topic.write_queue_count)
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
+
+    def _snapshot_for_retention(self) -> bool:
+        """Retention reached the last metadata snapshot's file: a master writes a newer one
+        (True once dispatched); a slave waits for its master's."""
+        if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
+            return False
+        return self.metadata_snapshots.write()
 
     def _reset_metadata(self) -> None:
         """The log lost records the tables applied: empty them (the store feeds the records

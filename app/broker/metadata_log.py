@@ -75,6 +75,9 @@ class MetadataLog:
         # Held by a topic or group change from its plan to its answer (the plan must see
         # every change before it); offset commits never take it.
         self.change_lock = threading.Lock()
+        # Held around each append of metadata records (a moment): a snapshot holds it while
+        # it reads the tables and appends, so no record falls between what it read and it.
+        self.append_lock = threading.Lock()
 
     async def write(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
         """Put the changes' records (all in one append), then wait for their guarantees and
@@ -114,11 +117,13 @@ class MetadataLog:
     def _append(self, changes: Sequence[MetadataChange]) -> tuple[list[PutCompletion], int]:
         """The records appended: their completions and the end of the last; a refusal raises."""
         assert changes
-        if len(changes) == 1:
-            results = [self._store.put_system_message(record_of(changes[0]))]
-        else:
-            assert not any(isinstance(change, TopicDelete) for change in changes)
-            results = self._store.put_system_messages([record_of(change) for change in changes])
+        with self.append_lock:
+            if len(changes) == 1:
+                results = [self._store.put_system_message(record_of(changes[0]))]
+            else:
+                assert not any(isinstance(change, TopicDelete) for change in changes)
+                results = self._store.put_system_messages(
+                    [record_of(change) for change in changes])
         for result, _ in results:
             if result.status is not PutMessageStatus.PUT_OK:
                 raise MetadataWriteFailed(WriteOutcome(result.status, result.detail or ""))

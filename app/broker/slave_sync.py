@@ -86,9 +86,13 @@ class SlaveSync(ServiceThread):
                  broker_group: str | None = None,
                  queue_max_offset: Callable[[str, int], int] | None = None,
                  log_min_offset: Callable[[], int] | None = None,
+                 start_queues: Callable[[int, list[tuple[str, int, int]]], int] | None = None,
                  tables_in_the_log: bool = False) -> None:
         """`tables_in_the_log`: the master writes topic, group and offset changes as records
-        of the log (the classic modes), so they are pulled only to bootstrap."""
+        of the log (the classic modes), so they are pulled only to bootstrap. `start_queues`
+        (the master's min offset, its queue starts there): a bootstrap starts this slave's
+        queues where the master's stand at the offset its log begins at."""
+        self._start_queues = start_queues
         super().__init__()
         self._tables_in_the_log = tables_in_the_log
         self._broker_group = broker_group
@@ -177,6 +181,8 @@ class SlaveSync(ServiceThread):
             if table.in_the_log and positions and not bootstrap:
                 continue  # the log brings these changes, in order
             if table.path == "consumer-offsets" and self._queue_max_offset is not None:
+                if bootstrap:
+                    self._started_queues(export)
                 export = self._clamped(export)
             with self._apply_lock:
                 if self._stop_event.is_set():
@@ -207,6 +213,22 @@ class SlaveSync(ServiceThread):
         if not isinstance(export, dict):
             raise ValueError(f"GET {self.master_http_address}{path}: expected a JSON object")
         return export
+
+    def _started_queues(self, export: dict[str, Any]) -> None:
+        """The master's queue starts at its min offset, taken before offsets are clamped to
+        this slave's queues: a queue whose records all lie below where this log begins has
+        no entry here, yet starts at the master's next offset (not at 0)."""
+        starts = export.get("queue_starts")
+        min_offset = export.get("min_offset")
+        if self._start_queues is None or not isinstance(starts, list) or \
+                not isinstance(min_offset, int):
+            return
+        started = self._start_queues(min_offset, [
+            (str(start["topic"]), int(start["queue_id"]), int(start["queue_offset"]))
+            for start in starts])
+        if started:
+            log.info("slave sync started %d queues at the master's next offsets at %d",
+                     started, min_offset)
 
     def _clamped(self, export: dict[str, Any]) -> dict[str, Any]:
         """A master's offsets, none past this slave's own queue (its log may be behind),

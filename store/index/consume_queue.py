@@ -203,6 +203,38 @@ class ConsumeQueue:
                 mapped.append(b"".join([pack(entry[1], entry[2], entry[3]) for entry in run]))
                 index += len(run)
 
+    def start_at(self, queue_offset: int) -> bool:
+        """An empty queue starts at `queue_offset` (a metadata snapshot's queue start, on a
+        replica whose log begins past the queue's last record): its next entry is that one.
+        Gap entries fill its file from the file's start up to it (recovery then finds the
+        same end; reads there answer nothing). A queue with entries, or past it, stays as it
+        is. True when started."""
+        with self._opened() as files:
+            end = files.max_offset // ENTRY_SIZE
+            if files.max_offset > files.min_offset or end >= queue_offset:
+                return False
+            per_file = self._file_size_bytes // ENTRY_SIZE
+            start = queue_offset - queue_offset % per_file
+            if files.last_file() is not None and end > start:
+                start = end
+            _file_for(files, start)
+            self._fill_gap(files, start, queue_offset)
+            return True
+
+    def next_offset_at(self, commit_log_offset: int) -> int:
+        """The queue offset of the first entry at or past `commit_log_offset` (the queue's
+        next offset when every entry lies below it): where the queue stands at that offset
+        of the log. Gap entries count as below."""
+        low, high = self.min_queue_offset, self.max_queue_offset
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.get(middle)
+            if entry is not None and entry[0] >= commit_log_offset:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
     def _fill_gap(self, files: MappedFileQueue, start: int, end: int) -> None:
         """Invalid entries (size 0) stand for records this queue will never have."""
         for queue_offset in range(start, end):
@@ -482,6 +514,22 @@ class ConsumeQueues:
     def reserve_for(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """ConsumeQueue.reserve_for, for the commit log's put path (the queue is made)."""
         return self.get_or_create(topic, queue_id).reserve_for(queue_offset)
+
+    def start_at(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """ConsumeQueue.start_at, the queue made when absent."""
+        if queue_offset <= 0:
+            return False
+        queue = self._queues.get((topic, queue_id))
+        if queue is not None and (queue.max_queue_offset > queue.min_queue_offset
+                                  or queue.max_queue_offset >= queue_offset):
+            return False  # entries, or past it: known without opening its files
+        return self.get_or_create(topic, queue_id).start_at(queue_offset)
+
+    def starts_at(self, commit_log_offset: int) -> list[tuple[str, int, int]]:
+        """(topic, queue id, next queue offset at `commit_log_offset`) of every user queue:
+        where an empty replica whose log begins there must start them."""
+        return [(queue.topic, queue.queue_id, queue.next_offset_at(commit_log_offset))
+                for queue in self.all() if not is_system_topic(queue.topic)]
 
     def remove_topic(self, topic: str) -> int:
         """Close and delete every queue of `topic` (a deleted topic); return how many. The

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Engine, delete
-from sqlmodel import Session, col, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, SQLModel, col, select
 
 from store.metadata.changes import delete_row_and_offsets
 from store.metadata.database import execute_delete, read_transaction, transaction
-from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, TopicPut
+from store.metadata.log_records import (
+    GroupDelete,
+    GroupPut,
+    MetadataSnapshot,
+    TopicDelete,
+    TopicPut,
+)
 from store.metadata.models import (
+    ConsumerOffset,
     ConsumerOffsetRow,
     LogPosition,
     LogPositionRow,
@@ -131,6 +140,58 @@ class AppliedPosition(NamedTuple):
         return LogPosition.model_construct(queue_offset=self.queue_offset,
                                            commit_log_offset=self.commit_log_offset,
                                            updated_at_ms=self.updated_at_ms)
+
+
+def put_snapshot(engine: Engine, snapshot: MetadataSnapshot
+                 ) -> tuple[list[TopicConfig], list[SubscriptionGroup], list[ConsumerOffset]]:
+    """A snapshot part's rows, offsets included, in one transaction of bulk statements: part 0
+    first empties the tables the records fill (the snapshot is the whole of them); a part
+    applied again (a restart between its commit and its position's) replaces its own rows.
+    Returns the rows written, for the caller's view and offset table."""
+    now_ms = _snapshot_ms(snapshot)
+    # Rows as plain dicts, and the public models built without validating again: the record
+    # was checked field by field when it was decoded (thousands of rows a part).
+    topic_rows: list[dict[str, Any]] = [asdict(topic) for topic in snapshot.topics]
+    group_rows: list[dict[str, Any]] = [asdict(group) for group in snapshot.groups]
+    offset_rows: list[dict[str, Any]] = [
+        {"group_name": o.group_name, "topic": o.topic, "queue_id": o.queue_id,
+         "queue_offset": o.queue_offset, "updated_at_ms": o.at_ms} for o in snapshot.offsets]
+    with transaction(engine) as session:
+        tables = ((TopicConfigRow, MetadataTable.TOPIC_CONFIG, topic_rows, ("name",)),
+                  (SubscriptionGroupRow, MetadataTable.SUBSCRIPTION_GROUP, group_rows,
+                   ("name",)),
+                  (ConsumerOffsetRow, MetadataTable.CONSUMER_OFFSET, offset_rows,
+                   ("group_name", "topic", "queue_id")))
+        for model, table, rows, key in tables:
+            changed = snapshot.part == 0 and execute_delete(session, delete(model)) > 0
+            if rows:
+                _upsert_all(session, model, key, rows)
+            if changed or rows:
+                bump_data_version(session, table, now_ms=now_ms)
+    return ([TopicConfig.model_construct(**row) for row in topic_rows],
+            [SubscriptionGroup.model_construct(**row) for row in group_rows],
+            [ConsumerOffset.model_construct(**row) for row in offset_rows])
+
+
+def _upsert_all(session: Session, model: type[SQLModel], key: tuple[str, ...],
+                rows: list[dict[str, Any]]) -> None:
+    """Insert the rows, replacing any of the same key, in one statement (SQLite and
+    PostgreSQL both say ON CONFLICT DO UPDATE)."""
+    dialect = session.get_bind().dialect.name
+    statement = (postgresql_insert if dialect == "postgresql" else sqlite_insert)(model)
+    columns = [name for name in rows[0] if name not in key]
+    statement = statement.on_conflict_do_update(
+        index_elements=list(key), set_={name: statement.excluded[name] for name in columns})
+    session.execute(statement, rows)
+
+
+def _snapshot_ms(snapshot: MetadataSnapshot) -> int:
+    """A time for the data versions a snapshot moves, from its rows (the same on every
+    replica): the latest change it holds."""
+    times = [topic.updated_at_ms for topic in snapshot.topics]
+    times += [group.updated_at_ms for group in snapshot.groups]
+    times += [offset.at_ms for offset in snapshot.offsets]
+    return max(times, default=0)
 
 
 def read_log_position(engine: Engine) -> LogPosition:

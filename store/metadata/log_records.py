@@ -13,12 +13,13 @@ property (store/system_topics.py), so the store reads a topic delete without thi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from store.system_topics import OP_TOPIC_DELETE
+from store.system_topics import OP_SNAPSHOT, OP_TOPIC_DELETE
 
 RECORD_VERSION = 1
 OP_TOPIC_PUT = "topic.put"
@@ -93,7 +94,33 @@ class OffsetSet:
     at_ms: int
 
 
-MetadataChange = TopicPut | TopicsPut | TopicDelete | GroupPut | GroupDelete | OffsetSet
+@dataclass(frozen=True, slots=True)
+class QueueStart:
+    """A queue's next queue offset where a snapshot stands in the log (the next message of
+    the queue after it gets this offset)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataSnapshot:
+    """One part of a snapshot: the whole tables (and every queue's next offset) as the log's
+    records before it say. Part 0 replaces the tables with what it holds, later parts add
+    theirs; the parts of one snapshot are appended together, in order. An offset is a reset
+    (`OffsetSet.reset`): it sets the value either way."""
+
+    part: int
+    parts: int
+    topics: tuple[TopicPut, ...]
+    groups: tuple[GroupPut, ...]
+    offsets: tuple[OffsetSet, ...]
+    queues: tuple[QueueStart, ...]
+
+
+MetadataChange = (TopicPut | TopicsPut | TopicDelete | GroupPut | GroupDelete | OffsetSet
+                  | MetadataSnapshot)
 
 _OPS: dict[str, type[MetadataChange]] = {
     OP_TOPIC_PUT: TopicPut,
@@ -102,13 +129,15 @@ _OPS: dict[str, type[MetadataChange]] = {
     OP_GROUP_PUT: GroupPut,
     OP_GROUP_DELETE: GroupDelete,
     OP_OFFSET_SET: OffsetSet,
+    OP_SNAPSHOT: MetadataSnapshot,
 }
 _OP_OF: dict[type[MetadataChange], str] = {kind: op for op, kind in _OPS.items()}
-# Each flat change's fields and their types (TopicsPut nests TopicPuts: decoded apart).
-_FIELD_TYPES: dict[type[MetadataChange], tuple[tuple[str, type], ...]] = {
+# Each flat record item's fields and their types (TopicsPut and MetadataSnapshot nest them:
+# decoded apart).
+_FIELD_TYPES: dict[type, tuple[tuple[str, type], ...]] = {
     kind: tuple((name, {"bool": bool, "int": int, "str": str}[str(field.type)])
                 for name, field in kind.__dataclass_fields__.items())
-    for kind in _OPS.values() if kind is not TopicsPut}
+    for kind in (*_OPS.values(), QueueStart) if kind not in (TopicsPut, MetadataSnapshot)}
 
 
 def op_of(change: MetadataChange) -> str:
@@ -128,6 +157,8 @@ def _shallow(change: MetadataChange) -> dict[str, Any]:
 
 def decode(op: str, body: bytes) -> MetadataChange:
     """The change a record holds; MetadataRecordError when it is not one this build reads."""
+    if op == OP_SNAPSHOT:
+        return _snapshot(_fields(op, body))
     if op == OP_TOPICS_PUT:
         fields = _fields(op, body)
         items = fields.get("topics")
@@ -139,6 +170,113 @@ def decode(op: str, body: bytes) -> MetadataChange:
         raise MetadataRecordError(f"unknown metadata operation {op!r}")
     change: MetadataChange = _checked(kind, op, _fields(op, body))
     return change
+
+
+_SNAPSHOT_LISTS = {"topics": TopicPut, "groups": GroupPut, "offsets": OffsetSet,
+                   "queues": QueueStart}
+
+
+def _snapshot(fields: dict[str, Any]) -> MetadataSnapshot:
+    if set(fields) != {"part", "parts", *_SNAPSHOT_LISTS}:
+        raise MetadataRecordError(f"{OP_SNAPSHOT} record with fields {sorted(fields)}")
+    part, parts = fields["part"], fields["parts"]
+    if not (_is(part, "int") and _is(parts, "int") and 0 <= part < parts <= SNAPSHOT_PARTS_MAX):
+        raise MetadataRecordError(f"{OP_SNAPSHOT} record part {part!r} of {parts!r}")
+    lists: dict[str, tuple[Any, ...]] = {}
+    for name, kind in _SNAPSHOT_LISTS.items():
+        items = fields[name]
+        if not isinstance(items, list):
+            raise MetadataRecordError(f"{OP_SNAPSHOT} record's {name} is not a list")
+        lists[name] = tuple(_checked(kind, OP_SNAPSHOT, item) for item in items)
+    return MetadataSnapshot(part, parts, lists["topics"], lists["groups"], lists["offsets"],
+                            lists["queues"])
+
+
+# A snapshot's parts: each record at most SNAPSHOT_PART_BYTES_MAX of body (the last item
+# past it may add one item's size), at most SNAPSHOT_PARTS_MAX of them.
+SNAPSHOT_PART_BYTES_MAX = 256 * 1024
+SNAPSHOT_PARTS_MAX = 4096
+
+
+class SnapshotTooLarge(ValueError):
+    """The tables do not fit in SNAPSHOT_PARTS_MAX parts."""
+
+
+_Chunk = dict[str, list[Any]]
+_KINDS = ("topics", "groups", "offsets", "queues")
+
+
+def _chunks(kinds: Sequence[tuple[str, Sequence[Any]]], part_bytes_max: int) -> list[_Chunk]:
+    """The items in order, cut into chunks of about `part_bytes_max` encoded bytes (an item
+    is never split: one larger than that is a chunk alone); at least one chunk."""
+    chunks: list[_Chunk] = []
+    current: _Chunk = {name: [] for name in _KINDS}
+    size = 0
+    for name, items in kinds:
+        for item in items:
+            item_size = len(orjson.dumps(item)) + 1
+            if size and size + item_size > part_bytes_max:
+                chunks.append(current)
+                current, size = {kind: [] for kind in _KINDS}, 0
+            current[name].append(item)
+            size += item_size
+    chunks.append(current)
+    return chunks
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """A snapshot's parts, its tables cut already: `table_parts` can be encoded ahead, and
+    `queue_parts` takes the queue starts last (read in the append's lock hold) in exactly
+    `queue_part_count` parts, split evenly."""
+
+    tables: tuple[_Chunk, ...]
+    queue_part_count: int
+
+    @property
+    def part_count(self) -> int:
+        return len(self.tables) + self.queue_part_count
+
+    def table_parts(self) -> list[MetadataSnapshot]:
+        return [_part(number, self.part_count, chunk) for number, chunk in enumerate(self.tables)]
+
+    def queue_parts(self, queues: Sequence[QueueStart]) -> list[MetadataSnapshot]:
+        count = self.queue_part_count
+        size = -(-len(queues) // count)  # ceil
+        return [_part(len(self.tables) + number, self.part_count,
+                      {"queues": list(queues[number * size:(number + 1) * size])})
+                for number in range(count)]
+
+
+def _part(number: int, parts: int, chunk: _Chunk) -> MetadataSnapshot:
+    return MetadataSnapshot(number, parts, tuple(chunk.get("topics", ())),
+                            tuple(chunk.get("groups", ())), tuple(chunk.get("offsets", ())),
+                            tuple(chunk.get("queues", ())))
+
+
+def plan_snapshot(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
+                  offsets: Sequence[OffsetSet], queues_about: Sequence[QueueStart],
+                  part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> SnapshotPlan:
+    """Topics first, then groups and offsets (a part never names a group or topic a later
+    part adds), each part's body about `part_bytes_max` at most; the queue starts get parts
+    of their own, as many as `queues_about` (what they are about to be) needs. Raises
+    SnapshotTooLarge past SNAPSHOT_PARTS_MAX parts."""
+    tables = _chunks((("topics", topics), ("groups", groups), ("offsets", offsets)),
+                     part_bytes_max)
+    plan = SnapshotPlan(tuple(tables),
+                        len(_chunks((("queues", queues_about),), part_bytes_max)))
+    if plan.part_count > SNAPSHOT_PARTS_MAX:
+        raise SnapshotTooLarge(f"a metadata snapshot of {plan.part_count} parts, more than "
+                               f"{SNAPSHOT_PARTS_MAX}")
+    return plan
+
+
+def snapshot_parts(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
+                   offsets: Sequence[OffsetSet], queues: Sequence[QueueStart],
+                   part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> list[MetadataSnapshot]:
+    """The tables and queue starts as snapshot parts (plan_snapshot)."""
+    plan = plan_snapshot(topics, groups, offsets, queues, part_bytes_max)
+    return plan.table_parts() + plan.queue_parts(queues)
 
 
 def _fields(op: str, body: bytes) -> dict[str, Any]:

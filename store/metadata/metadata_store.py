@@ -26,6 +26,7 @@ from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
     MetadataChange,
+    MetadataSnapshot,
     OffsetSet,
     TopicDelete,
     TopicPut,
@@ -118,6 +119,13 @@ class MetadataStore:
             raise
         self._offsets = ConsumerOffsetTable(stored_offsets)
         self._persisted_position_queue_offset = self._applied.queue_offset
+        # Whether the parts of a snapshot arriving are loaded (the tables did not apply the
+        # records before it: a rebuild starting there) rather than passed over; and whether
+        # the tables lack records (a record came past a gap: a log that begins at its
+        # master's min offset) until a snapshot is loaded. While they do, the position is
+        # not persisted: a restart finds it below what the log holds and rebuilds.
+        self._snapshot_loading = False
+        self._lacking = False
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._state = MetadataStoreState.CREATED
@@ -460,7 +468,8 @@ class MetadataStore:
                 except BaseException:
                     self._offsets.restore_dirty(batch)
                     raise
-            if position.queue_offset > self._persisted_position_queue_offset:
+            if position.queue_offset > self._persisted_position_queue_offset and \
+                    not self._snapshot_loading and not self._lacking:
                 apply.write_log_position(self._engine, position.model())
                 self._persisted_position_queue_offset = position.queue_offset
             return changed
@@ -486,11 +495,16 @@ class MetadataStore:
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
                 return None  # in the tables already (a bootstrap from the master took it)
-            self.apply_change(change)
+            if record.queue_offset > self._applied.queue_offset and \
+                    not (isinstance(change, MetadataSnapshot) and change.part == 0):
+                self._lacking = True  # records below it are not in the tables
+            if not isinstance(change, MetadataSnapshot) or self._loads(change,
+                                                                       record.queue_offset):
+                self.apply_change(change)
             # Every record moves it: plain ints, a LogPosition only for who reads it.
             self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
-                                     self._clock_ms())
-            if not isinstance(change, OffsetSet):
+                                            self._clock_ms())
+            if not isinstance(change, OffsetSet) and not self._snapshot_loading:
                 # Topic and group rows are durable at once: so is the position that says they
                 # hold this record (with the offsets before it), or a power cut that takes the
                 # record from the log would leave its rows where no rebuild looks for them
@@ -506,10 +520,29 @@ class MetadataStore:
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
                 return
+            if record.queue_offset > self._applied.queue_offset:
+                self._lacking = True  # records below it are not in the tables
             for change in moved:
                 self.apply_change(change)
             self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
                                             self._clock_ms())
+
+    def _loads(self, part: MetadataSnapshot, queue_offset: int) -> bool:
+        """Whether a snapshot part is loaded into the tables. Where they applied the record
+        before its part 0 they hold the snapshot already (it is exact: app/broker/
+        metadata_snapshots.py), so its parts pass as nothing: no rewrite, and no moment with
+        half the tables. Where they did not (a rebuild that starts at it), every part is
+        loaded, and the position is persisted only with the last: a crash midway finds the
+        tables reset and rebuilds them again."""
+        if part.part == 0:
+            self._snapshot_loading = (queue_offset != self._applied.queue_offset
+                                      or self._lacking)
+        loading = self._snapshot_loading
+        if part.part == part.parts - 1:
+            self._snapshot_loading = False
+            if loading:
+                self._lacking = False
+        return loading
 
     def reset_applied_state(self) -> None:
         """The log lost records these tables applied: empty the tables its records fill and
@@ -523,6 +556,7 @@ class MetadataStore:
             self._offsets = ConsumerOffsetTable(())
             self._view.replace_topics(())
             self._view.replace_groups(())
+            self._snapshot_loading = self._lacking = False
             self._applied = AppliedPosition(0, 0, now_ms)
             self._persisted_position_queue_offset = 0
 
@@ -532,6 +566,7 @@ class MetadataStore:
         with self._write_lock:
             if position.queue_offset > self._applied.queue_offset:
                 self._applied = AppliedPosition.of(position)
+                self._lacking = False  # the master's tables: all it applied below there
                 apply.write_log_position(self._engine, position)
                 self._persisted_position_queue_offset = position.queue_offset
 
@@ -558,8 +593,40 @@ class MetadataStore:
                 apply.delete_group(self._engine, change)
                 self._view.drop_group(change.name)
                 self._offsets.forget(group_name=change.name)
+            elif isinstance(change, MetadataSnapshot):
+                self._apply_snapshot(change)
             else:
                 raise AssertionError(f"unknown change {change!r}")
+
+    def _apply_snapshot(self, snapshot: MetadataSnapshot) -> None:
+        """A snapshot part: part 0 makes the tables its own, later parts add theirs."""
+        topics_written, groups_written, offsets_written = apply.put_snapshot(self._engine,
+                                                                             snapshot)
+        if snapshot.part == 0:
+            self._offsets = ConsumerOffsetTable(())
+            self._view.replace_topics(())
+            self._view.replace_groups(())
+        for topic in topics_written:
+            self._view.put_topic(topic)
+        for group in groups_written:
+            self._view.put_group(group)
+        self._offsets.put_persisted(offsets_written)  # written with the rows
+
+    def snapshot_tables(self) -> tuple[int, tuple[list[TopicPut], list[GroupPut],
+                                                  list[OffsetSet]]]:
+        """The tables as a snapshot holds them (app/broker/metadata_snapshots.py) and the
+        position they are applied to (the next metadata record's queue offset), read in one
+        hold of the write lock: no record applies in between."""
+        self._check_open()
+        with self._write_lock:
+            topics = [TopicPut(t.name, t.read_queue_count, t.write_queue_count, t.permission,
+                               t.created_at_ms, t.updated_at_ms) for t in self._view.topics()]
+            groups = [GroupPut(g.name, g.consume_enabled, g.broadcast_enabled,
+                               g.retry_queue_count, g.retry_times_max, g.created_at_ms,
+                               g.updated_at_ms) for g in self._view.groups()]
+            offsets = [OffsetSet(o.group_name, o.topic, o.queue_id, o.queue_offset, True,
+                                 o.updated_at_ms) for o in self._offsets.entries()]
+            return self._applied.queue_offset, (topics, groups, offsets)
 
     # ---- plans: the records a request would write (the tables change when they apply) --------
 

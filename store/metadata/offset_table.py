@@ -68,6 +68,12 @@ class ConsumerOffsetTable:
             ]
         return sorted(matching, key=offset_key)
 
+    def entries(self) -> list[ConsumerOffset]:
+        """Every offset, ordered by key."""
+        with self._lock:
+            entries = [_offset(key, entry) for key, entry in self._entries.items()]
+        return sorted(entries, key=offset_key)
+
     def commit(
         self, key: OffsetKey, queue_offset: int, *, now_ms: int, allow_new: bool
     ) -> CommitOutcome:

@@ -23,7 +23,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.brokers import BrokerProcess, Launcher, caught_up, wait_for
+from tests.support.brokers import (
+    BrokerProcess,
+    Launcher,
+    caught_up,
+    kill_and_promote,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -125,16 +131,7 @@ def _run(seed: int, launch: Launcher, data_root: Path) -> None:
         action(master, model, topic)
     wait_for(lambda: caught_up(master), 30, "slave caught up")
     wait_for(lambda: _tables(slave) == _tables(master), 15, "slave's tables equal the master's")
-    assert master.process is not None
-    master.process.kill()
-    master.process.wait(10)
-
-    def promote() -> bool:
-        response = slave.client.post("/admin/ha/promote", json={"role": "ASYNC_MASTER"})
-        assert response.status_code in (200, 409), response.text
-        return response.status_code == 200
-
-    wait_for(promote, 15, "promotion (the dead master's link must drop first)")
+    kill_and_promote(master, slave)
     for topic in TOPICS:
         for queue_id in range(QUEUE_COUNT):
             served = _served(slave, topic, queue_id)

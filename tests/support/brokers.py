@@ -208,7 +208,8 @@ def log_bytes(data_dir: Path, end_offset: int) -> bytes:
     return b"".join(path.read_bytes() for path in files)[:end_offset]
 
 
-def kill_and_promote(master: BrokerProcess, slave: BrokerProcess, role: str) -> None:
+def kill_and_promote(master: BrokerProcess, slave: BrokerProcess,
+                     role: str = "ASYNC_MASTER") -> None:
     """kill -9 the master, then promote its slave to `role` once the dead master's link has
     dropped (a promotion is refused while the master is heard from)."""
     assert master.process is not None

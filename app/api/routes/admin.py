@@ -222,12 +222,18 @@ def _export(broker: Broker, table: MetadataTable) -> TableExportView:
             if end is not None:
                 queue_ends.append({"topic": key[0], "queue_id": key[1], "next_offset": end[0],
                                    "last_record_offset": end[1]})
+    starts = None
+    min_offset = broker.store.min_offset
+    if table is MetadataTable.CONSUMER_OFFSET:
+        starts = [{"topic": topic, "queue_id": queue_id, "queue_offset": queue_offset}
+                  for topic, queue_id, queue_offset in broker.store.queues.starts_at(min_offset)]
     return TableExportView.model_validate({
         **export, "broker_group": broker.settings.broker_group, "queue_ends": queue_ends,
         "log_position": {"queue_offset": position.queue_offset,
                          "commit_log_offset": position.commit_log_offset},
         "metadata_min_queue_offset": broker.store.first_retained_queue_offset(METADATA_TOPIC,
-                                                                              0)})
+                                                                              0),
+        "min_offset": min_offset, "queue_starts": starts})
 
 
 @router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics")

@@ -76,6 +76,14 @@ class QueueEndView(BaseModel):
     last_record_offset: int
 
 
+class QueueStartView(BaseModel):
+    """A queue's next queue offset at the master's min offset (where a slave's log begins)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
 class TableExportView(BaseModel):
     """One metadata table as a master serves it to slaves (RocketMQ's SlaveSynchronize). Since
     metadata changes travel in the log, a slave takes a table from here only to bootstrap: when
@@ -93,6 +101,12 @@ class TableExportView(BaseModel):
                                   "their next offset and where their last record starts in "
                                   "the log (a slave whose log starts past that record never "
                                   "gets the queue's records, and keeps the row's offset)")
+    min_offset: int | None = Field(None, description="the master's commit-log min offset: an "
+                                   "empty slave's log begins there")
+    queue_starts: list[QueueStartView] | None = Field(
+        None, description="consumer offsets only: every queue's next queue offset at "
+        "`min_offset`; a slave bootstrapped there starts its queues at them (a queue whose "
+        "records all lie below has none of them, yet keeps its committed offsets)")
 
 
 # Written out, not derived from store/snapshot/manifest.py's Manifest, though most fields are

@@ -33,10 +33,14 @@ from store.metadata.log_records import (
     OP_OFFSET_SET,
     OP_TOPIC_PUT,
     OP_TOPICS_PUT,
+    MetadataSnapshot,
+    OffsetSet,
+    QueueStart,
     TopicDelete,
+    snapshot_parts,
 )
 from store.status import AppendRawStatus
-from store.system_topics import OP_TOPIC_DELETE
+from store.system_topics import OP_SNAPSHOT, OP_TOPIC_DELETE, queue_starts
 
 FILE_SIZE_BYTES = 4096
 # total size, message id (0: a blank), topic (0: the metadata topic), queue id, operation (0: a
@@ -52,7 +56,9 @@ TIMER_TOPIC = 9
 TIMER_OP = "timer"
 DELIVERED_QUEUE_ID = 200
 OPS = (OP_TOPIC_PUT, OP_TOPICS_PUT, OP_TOPIC_DELETE, OP_GROUP_PUT, OP_GROUP_DELETE,
-       OP_OFFSET_SET, TIMER_OP)
+       OP_OFFSET_SET, OP_SNAPSHOT, TIMER_OP)
+# Small parts, so that snapshots of a few topics and groups take several records.
+SNAPSHOT_PART_BYTES_MAX = 700
 
 
 def topic_code(name: str) -> int:
@@ -146,8 +152,10 @@ class SimDisk:
     # store/system_feed.py's, which resets and feeds the tables again when a cut removes it.
     handed_offset: int = -1
     metadata: SimMetadata = field(default_factory=SimMetadata)
-    # What the metadata records below `min_offset` said (retention removed them).
+    # What the metadata records below `min_offset` said (retention removed them), and each
+    # queue's next queue offset there (what the master's counters said at that offset).
     metadata_base: MetadataState = EMPTY_STATE
+    queue_base: dict[tuple[int, int], int] = field(default_factory=dict)
     # (offset, topic) of each topic delete record the log holds, dispatched, in log order
     deletes: list[tuple[int, int]] = field(default_factory=list)
     changed: bool = False  # queues cut or removed since the invariants last looked
@@ -224,6 +232,7 @@ class SimDisk:
             self.queues = {}
             self.dispatched_end = 0
             self.metadata_base = EMPTY_STATE
+            self.queue_base = {}
             self.deletes = []
             self.tombstones = {}
             self.changed = True
@@ -260,8 +269,17 @@ class SimDisk:
         records said stays as the base of what the log says."""
         assert offset % FILE_SIZE_BYTES == 0 and self.min_offset <= offset <= self.end
         base = SimMetadata.of(self.metadata_base)
-        for record in self.metadata_records(self.min_offset, min(offset, self.dispatched_end)):
-            base.apply_record(record.queue_offset, record.op, body_of(self.data, record))
+        records, _ = parse_records(self.data, self.min_offset, min(offset, self.dispatched_end))
+        for record in records:
+            if record.is_metadata:
+                base.apply_record(record.queue_offset, record.op, body_of(self.data, record))
+                change = decoded(record.op, body_of(self.data, record))
+                if isinstance(change, TopicDelete):
+                    gone = topic_code(change.name)
+                    self.queue_base = {key: next_offset for key, next_offset
+                                       in self.queue_base.items() if key[0] != gone}
+            elif record.message_id != BLANK_ID:
+                self.queue_base[(record.topic, record.queue_id)] = record.queue_offset + 1
         self.metadata_base = base.state()
         self.min_offset = offset
         self.flushed_end = max(self.flushed_end, offset)  # no power cut reaches a file gone
@@ -275,11 +293,17 @@ class SimDisk:
         self.timers.retain_from(offset)
         self.changed = True
 
-    def bootstrap_metadata(self, base: MetadataState) -> None:
+    def bootstrap_metadata(self, base: MetadataState,
+                           queue_base: dict[tuple[int, int], int]) -> None:
         """Slave sync's bootstrap (app/broker/slave_sync.py) for an empty log about to start at
-        its master's min offset, when its applied position is below the master's records: the
-        master's tables as its retained records' base says, offsets clamped to this log's own
-        queues (empty yet: a clamp that takes something counts as lost metadata)."""
+        its master's min offset: every queue starts at the master's next queue offset there
+        (a queue whose records all lie below has no entry here, yet keeps its offsets); when
+        its applied position is below the master's records, the master's tables as its
+        retained records' base says, offsets clamped to this log's own queues (a clamp that
+        takes something counts as lost metadata)."""
+        self.queue_base = dict(queue_base)
+        for (topic, queue_id), next_offset in queue_base.items():
+            self.queues[(topic, queue_id)] = Queue(next_offset)
         if self.metadata.applied_queue_offset >= base.applied_queue_offset:
             self.metadata_base = base
             return
@@ -321,7 +345,9 @@ class SimDisk:
             # Open: rows applied after the last persist, of records the log lost, stay.
             self.metadata_lost += 1
         if applied < self.metadata_base.applied_queue_offset:
-            self.metadata_lost += 1  # retention removed records applied since the last persist
+            # Retention removed records not applied yet: the log's snapshot rebuilds them.
+            self._rebuild_metadata()
+            return end
         self.handed_offset = self.metadata.persisted_offset if applied > 0 else -1
         self._feed(applied)
         return end
@@ -335,10 +361,15 @@ class SimDisk:
     def _rebuild_metadata(self) -> None:
         """SystemRecordFeed._rebuild: the tables reset and fed every record the log holds;
         with retention past the first ones, what only those held is missing (counted)."""
-        self.metadata.reset()
         self.handed_offset = -1
-        if self.metadata_base != EMPTY_STATE:
-            self.metadata_lost += 1
+        if self.metadata_base != EMPTY_STATE and self.latest_snapshot() is None:
+            # A log that began at its master's min offset and holds no snapshot yet: slave
+            # sync's bootstrap again (its position is below the master's records), then the
+            # records past it.
+            self.metadata.load(self.metadata_base)
+            self._feed(self.metadata_base.applied_queue_offset)
+            return
+        self.metadata.reset()
         self._feed(0)
 
     def _feed(self, from_queue_offset: int) -> None:
@@ -369,6 +400,8 @@ class SimDisk:
                 body = body_of(self.data, record)
                 if record.op == OP_TOPIC_DELETE:
                     self._delete_topic(decoded(record.op, body), record.offset)
+                for topic, queue_id, next_offset in queue_starts(record.op, body):
+                    self._start_queue((topic_code(topic), queue_id), next_offset)
                 if apply:
                     self.metadata.apply_record(record.queue_offset, record.op, body,
                                                record.offset)
@@ -380,6 +413,60 @@ class SimDisk:
                                   record.offset)
             self._enqueue(self.queues, record, self.lenient)
         self.dispatched_end = end
+
+    def _start_queue(self, key: tuple[int, int], next_offset: int) -> None:
+        """A snapshot's queue start (the store's ConsumeQueues.start_at): a queue this log has
+        no entry of starts there; one with entries must be there already."""
+        queue = self.queues.get(key)
+        if queue is None or not queue.entries:
+            self.queues[key] = Queue(next_offset)
+        elif not self.lenient:
+            assert queue.next_offset == next_offset, (
+                f"snapshot starts queue {key} at {next_offset}, its next is {queue.next_offset}")
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot_parts(self) -> list[MetadataSnapshot]:
+        """The master's snapshot of its tables and queues, as records to append now."""
+        metadata = self.metadata
+        offsets = [OffsetSet(o.group_name, o.topic, o.queue_id, o.queue_offset, True,
+                             o.updated_at_ms) for o in metadata.offsets.select()]
+        queues = [QueueStart(TOPICS[topic - 1], queue_id, queue.next_offset)
+                  for (topic, queue_id), queue in sorted(self.queues.items())
+                  if topic not in (METADATA_TOPIC, TIMER_TOPIC)]  # user queues, as the broker
+        return snapshot_parts(sorted(metadata.topics.values(), key=lambda t: t.name),
+                              sorted(metadata.groups.values(), key=lambda g: g.name),
+                              offsets, queues, SNAPSHOT_PART_BYTES_MAX)
+
+    def latest_snapshot(self, end: int | None = None) -> int | None:
+        """The offset of the last whole snapshot (its part 0) the dispatched log holds (below
+        `end`)."""
+        latest = start = None
+        expected = 0
+        for record in self.metadata_records(self.min_offset, min(
+                self.dispatched_end if end is None else end, self.end)):
+            if record.op != OP_SNAPSHOT:
+                continue
+            change = decoded(record.op, body_of(self.data, record))
+            assert isinstance(change, MetadataSnapshot)
+            if change.part == 0:
+                start, expected = record.offset, 0
+            if start is None or change.part != expected:
+                start = None
+                continue
+            expected += 1
+            if expected == change.parts:
+                latest, start = start, None
+        return latest
+
+    def needs_snapshot_before(self, offset: int) -> bool:
+        """Whether retention up to `offset` would remove metadata records that no snapshot
+        at or past `offset` stands for (the master then writes one first)."""
+        if self.metadata_base == EMPTY_STATE and next(
+                self.metadata_records(self.min_offset, offset), None) is None:
+            return False
+        latest = self.latest_snapshot()
+        return latest is None or latest < offset
 
     def _delete_topic(self, change: object, offset: int) -> None:
         assert isinstance(change, TopicDelete), change
@@ -431,9 +518,20 @@ class SimDisk:
             for key in [key for key in self.queues if key[0] == topic]:
                 del self.queues[key]
         if revived:
+            # Indexed again as from the log's start: the queues it began with, the snapshots'
+            # queue starts, then the records live past their topic's last deletion.
+            for (topic, queue_id), next_offset in self.queue_base.items():
+                if topic in revived and self._dead_below(topic) < self.min_offset:
+                    self.queues[(topic, queue_id)] = Queue(next_offset)
             records, _ = parse_records(self.data, self.min_offset, self.dispatched_end)
             for record in records:
-                if record.topic in revived and record.message_id != BLANK_ID and \
+                if record.is_metadata:
+                    for name, queue_id, next_offset in queue_starts(
+                            record.op, body_of(self.data, record)):
+                        if topic_code(name) in revived and \
+                                record.offset >= self._dead_below(topic_code(name)):
+                            self._start_queue((topic_code(name), queue_id), next_offset)
+                elif record.topic in revived and record.message_id != BLANK_ID and \
                         record.offset >= self._dead_below(record.topic):
                     self._enqueue(self.queues, record, self.lenient)
 
@@ -446,9 +544,15 @@ class SimDisk:
         """The tables and queues a broker that dispatched this log from its first byte to
         `end` (its dispatched end) would hold: its metadata records applied in order over the
         base, its messages in their queues unless their topic's delete follows them."""
+        # A whole snapshot in the log stands for everything before it (its part 0 replaces
+        # the tables): the base of what retention removed then matters no more.
+        end = self.dispatched_end if end is None else end
+        base = EMPTY_STATE if self.latest_snapshot(end) is not None else self.metadata_base
         scratch = SimDisk(self.data, self.min_offset, dispatched_end=self.min_offset,
-                          metadata=SimMetadata.of(self.metadata_base), lenient=self.lenient)
-        scratch.dispatch(end=self.dispatched_end if end is None else end)
+                          metadata=SimMetadata.of(base), lenient=self.lenient,
+                          queues={key: Queue(next_offset)
+                                  for key, next_offset in self.queue_base.items()})
+        scratch.dispatch(end=end)
         return scratch.metadata.state(), _pairs(scratch.queues)
 
     def queue_pairs(self, low: int = 0) -> dict[tuple[int, int], list[tuple[int, int]]]:

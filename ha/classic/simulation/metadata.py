@@ -23,6 +23,7 @@ from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
     MetadataChange,
+    MetadataSnapshot,
     OffsetSet,
     TopicDelete,
     TopicPut,
@@ -138,6 +139,15 @@ class SimMetadata:
         elif isinstance(change, GroupDelete):
             self.groups.pop(change.name, None)
             self.offsets.forget(group_name=change.name)
+        elif isinstance(change, MetadataSnapshot):
+            if change.part == 0:  # the tables become the snapshot's
+                self.topics, self.groups = {}, {}
+                self.offsets = ConsumerOffsetTable(())
+            self.topics.update((topic.name, topic) for topic in change.topics)
+            self.groups.update((group.name, group) for group in change.groups)
+            for offset in change.offsets:
+                self.offsets.apply(OffsetKey(offset.group_name, offset.topic, offset.queue_id),
+                                   offset.queue_offset, reset=True, now_ms=offset.at_ms)
         else:
             raise AssertionError(f"unknown change {change!r}")
 

@@ -39,7 +39,9 @@ from ha.config import HAConfig
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
 from ha.sim_timers import DELAY_TICKS_MAX, SIM_PLAN, delayed_put
+from store.metadata.log_records import encode
 from store.status import BrokerRole, PutMessageStatus
+from store.system_topics import OP_SNAPSHOT
 
 EVENTS_MAX = 300_000  # a bound on one run, whatever the seed draws
 CHUNK_SEEDS = 25  # seeds per task handed to a worker process
@@ -269,7 +271,8 @@ class Simulation:
         """Slave sync's bootstrap (app/broker/slave_sync.py), for a slave whose applied
         position is below what the master's log still holds: the master's tables as its
         retained records' base says, at the position the slave's log will start from."""
-        slave.disk.bootstrap_metadata(self.brokers[slave.master_name].disk.metadata_base)
+        master = self.brokers[slave.master_name].disk
+        slave.disk.bootstrap_metadata(master.metadata_base, master.queue_base)
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -562,7 +565,20 @@ class Simulation:
         if leader.is_master:
             keep_from = (leader.disk.end // FILE_SIZE_BYTES - 3) * FILE_SIZE_BYTES
             if keep_from > leader.disk.min_offset:
+                if leader.disk.needs_snapshot_before(keep_from):
+                    self._write_snapshot(leader)
                 leader.disk.retain_from(keep_from)
+
+    def _write_snapshot(self, leader: SimBroker) -> None:
+        """The master's snapshot of its tables, its parts appended together (what
+        app/broker/metadata_snapshots.py writes before retention removes the last one)."""
+        assert leader.master is not None
+        for part in leader.disk.snapshot_parts():
+            self._message_ids += 1
+            put = leader.master.put(self._message_ids, METADATA_TOPIC, 0, 0, OP_SNAPSHOT,
+                                    encode(part))
+            self.invariants.put_taken(leader.name, put)
+            self.metadata_records += 1
 
     def _heal(self) -> None:
         """Faults stop: every broker comes back, the leader as master, the rest its slaves."""

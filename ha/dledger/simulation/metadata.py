@@ -28,6 +28,7 @@ from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
     MetadataChange,
+    MetadataSnapshot,
     OffsetSet,
     TopicDelete,
     TopicPut,
@@ -79,6 +80,13 @@ class MetadataTables:
         elif isinstance(change, GroupDelete):
             self.groups.pop(change.name, None)
             self._drop_offsets(lambda key: key[0] == change.name)
+        elif isinstance(change, MetadataSnapshot):  # part 0 replaces the tables (classic's)
+            if change.part == 0:
+                self.topics, self.groups, self.offsets = {}, {}, {}
+            self.topics.update((topic.name, topic) for topic in change.topics)
+            self.groups.update((group.name, group) for group in change.groups)
+            self.offsets.update(((o.group_name, o.topic, o.queue_id), o.queue_offset)
+                                for o in change.offsets)
         else:
             key = (change.group_name, change.topic, change.queue_id)
             current = self.offsets.get(key)

@@ -1,0 +1,107 @@
+"""Retention never takes metadata with it (issue 26), with real processes: a master whose
+retention removed the files that held its first metadata records (the topics' and the
+group's creation, the offset commits) and every record of one topic's queue; then a slave
+with an empty data dir starts at the master's retained min offset, catches up, and is
+promoted after a kill -9 of the master. The promoted slave holds the topics, the group and
+its committed offsets, and the queue whose records all lay below its log's start goes on at
+the master's next queue offset, not at 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.brokers import (
+    BrokerProcess,
+    Launcher,
+    caught_up,
+    kill_and_promote,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+FILE_SIZE_BYTES = 64 * 1024
+# Retention finds the disk "too full" on every round (every 10 s): it removes every file but
+# the one being written, as far as dispatch and the metadata snapshot allow.
+RETENTION = {"mapped_file_size_bytes": FILE_SIZE_BYTES, "message_size_max_bytes": 16384,
+             "disk_max_used_ratio": 1e-9}
+GROUP = "g"
+
+
+def _ok(response: Any, status: int = 201) -> Any:
+    assert response.status_code == status, response.text
+    return response.json() if response.content else None
+
+
+def _produce(broker: BrokerProcess, topic: str, queue_id: int, body: str) -> int:
+    put = _ok(broker.client.post(f"/v1/topics/{topic}/messages",
+                                 json={"body": body, "queue_id": queue_id}))
+    return int(put["queue_offset"])
+
+
+def _commit(broker: BrokerProcess, topic: str, queue_id: int, offset: int) -> None:
+    """Once the queue holds the offset (a commit past the queue's end is refused, and an
+    ASYNC_MASTER answers a produce before its dispatch)."""
+    wait_for(lambda: broker.get_json(f"/v1/topics/{topic}/queues/{queue_id}/messages",
+                                     offset=0, max_messages=1)["max_offset"] >= offset, 10,
+             f"{topic}/{queue_id} holding {offset}")
+    _ok(broker.client.put(f"/v1/groups/{GROUP}/offsets/{topic}/queues/{queue_id}",
+                          json={"offset": offset}), 200)
+
+
+def _offsets(broker: BrokerProcess) -> dict[tuple[str, int], int]:
+    return {(entry["topic"], entry["queue_id"]): entry["offset"]
+            for entry in broker.get_json(f"/v1/groups/{GROUP}/offsets")["offsets"]}
+
+
+def test_an_empty_slave_bootstrapped_past_retention_keeps_offsets_and_queues(
+        launch_own: Launcher) -> None:
+    master = launch_own("master", "ASYNC_MASTER", **RETENTION)
+    _ok(master.client.post("/v1/topics", json={"name": "Gone", "read_queue_count": 1,
+                                               "write_queue_count": 1}))
+    _ok(master.client.post("/v1/topics", json={"name": "Live", "read_queue_count": 2,
+                                               "write_queue_count": 2}))
+    _ok(master.client.post("/v1/groups", json={"name": GROUP}))
+    gone = [_produce(master, "Gone", 0, f"gone-{n}") for n in range(3)]
+    assert gone == [0, 1, 2]
+    _commit(master, "Gone", 0, 3)  # the group read all of Gone/0
+    for n in range(4):
+        _produce(master, "Live", n % 2, f"live-{n}")
+    _commit(master, "Live", 0, 1)
+    early_end = master.get_json("/admin/store")["max_offset"]
+    # Enough to fill several files, so retention passes every record above.
+    filler = "x" * 6000
+    while master.get_json("/admin/store")["max_offset"] < early_end + 5 * FILE_SIZE_BYTES:
+        _produce(master, "Fill", 0, filler)
+    _commit(master, "Live", 1, 2)  # a commit after the fill: its record stays retained
+    wait_for(lambda: master.get_json("/admin/store")["min_offset"] > early_end, 40,
+             "retention past the first metadata records")
+    expected = {("Gone", 0): 3, ("Live", 0): 1, ("Live", 1): 2}
+    assert _offsets(master) == expected
+
+    slave = launch_own("slave", "SLAVE", master=master, mapped_file_size_bytes=FILE_SIZE_BYTES,
+                       message_size_max_bytes=16384)
+    wait_for(lambda: caught_up(master), 30, "the empty slave caught up")
+    slave_store = slave.get_json("/admin/store")
+    assert slave_store["min_offset"] > early_end  # its log begins past those records
+    wait_for(lambda: _offsets(slave) == expected, 15, "the slave's offsets equal the master's")
+    kill_and_promote(master, slave)
+    topics = {topic["name"] for topic in slave.get_json("/v1/topics")["topics"]}
+    assert {"Gone", "Live", "Fill"} <= topics
+    assert GROUP in {group["name"] for group in slave.get_json("/v1/groups")["groups"]}
+    assert _offsets(slave) == expected
+    # Gone/0's records all lay below the slave's log: the queue goes on at 3, where the
+    # group's offset says the next message is, and serves nothing of the old ones.
+    assert _produce(slave, "Gone", 0, "after") == 3
+
+    def served_from_0() -> list[tuple[int, str]]:
+        page = slave.get_json("/v1/topics/Gone/queues/0/messages", offset=0, max_messages=10,
+                              body_encoding="utf8")
+        return [(m["queue_offset"], m["body"]) for m in page["messages"]]
+
+    wait_for(lambda: served_from_0() == [(3, "after")], 10, "Gone/0 served from offset 0")
+    assert _produce(slave, "Live", 1, "after") == 2
+    slave.stop()
