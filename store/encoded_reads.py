@@ -80,6 +80,10 @@ class EncodedRecords:
         self._generation = commit_log.generation
         self._lock = threading.Lock()  # fills and evictions; look-ups take none
         self.size_bytes = 0
+        # Records answered from the cache, and records decoded for an answer (a read's
+        # thread adds without a lock: counts for an operator, a rare lost add is harmless).
+        self.hit_count = 0
+        self.decoded_count = 0
 
     def read(self, queues: ConsumeQueues, topic: str, queue_id: int, queue_offset: int,
              max_count: int, encoder: Encoder, misses_max: int,
@@ -107,6 +111,7 @@ class EncodedRecords:
             entries = _within_limit(queue.entries(queue_offset, max_count), limit_offset)
             records = self._all_cached(entries, cached, max_bytes)
             if records is not None:  # the usual read, no record to decode
+                self.hit_count += len(records)
                 result.records = records
                 result.next_offset = queue_offset + len(records)
                 return result
@@ -142,6 +147,7 @@ class EncodedRecords:
             min_offset = self._commit_log.min_offset
             found = [cached.get(offset) if offset >= min_offset else None for offset in offsets]
             missing = [index for index, record in enumerate(found) if record is None]
+            self.hit_count += len(found) - len(missing)
             if not missing:
                 return found
             wanted = [offsets[index] for index in missing]
@@ -158,6 +164,7 @@ class EncodedRecords:
             return found
         made = [_new_encoded(Encoded, (data, message.total_size, message.store_timestamp_ms))
                 for data, message in zip(encoder(messages), messages, strict=True)]
+        self.decoded_count += len(made)
         for index, encoded in zip(missing, made, strict=True):
             found[index] = encoded
         if self.bytes_max > 0:

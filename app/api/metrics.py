@@ -130,6 +130,17 @@ class _BrokerCollector(Collector):
                                   "because dispatch is a queue file behind (each takes the "
                                   "queue's lock)",
                                   value=store.commit_log.single_entry_reservation_count)
+        cache = store.encoded_records
+        yield GaugeMetricFamily("twinlog_consume_cache_bytes",
+                                "Encoded messages kept for consume answers (bytes, with "
+                                "their overhead); at most consume_cache_bytes_max",
+                                value=cache.size_bytes)
+        yield CounterMetricFamily("twinlog_consume_cache_hits",
+                                  "Messages answered from the kept encoded forms",
+                                  value=cache.hit_count)
+        yield CounterMetricFamily("twinlog_consume_cache_decoded",
+                                  "Messages decoded from the log for a consume answer",
+                                  value=cache.decoded_count)
         yield GaugeMetricFamily("twinlog_consume_queue_open_files",
                                 "Consume-queue files mapped now",
                                 value=store.queues.open_files.open_file_count)

@@ -145,3 +145,21 @@ def test_a_cold_read_stops_after_misses_max_decodes(open_store: OpenStore) -> No
     assert read.status is GetMessageStatus.FOUND
     assert [record.data for record in read.records] == [b"%d:m%d" % (i, i) for i in range(10)]
     assert read.next_offset == 10 and encoder.calls == 2 + 8
+
+
+def test_hits_and_decodes_are_counted(open_store: OpenStore) -> None:
+    """A cold read counts its records as decoded, the same read again as hits; the kept
+    bytes are what the cache holds."""
+    store = open_store()
+    for index in range(10):
+        store.put_message(Message("T", b"m%d" % index, queue_id=0))
+    wait_dispatched(store)
+    cache, encoder = store.encoded_records, CountingEncoder()
+    store.get_encoded("T", 0, 0, 6, encoder, READ_ALL)
+    assert (cache.decoded_count, cache.hit_count) == (6, 0)
+    store.get_encoded("T", 0, 0, 10, encoder, READ_ALL)  # 6 kept, 4 more decoded
+    assert (cache.decoded_count, cache.hit_count) == (10, 6)
+    store.get_encoded("T", 0, 0, 10, encoder, READ_ALL)
+    assert (cache.decoded_count, cache.hit_count) == (10, 16)
+    assert cache.size_bytes > 10 * ENTRY_OVERHEAD_BYTES
+
