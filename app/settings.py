@@ -324,6 +324,11 @@ class Settings(BaseSettings):
                                          "master's metadata")
     slave_sync_timeout_s: float = Field(5.0, gt=0, le=60, description="timeout of one metadata "
                                         "request to the master")
+    metadata_snapshot_records_max: int = Field(
+        100_000, ge=0, description="a master writes a snapshot of its metadata tables into the "
+        "log once this many metadata records (offset commits, topic and group changes) follow "
+        "the last one, bounding what a rebuild or a start replays (0: only when retention "
+        "needs one)")
     master_ca_file: Path | None = Field(None, description="PEM CA bundle that verifies an https "
                                         "master_http_address (default: the system's CAs)")
     # -- metadata ------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from store.status import (
 )
 from store.system_feed import SystemRecordFeed
 from store.system_topics import (
+    METADATA_TOPIC,
     OP_TOPIC_DELETE,
     PROPERTY_OP,
     PROPERTY_SUBJECT_TOPIC,
@@ -452,6 +453,17 @@ class MessageStore:
         floor = self.dispatch.hold_still(lambda: _or_minus_one(
             self.system_feed.retention_floor()))
         return None if floor < 0 else floor
+
+    def metadata_records_since_snapshot(self) -> int:
+        """Metadata records a rebuild from the log would replay now: those dispatched since
+        the last whole snapshot (SystemRecordFeed.records_since_snapshot), with dispatch
+        held."""
+        def count() -> int:
+            queue = self.queues.get(METADATA_TOPIC, 0)
+            end = 0 if queue is None else queue.max_queue_offset
+            return self.system_feed.records_since_snapshot(end)
+
+        return self.dispatch.hold_still(count)
 
     def detach_system_records(self) -> None:
         self.dispatch.on_system_record = None

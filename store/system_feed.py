@@ -171,6 +171,16 @@ class SystemRecordFeed:
         first = self._first_queue_offset()
         return None if first is None else self._offset_at(first)
 
+    def records_since_snapshot(self, next_queue_offset: int) -> int:
+        """How many metadata records lie before `next_queue_offset` (the metadata queue's
+        end) and after the last whole snapshot's start (or the first record the log holds:
+        what a rebuild would replay)."""
+        self._scan()
+        if self.latest_snapshot is not None:
+            return next_queue_offset - self.latest_snapshot.queue_offset
+        first = self._first_queue_offset()
+        return 0 if first is None else next_queue_offset - first
+
     def _note(self, offset: int, queue_offset: int, op: str, body: bytes) -> None:
         """Follow snapshot parts as dispatch hands them: a snapshot is whole at its last."""
         part = snapshot_part(op, body)

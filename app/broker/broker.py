@@ -63,6 +63,7 @@ _RATE_SAMPLE_INTERVAL_MS = 1000
 # before it refills its idempotency window from them.
 _DISPATCH_WAIT_S = 2.0
 _DELAY_OFFSET_TABLE_INTERVAL_MS = 1000
+_METADATA_SNAPSHOT_CHECK_INTERVAL_MS = 5000
 # DLedger: how much longer than dledger_quorum_deadline_ms the scheduler waits for an append's
 # answer (app/broker/dledger_timers.py).
 _TIMER_ANSWER_MARGIN_S = 5.0
@@ -138,6 +139,9 @@ class Broker:
         if self.dledger is None:
             self.store.retention.metadata_floor = self.store.metadata_retention_floor
             self.store.retention.on_metadata_floor = self._snapshot_for_retention
+        # ... and, on a master, one once metadata_snapshot_records_max records follow the last.
+        self._metadata_snapshot_check = IntervalService(
+            "metadata-snapshots", _METADATA_SNAPSHOT_CHECK_INTERVAL_MS, self.snapshot_if_due)
         self.snapshots = Snapshots(self)  # on request (the admin route) or periodically
         self._periodic_snapshots: PeriodicSnapshots | None = None
         # Delayed messages' scheduler, active on the master (classic) or the leader of a
@@ -212,6 +216,8 @@ class Broker:
                 self._periodic_snapshots.start()
             self.sample_put_rates()  # the first sample now; the sampler's come every interval
             self._rate_sampler.start()
+            if self.dledger is None:
+                self._metadata_snapshot_check.start()
         except BaseException:
             self._stop_parts()
             self.state = BrokerState.STOPPED
@@ -276,6 +282,8 @@ class Broker:
         """Stop what was started, newest first (the module's list, 6 to 1); every step runs
         even if one fails."""
         steps = []
+        if self._metadata_snapshot_check.is_running:
+            steps.append(self._metadata_snapshot_check.stop)
         if self._rate_sampler.is_running:
             steps.append(self._rate_sampler.stop)
         if self._periodic_snapshots is not None:
@@ -583,6 +591,14 @@ class Broker:
                 self.topic_changed(topic.name, topic.write_queue_count)
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
+
+    def snapshot_if_due(self) -> bool:
+        """The master's check (classic modes): a metadata snapshot once
+        metadata_snapshot_records_max records follow the last (MetadataSnapshots)."""
+        if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
+            return False
+        return self.metadata_snapshots.write_if_due(
+            self.settings.metadata_snapshot_records_max)
 
     def _snapshot_for_retention(self) -> bool:
         """Retention reached the last metadata snapshot's file: a master writes a newer one

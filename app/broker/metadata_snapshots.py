@@ -7,6 +7,8 @@ of the metadata topic (store/metadata/log_records.py's MetadataSnapshot, in part
 256 KiB each, and half of `message_size_max_bytes`), whenever retention reaches the file that
 holds the last whole snapshot (or, before the first one, the first metadata record).
 Retention then removes that file once the new snapshot is dispatched (store/retention.py).
+It also writes one once `metadata_snapshot_records_max` metadata records follow the last
+(`write_if_due`, checked every few seconds), which bounds what a rebuild or a start replays.
 So at every moment the retained log holds a whole snapshot at or past its min offset, and a
 replay from it gives the tables of the whole log (store/system_feed.py). A slave writes
 none: its retention keeps its last snapshot's file until its master's next one arrives.
@@ -90,6 +92,14 @@ class MetadataSnapshots:
             return True
         return self._failed(f"dispatch did not catch up with the log's end in "
                             f"{ATTEMPTS_MAX} waits of {DISPATCH_WAIT_MS} ms")
+
+    def write_if_due(self, records_max: int) -> bool:
+        """A snapshot when `records_max` metadata records (0: never) follow the last one, so
+        that a rebuild or a start replays at most about that many: True when one was
+        written."""
+        if records_max <= 0 or self._store.metadata_records_since_snapshot() < records_max:
+            return False
+        return self.write()
 
     def _append(self) -> int | str:
         """The snapshot appended (the caller holds the append lock, dispatch caught up):

@@ -131,3 +131,32 @@ def test_a_snapshots_queue_starts_begin_the_queues_a_log_lacks_and_survive_a_res
     result, _ = reopened.put_message(Message("Gone", b"new", queue_id=0))
     assert (result.status, result.queue_offset) == (PutMessageStatus.PUT_OK, 3)
     metadata.stop()
+
+
+def test_a_snapshot_follows_once_enough_records_pass_the_last(open_store: OpenStore,
+                                                              tmp_path: Path) -> None:
+    """With metadata_snapshot_records_max records after the last snapshot (or the first
+    record, before any), the master writes one: a rebuild or a start then replays only what
+    follows it, however long the log. Fewer records, or 0 (off), write none."""
+    store = open_store(data_dir=tmp_path / "log")
+    metadata = _attached(store, tmp_path / "master.db")
+    snapshots = MetadataSnapshots(store, MetadataLog(store), lambda: metadata)
+    _put(store, TopicPut("A", 4, 4, 6, 1, 1))
+    for offset in range(4):
+        _put(store, OffsetSet("g", "A", 0, offset, False, 2 + offset))
+    assert store.metadata_records_since_snapshot() == 5
+    assert not snapshots.write_if_due(6) and not snapshots.write_if_due(0)
+    assert snapshots.written_count == 0
+    _put(store, OffsetSet("g", "A", 0, 9, False, 9))
+    assert snapshots.write_if_due(6) and snapshots.written_count == 1
+    parts = store.metadata_records_since_snapshot()  # the snapshot's own parts
+    assert 1 <= parts <= 2  # the tables, and the queue starts
+    _put(store, OffsetSet("g", "A", 1, 3, False, 10))
+    assert store.metadata_records_since_snapshot() == parts + 1
+    assert not snapshots.write_if_due(6)
+    whole = _state(metadata)
+    store.detach_system_records()
+    rebuilt = _attached(store, tmp_path / "fresh.db")
+    assert _state(rebuilt) == whole
+    for tables in (metadata, rebuilt):
+        tables.stop()
