@@ -174,8 +174,21 @@ def quote_generated_values_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(coverage_operation, "quote_all", quote_as_generated)
 
 
+# HTTP leaves headers open (proxies and clients add their own), so no operation refuses an
+# unknown header: schemathesis' coverage phase counts a request that adds one as negative
+# data (x-schemathesis-unknown-property), and when the rest of the request is valid the
+# 2xx it gets is no finding. (It surfaced when a DLedger leader began to accept delayed
+# messages: before, the same case was refused for its delay header.)
+_OPEN_HEADERS = "in header - object with unexpected properties"
+
+
+def _is_open_header_case(finding: Finding) -> bool:
+    return finding.check == "negative_data_rejection" and _OPEN_HEADERS in finding.message
+
+
 def assert_no_finding(base_url: str, operation_ids: tuple[str, ...] = ()) -> None:
     findings, stop_reason, tested = run_contract(base_url, operation_ids)
+    findings = [finding for finding in findings if not _is_open_header_case(finding)]
     if operation_ids:
         assert len(tested["operations"]) == len(operation_ids), tested["operations"]
     assert not findings, f"{len(findings)} findings:\n\n" + "\n\n".join(map(str, findings))

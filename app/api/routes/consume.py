@@ -174,8 +174,9 @@ def filtered_read(store: MessageStore, topic: str, queue_id: int, offset: int,
     plain = store.get_messages(topic, queue_id, offset, max_messages)
     kept = [message for message in plain.messages if tags.matches(message.tags)]
     read = EncodedRead(plain.status, plain.next_offset, plain.min_offset, plain.max_offset)
-    read.records = [Encoded(data, message.total_size, message.store_timestamp_ms)
-                    for message, data in zip(kept, encoder(kept), strict=True)]
+    if kept:  # (an encoder is not asked for none: its one-dumps split answers [b""])
+        read.records = [Encoded(data, message.total_size, message.store_timestamp_ms)
+                        for message, data in zip(kept, encoder(kept), strict=True)]
     return read
 
 

@@ -243,6 +243,10 @@ async def test_tag_filters_deliver_matching_messages_and_consume_the_rest(
     document = per_queue.json()
     assert [message["body"] for message in document["messages"]] == ["b1"]
     assert document["next_offset"] == 5
+    none = await served.client.get(f"/v1/topics/{topic}/queues/0/messages",
+                                   params={"tags": "Z || Y", "body_encoding": "utf8"})
+    assert none.status_code == 200, none.text  # no message of those tags: an empty answer
+    assert none.json()["messages"] == [] and none.json()["next_offset"] == 5
 
 
 async def test_an_order_key_holds_the_next_message_until_the_previous_is_acked(
