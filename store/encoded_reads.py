@@ -104,10 +104,10 @@ class EncodedRecords:
             self.clear(generation)
         cached = self._cached.get(encoder, {})
         if not cached:  # every record to decode: no more entries than it may decode
-            entries = _within_limit(queue.entries(queue_offset, min(max_count, misses_max)),
-                                    limit_offset)
+            entries = queue.entries(queue_offset, min(max_count, misses_max))
             taken, stops = len(entries), misses_max < max_count
         else:
+            # read_runs stops at the limit itself; the cached answer must too
             entries = _within_limit(queue.entries(queue_offset, max_count), limit_offset)
             records = self._all_cached(entries, cached, max_bytes)
             if records is not None:  # the usual read, no record to decode

@@ -788,18 +788,7 @@ class MessageStore:
         removed (a file goes once all its entries point below the log), and a log reset to
         a base fills the queue's start with gap entries: the queue's min says neither."""
         queue = self.queues.get(topic, queue_id)
-        if queue is None:
-            return 0
-        low, high = queue.min_queue_offset, queue.max_queue_offset
-        min_offset = self.commit_log.min_offset
-        while low < high:  # the entries' log offsets grow along the queue
-            middle = (low + high) // 2
-            entry = queue.get(middle)
-            if entry is not None and entry[0] >= min_offset:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+        return 0 if queue is None else queue.next_offset_at(self.commit_log.min_offset)
 
     def queue_end(self, topic: str, queue_id: int) -> tuple[int, int] | None:
         """The queue's next offset and where its last record starts in the log (None: no

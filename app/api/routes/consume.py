@@ -119,14 +119,19 @@ async def consume_lean(scope: Scope, path_params: dict[str, str], receive: Recei
 LEAN = LeanRoute("GET", PATH, consume_lean)
 
 
+def parsed_tags(expression: str | None) -> TagFilter:
+    """A tag expression parsed; 400 INVALID_TAG_EXPRESSION."""
+    try:
+        return TagFilter.parse(expression)
+    except TagExpressionError as error:
+        raise ApiError("INVALID_TAG_EXPRESSION", str(error)) from None
+
+
 def tag_filter(expression: str | None) -> TagFilter | None:
     """A read's tag filter (None: every message); 400 INVALID_TAG_EXPRESSION."""
     if expression is None:
         return None
-    try:
-        parsed = TagFilter.parse(expression)
-    except TagExpressionError as error:
-        raise ApiError("INVALID_TAG_EXPRESSION", str(error)) from None
+    parsed = parsed_tags(expression)
     return parsed if parsed.tags is not None else None
 
 

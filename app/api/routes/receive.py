@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api.deps import GatewayDep, GroupPath, TopicPath, requires
 from app.api.errors import PROBLEMS, PUT_HTTP_STATUS, ApiError, from_put_status
 from app.api.openapi import problem_responses
-from app.api.routes.consume import consumed
+from app.api.routes.consume import consumed, parsed_tags
 from app.api.schemas.receive import (
     AckRequest,
     AckResult,
@@ -35,7 +35,6 @@ from app.broker.metadata_log import MetadataWriteFailed
 from app.settings import Scope as TokenScope
 from store import MessageStore, PutMessageStatus
 from store.consumption.names import retry_topic
-from store.consumption.tags import TagExpressionError, TagFilter
 from store.metadata import MetadataError
 
 router = APIRouter(tags=["group consumption"], dependencies=[requires(TokenScope.CONSUME)])
@@ -101,10 +100,7 @@ async def receive_messages(group: GroupPath, topic: TopicPath, request: ReceiveR
     fit)."""
     broker, queue_count = _pop_broker(gateway, group, topic)
     _check_invisible(broker, request.invisible_ms, release_allowed=False)
-    try:
-        tags = TagFilter.parse(request.tags)
-    except TagExpressionError as error:
-        raise ApiError("INVALID_TAG_EXPRESSION", str(error)) from None
+    tags = parsed_tags(request.tags)
     await _ensure_topics(broker, group, topic)
     consumption = broker.consumption
     deadline_s = time.monotonic() + min(request.wait_ms,
