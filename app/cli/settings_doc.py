@@ -36,7 +36,7 @@ _BOUNDS = ((Ge, "ge", ">="), (Gt, "gt", ">"), (Le, "le", "<="), (Lt, "lt", "<"))
 _HEADER = """\
 # Settings reference
 
-Generated from the settings model (`app/settings.py`) by `{command}`; a test
+Generated from the settings model (`app/settings/`) by `{command}`; a test
 fails when this file and the model differ. Do not edit it by hand.
 
 A broker takes its settings from, highest first:
@@ -87,11 +87,14 @@ def write(path: Path, model: type[BaseSettings], serve_flags: dict[str, str]) ->
 
 
 def _groups(model: type[BaseSettings]) -> list[tuple[str, list[str]]]:
-    """Fields in declaration order under the section comment above them."""
+    """Fields in declaration order under the section comment above them. A model built of parts
+    (base classes holding fields) is read part by part, in the order pydantic collects them."""
     fields = model.model_fields
     groups: dict[str, list[str]] = {}
     title = UNGROUPED
-    for line in inspect.getsource(model).splitlines():
+    parts = [part for part in reversed(model.__mro__)
+             if fields.keys() & vars(part).get("__annotations__", {}).keys()]
+    for line in (line for part in parts for line in inspect.getsource(part).splitlines()):
         section = _SECTION.match(line)
         if section:
             title = section.group("title").strip()
@@ -111,7 +114,7 @@ def _groups(model: type[BaseSettings]) -> list[tuple[str, list[str]]]:
 def _row(name: str, field: FieldInfo, env_prefix: str, flag: str | None) -> str:
     if not field.description:
         raise SettingsDocError(f"{name}: has no description; add description= to the field "
-                               "in app/settings.py")
+                               "in app/settings/")
     setting = f"`{name}`" + (f"<br>`--{flag.replace('_', '-')}`" if flag else "")
     env_var = f"`{(env_prefix + name).upper()}`"
     cells = [setting, env_var, _type(field), _default(name, field), _unit(name),
