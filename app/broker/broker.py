@@ -21,34 +21,32 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_timers import DLedgerTimerWriter
-from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
+from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.metadata_snapshots import MetadataSnapshots
+from app.broker.put_rates import PutRates, PutRateSampler
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
+from app.broker.writable_topics import WritableTopics
 from app.settings import ReplicationMode, Settings
 from ha import Replication
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
-from store.consumption.names import dlq_topic, retry_topic
 from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord
-from store.metadata import MetadataStore, TopicConfig, TopicNotFound
+from store.metadata import MetadataStore
 from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX, TopicDelete, TopicPut, TopicsPut
-from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 from store.timers.scheduler import TimerScheduler, Writer
 
@@ -57,8 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_RATE_WINDOW_S = 10.0
-_RATE_SAMPLE_INTERVAL_MS = 1000
 # A new leader waits at most this for its committed records to reach the consume queues
 # before it refills its idempotency window from them.
 _DISPATCH_WAIT_S = 2.0
@@ -88,12 +84,6 @@ class RoleChangeRefused(Exception):
     why (an expected answer, not a bug)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PutRates:
-    messages_per_s: float
-    bytes_per_s: float
-
-
 class Broker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -118,19 +108,16 @@ class Broker:
         self.idempotency = IdempotencyWindow(settings.idempotency_window_s,
                                              settings.idempotency_keys_max)
         if self.dledger is not None:
-            self.idempotency.check_indeterminate = self._check_indeterminate
+            self.idempotency.check_indeterminate = functools.partial(checked_in_log,
+                                                                     self.store)
         self.state = BrokerState.CREATED
         self.started_at_ms = 0
-        # topic -> write queue count, for topics checked writable (the produce hot path).
-        self._writable_queue_counts: dict[str, int] = {}
-        self._rate_samples: deque[tuple[float, int, int]] = deque(maxlen=64)
-        self._rate_lock = threading.Lock()
-        # Counters only, under `_rate_lock` (request threads sample too): no need for the loop.
-        self._rate_sampler = IntervalService("put-rate-sampler", _RATE_SAMPLE_INTERVAL_MS,
-                                             self.sample_put_rates)
+        self.put_rates = PutRateSampler(self.put_counts, self.put_bytes_total)
         # Metadata changes are records of the log (app/broker/metadata_log.py); in DLedger
         # mode the group member puts them, as it puts messages.
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
+        self.writable_topics = WritableTopics(self.store, self.metadata_log,
+                                              lambda: self.metadata_store)
         # Classic modes: retention keeps the last metadata snapshot's file, and a master
         # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
         self.metadata_snapshots = MetadataSnapshots(
@@ -214,8 +201,8 @@ class Broker:
                 self._periodic_snapshots = PeriodicSnapshots(self.snapshots,
                                                              settings.snapshot_interval_s)
                 self._periodic_snapshots.start()
-            self.sample_put_rates()  # the first sample now; the sampler's come every interval
-            self._rate_sampler.start()
+            self.put_rates.sample()  # the first sample now; the sampler's come every interval
+            self.put_rates.service.start()
             if self.dledger is None:
                 self._metadata_snapshot_check.start()
         except BaseException:
@@ -284,8 +271,8 @@ class Broker:
         steps = []
         if self._metadata_snapshot_check.is_running:
             steps.append(self._metadata_snapshot_check.stop)
-        if self._rate_sampler.is_running:
-            steps.append(self._rate_sampler.stop)
+        if self.put_rates.service.is_running:
+            steps.append(self.put_rates.service.stop)
         if self._periodic_snapshots is not None:
             steps.append(self._periodic_snapshots.stop)
         if self.leader_sync is not None:
@@ -321,7 +308,7 @@ class Broker:
 
     def _start_timers(self, write: Writer | None = None) -> None:
         self.timers = self.store.timer_scheduler(
-            self._timer_queue_count, clock=lambda: self.timer_clock_ms(),
+            self.writable_topics.timer_queue_count, clock=lambda: self.timer_clock_ms(),
             cancels_pending_max=self.settings.timer_cancels_pending_max, write=write)
         self.timers.start()
         if not self._is_slave and self.dledger is None:
@@ -345,26 +332,12 @@ class Broker:
         return self.dledger is None and not self._is_slave and self.is_running
 
     def pop_topics_exist(self, group: str, topic: str) -> bool:
-        metadata = self.metadata_store
-        return metadata.cached_topic(name=retry_topic(group, topic)) is not None and \
-            metadata.cached_topic(name=dlq_topic(group)) is not None
+        return self.writable_topics.pop_topics_exist(group, topic)
 
     def ensure_pop_topics(self, group: str, topic: str) -> None:
-        """The group's retry topic for `topic` (its retry_queue_count queues) and its
-        dead-letter topic exist: created through the log if not (whatever
-        auto_create_topics says: they are the broker's). On a worker thread."""
-        metadata = self.metadata_store
-        wanted = {retry_topic(group, topic): self.consumption.retry_queue_count(group),
-                  dlq_topic(group): 1}
-        missing = [name for name in wanted if metadata.cached_topic(name=name) is None]
-        if not missing:
-            return
-        with self.metadata_log.change_lock:
-            missing = [name for name in missing if metadata.cached_topic(name=name) is None]
-            if missing:
-                plan = metadata.plan_create_topics([NewTopic(name, wanted[name], wanted[name])
-                                                    for name in missing])
-                self.metadata_log.write_blocking(plan)
+        """The group's retry and dead-letter topics exist (WritableTopics.ensure_pop_topics)."""
+        self.writable_topics.ensure_pop_topics(group, topic,
+                                               self.consumption.retry_queue_count(group))
 
     def _start_dledger_timers(self, member: DLedgerCommitLog) -> None:
         """DLedger mode: the scheduler writes through the member, fenced by the term it is
@@ -388,14 +361,6 @@ class Broker:
                    for level in range(1, self.store.config.timers.level_count + 1)
                    if f"S:{level - 1}" in progress}
         return self.metadata_store.set_delay_offsets(offsets=offsets) if offsets else 0
-
-    def _timer_queue_count(self, topic: str) -> int | None:
-        """Where a due message goes: its topic's write queue count, None when it is gone."""
-        count = self._writable_queue_counts.get(topic)
-        if count is not None:
-            return count
-        config = self.metadata_store.cached_topic(name=topic)
-        return None if config is None else config.write_queue_count
 
     def _start_slave_sync(self, master_http_address: str) -> None:
         self.slave_sync = self._started_sync(master_http_address)
@@ -430,7 +395,7 @@ class Broker:
     def _start_leader_sync(self, member: DLedgerCommitLog) -> None:
         self.leader_sync = LeaderSync(
             member, lambda leader_id: leader_http_address(self.settings, leader_id),
-            self._started_sync, self._writable_queue_counts.clear, self._refill_idempotency,
+            self._started_sync, self.writable_topics.clear, self._refill_idempotency,
             stepped_down=self._timers_stepped_down)
         self.leader_sync.start()
 
@@ -460,20 +425,6 @@ class Broker:
             self.timers.activate()
         log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
                  restored)
-
-    def _check_indeterminate(self, topic: str, key: str,
-                             put: RememberedPut) -> RememberedPut | None:
-        """DLedger: a remembered COMMIT_INDETERMINATE put, checked against the log before it
-        is replayed (IdempotencyWindow.check_indeterminate)."""
-        found = self.store.record_at(put.commit_log_offset)
-        if found is None:
-            return None
-        record, committed = found
-        if record.topic != topic or record.properties.get(PROPERTY_IDEMPOTENCY_KEY) != key:
-            return None  # the offset holds another message now
-        if committed:
-            return dataclasses.replace(put, status=PutMessageStatus.PUT_OK)
-        return put  # still in this leader's log: it may commit yet
 
     # -- failover by hand --------------------------------------------------------------------
 
@@ -575,7 +526,7 @@ class Broker:
     # -- topics ------------------------------------------------------------------------------
 
     def cached_write_queue_count(self, topic: str) -> int | None:
-        return self._writable_queue_counts.get(topic)
+        return self.writable_topics.cached_queue_count(topic)
 
     def _apply_system_record(self, record: SystemRecord) -> None:
         """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
@@ -585,12 +536,12 @@ class Broker:
             return
         change = self.metadata_store.apply_record(record)
         if isinstance(change, TopicPut):
-            self.topic_changed(change.name, change.write_queue_count)
+            self.writable_topics.changed(change.name, change.write_queue_count)
         elif isinstance(change, TopicsPut):
             for topic in change.topics:
-                self.topic_changed(topic.name, topic.write_queue_count)
+                self.writable_topics.changed(topic.name, topic.write_queue_count)
         elif isinstance(change, TopicDelete):
-            self._writable_queue_counts.pop(change.name, None)
+            self.writable_topics.deleted(change.name)
 
     def snapshot_if_due(self) -> bool:
         """The master's check (classic modes): a metadata snapshot once
@@ -612,48 +563,14 @@ class Broker:
         it still holds again), and forget the writable queue counts they gave."""
         self.metadata_store.reset_applied_state()
         self.consumption.reset()
-        self._writable_queue_counts.clear()
+        self.writable_topics.clear()
 
     def _detach_system_records(self) -> None:
         self.store.detach_system_records()
 
     def ensure_writable_topic(self, topic: str) -> int:
-        """The topic's write queue count, creating the topic if allowed (MetadataError if not;
-        MetadataWriteFailed when its creation could not be written). On a worker thread."""
-        config = self._ensure_topic_through_the_log(topic)
-        check_writable(config)
-        self._writable_queue_counts[topic] = config.write_queue_count
-        return config.write_queue_count
-
-    def _ensure_topic_through_the_log(self, topic: str) -> TopicConfig:
-        metadata = self.metadata_store
-        config = metadata.cached_topic(name=topic)
-        if config is not None:
-            return config
-        if not metadata.auto_create_topics:
-            raise TopicNotFound(f"topic {topic!r} does not exist")
-        with self.metadata_log.change_lock:
-            config = metadata.cached_topic(name=topic)
-            if config is None:
-                plan = metadata.plan_create_topics([NewTopic(topic, metadata.default_queue_count,
-                                                             metadata.default_queue_count)])
-                self.metadata_log.write_blocking(plan)  # stored and applied, or it raises
-                config = metadata.cached_topic(name=topic)
-                assert config is not None, f"topic {topic} missing once applied"
-        return config
-
-    def topic_created(self, config: TopicConfig) -> None:
-        """A topic just created: the store routes to its queues, and a writable one needs no
-        metadata look-up on its first produce."""
-        self.topic_changed(config.name, config.write_queue_count)
-        if config.writable:
-            self._writable_queue_counts[config.name] = config.write_queue_count
-
-    def topic_changed(self, topic: str, write_queue_count: int | None = None) -> None:
-        """After a topic is created or changed: the store routes to its new queue count."""
-        self._writable_queue_counts.pop(topic, None)
-        if write_queue_count is not None:
-            self.store.set_queue_count(topic, write_queue_count)
+        """The topic's write queue count, creating it if allowed (WritableTopics.ensure)."""
+        return self.writable_topics.ensure(topic)
 
     # -- rates -------------------------------------------------------------------------------
 
@@ -670,19 +587,4 @@ class Broker:
 
 
     def sample_put_rates(self) -> PutRates:
-        """Puts per second over about the last 10 s (sampled whenever asked, and every second
-        by the put-rate-sampler thread)."""
-        now = time.monotonic()
-        counts = self.put_counts()
-        sample = (now, counts.get(PutMessageStatus.PUT_OK, 0), self.put_bytes_total())
-        with self._rate_lock:
-            samples = self._rate_samples
-            if not samples or now - samples[-1][0] >= 0.5:
-                samples.append(sample)
-            while len(samples) > 2 and now - samples[1][0] >= _RATE_WINDOW_S:
-                samples.popleft()
-            first = samples[0]
-        elapsed_s = now - first[0]
-        if elapsed_s <= 0:
-            return PutRates(0.0, 0.0)
-        return PutRates((sample[1] - first[1]) / elapsed_s, (sample[2] - first[2]) / elapsed_s)
+        return self.put_rates.sample()

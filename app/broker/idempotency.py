@@ -22,6 +22,7 @@ own, replayed as indeterminate; anything else, forgotten, and the key is stored 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import logging
 from collections import OrderedDict
@@ -190,6 +191,22 @@ def rebuild(window: IdempotencyWindow, store: MessageStore) -> int:
         log.info("idempotency: %d keys restored from the last %d s of messages", len(window),
                  window.window_ms // 1000)
     return len(window)
+
+
+def checked_in_log(store: MessageStore, topic: str, key: str,
+                   put: RememberedPut) -> RememberedPut | None:
+    """DLedger: a remembered COMMIT_INDETERMINATE put, checked against the log before it is
+    replayed (IdempotencyWindow.check_indeterminate): None when its offset holds no record or
+    another message, PUT_OK once committed, else the put as it is (it may commit yet)."""
+    found = store.record_at(put.commit_log_offset)
+    if found is None:
+        return None
+    record, committed = found
+    if record.topic != topic or record.properties.get(PROPERTY_IDEMPOTENCY_KEY) != key:
+        return None  # the offset holds another message now
+    if committed:
+        return dataclasses.replace(put, status=PutMessageStatus.PUT_OK)
+    return put  # still in this leader's log: it may commit yet
 
 
 def _keyed_heads_since(store: MessageStore, topic: str, queue_id: int, oldest_ms: int,
