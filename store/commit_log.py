@@ -26,6 +26,7 @@ from store.record import (
     RecordHead,
     StoredMessage,
     decode_head,
+    decode_head_having,
     decode_record,
     encode_blank,
     encode_message,
@@ -417,7 +418,20 @@ class CommitLog:
         and viewed once for the run of offsets it holds: a consume read of many records pays
         the file look-up once. None for a record no longer there (retention) or not whole,
         where `read_record` would raise."""
-        found: list[StoredMessage | None] = []
+        return self._decode_many(offsets, decode_record)
+
+    def read_heads_having(self, offsets: Sequence[int], marker: bytes) -> list[RecordHead]:
+        """The heads of the records at `offsets` (ascending) whose encoded properties hold
+        `marker` (store/record.py `decode_head_having`: the others' properties are not
+        decoded), as `read_records` reads; records no longer there are left out."""
+        heads = self._decode_many(
+            offsets, lambda view, position: decode_head_having(view, position, marker))
+        return [head for head in heads if head is not None]
+
+    def _decode_many(self, offsets: Sequence[int],
+                     decode: Callable[[memoryview, int], _Decoded | None]
+                     ) -> list[_Decoded | None]:
+        found: list[_Decoded | None] = []
         index = 0
         while index < len(offsets):
             try:
@@ -433,7 +447,7 @@ class CommitLog:
                         if self.read_seam is not None:
                             self.read_seam(mapped)
                         try:
-                            found.append(decode_record(view, offsets[index] - start))
+                            found.append(decode(view, offsets[index] - start))
                         except RecordError:
                             # (the error, and the view its traceback holds, go here)
                             found.append(None)

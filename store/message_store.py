@@ -776,11 +776,13 @@ class MessageStore:
             return None
         return queue_offset_at_time(self.commit_log, queue, timestamp_ms)
 
-    def read_heads(self, topic: str, queue_id: int, queue_offset: int,
-                   max_count: int) -> list[RecordHead]:
+    def read_heads(self, topic: str, queue_id: int, queue_offset: int, max_count: int,
+                   property_name: str | None = None) -> list[RecordHead]:
         """Up to `max_count` messages from `queue_offset` without their bodies (at most
-        READ_MESSAGES_MAX per call): keys, properties, offsets and store timestamps."""
-        return read_heads(self.commit_log, self.queues, topic, queue_id, queue_offset, max_count)
+        READ_MESSAGES_MAX per call): keys, properties, offsets and store timestamps; with
+        `property_name`, only of messages that may carry it (store/reads.py)."""
+        return read_heads(self.commit_log, self.queues, topic, queue_id, queue_offset, max_count,
+                          property_name)
 
     def first_retained_queue_offset(self, topic: str, queue_id: int) -> int:
         """The first queue offset whose record the log still holds (the queue's max when it

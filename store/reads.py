@@ -10,7 +10,7 @@ from typing import Protocol, TypeVar
 from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
 from store.index.consume_queue import ConsumeQueue, ConsumeQueues
-from store.record import RecordError, RecordHead, StoredMessage
+from store.record import RecordError, RecordHead, StoredMessage, property_marker
 
 READ_MESSAGES_MAX = 1024
 READ_BYTES_MAX = 16 * 1024 * 1024
@@ -137,22 +137,26 @@ def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
 
 
 def read_heads(commit_log: CommitLog, queues: ConsumeQueues, topic: str, queue_id: int,
-               queue_offset: int, max_count: int) -> list[RecordHead]:
+               queue_offset: int, max_count: int,
+               property_name: str | None = None) -> list[RecordHead]:
     """The heads (records without bodies) of up to `max_count` messages from `queue_offset`,
     in queue order; offsets outside the queue, or removed by retention meanwhile, are skipped.
-    Memory does not depend on message size: for index rebuilds that need keys and properties."""
+    Memory does not depend on message size: for index rebuilds that need keys and properties.
+    With `property_name`, only the heads of messages that may carry that property: the others
+    are passed over without decoding their properties (check the property in what comes
+    back: a body-free match of its encoded name is all this filter looks at)."""
     queue = queues.get(topic, queue_id)
     if queue is None:
         return []
     start = max(queue_offset, queue.min_queue_offset)
-    end = min(start + max(0, min(max_count, READ_MESSAGES_MAX)), queue.max_queue_offset)
+    count = min(start + max(0, min(max_count, READ_MESSAGES_MAX)), queue.max_queue_offset) - start
+    offsets = [entry[0] for entry in queue.entries(start, count) if entry is not None]
+    if property_name is not None:
+        return commit_log.read_heads_having(offsets, property_marker(property_name))
     heads: list[RecordHead] = []
-    for offset in range(start, end):
-        entry = queue.get(offset)
-        if entry is None:
-            continue
+    for offset in offsets:
         try:
-            heads.append(commit_log.read_head(entry[0]))
+            heads.append(commit_log.read_head(offset))
         except (OffsetNotAvailableError, RecordError):
             continue  # removed by retention between the two reads
     return heads

@@ -149,6 +149,11 @@ def _has_separator(text: str) -> bool:
     return NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text
 
 
+def property_marker(name: str) -> bytes:
+    """What a property's name looks like in encoded properties (`name\x01`)."""
+    return f"{name}{NAME_VALUE_SEPARATOR}".encode()
+
+
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     properties: dict[str, str] = {}
     for pair in bytes(raw).decode("utf-8").split(PROPERTY_SEPARATOR):
@@ -303,6 +308,23 @@ def decode_head(buffer: bytes | memoryview | bytearray, position: int = 0) -> Re
     view = memoryview(buffer)
     fields = _checked_header(view, position)
     total_size, body_size = fields[0], fields[14]
+    topic, properties = _topic_and_properties(view, position, total_size, body_size)
+    return RecordHead(total_size=total_size, queue_id=fields[3], queue_offset=fields[5],
+                      commit_log_offset=fields[6], store_timestamp_ms=fields[10],
+                      store_host=fields[11], topic=topic, properties=properties)
+
+
+def decode_head_having(buffer: bytes | memoryview | bytearray, position: int,
+                       marker: bytes) -> RecordHead | None:
+    """`decode_head`, for a record whose encoded properties hold `marker` (a property's
+    `name\x01`); None, without decoding its properties, for one whose do not."""
+    view = memoryview(buffer)
+    fields = _checked_header(view, position)
+    total_size, body_size = fields[0], fields[14]
+    _, cursor, properties_size = _topic_and_properties_size(view, position, total_size,
+                                                            body_size)
+    if marker not in bytes(view[cursor : cursor + properties_size]):
+        return None
     topic, properties = _topic_and_properties(view, position, total_size, body_size)
     return RecordHead(total_size=total_size, queue_id=fields[3], queue_offset=fields[5],
                       commit_log_offset=fields[6], store_timestamp_ms=fields[10],

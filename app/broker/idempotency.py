@@ -225,7 +225,8 @@ def _keyed_heads_since(store: MessageStore, topic: str, queue_id: int, oldest_ms
     chunk = min(_READ_CHUNK_MESSAGES, keyed_max)
     while end > first and found < keyed_max:
         start = max(first, end - chunk)
-        for head in reversed(store.read_heads(topic, queue_id, start, end - start)):
+        for head in reversed(store.read_heads(topic, queue_id, start, end - start,
+                                              PROPERTY_IDEMPOTENCY_KEY)):
             if PROPERTY_IDEMPOTENCY_KEY in head.properties \
                     and head.store_timestamp_ms >= oldest_ms:
                 found += 1

@@ -160,3 +160,37 @@ def test_read_heads_are_the_records_without_bodies(tmp_path: Path) -> None:
         assert store.read_heads("T", 0, 5, 10) == [] and store.read_heads("T", 1, 0, 10) == []
     finally:
         store.shutdown()
+
+
+def test_read_heads_with_a_property_decode_only_the_messages_that_may_carry_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_heads(property_name=K) answers the heads of the messages carrying K, in queue order
+    across files, as read_heads does, and passes over the others without decoding their
+    properties: a body holding K's encoded name is not a match, and a message without K costs
+    no property decode (what makes a start's idempotency refill cheap)."""
+    from store import record as record_module
+
+    store = MessageStore(small_config(tmp_path))
+    store.start()
+    try:
+        marker = "K\x01".encode()
+        for index in range(40):
+            properties = {"K": f"v{index}"} if index % 7 == 3 else {"other": "K"}
+            store.put_message(Message("T", b"body K" + marker * 3, properties, queue_id=0))
+        wait_dispatched(store)
+        decoded: list[int] = []
+        real_decode = record_module.decode_properties
+
+        def counting_decode(raw: bytes | memoryview) -> dict[str, str]:
+            decoded.append(1)
+            return real_decode(raw)
+
+        monkeypatch.setattr(record_module, "decode_properties", counting_decode)
+        heads = store.read_heads("T", 0, 0, 40, property_name="K")
+        assert [h.queue_offset for h in heads] == [3, 10, 17, 24, 31, 38]
+        assert [h.properties["K"] for h in heads] == ["v3", "v10", "v17", "v24", "v31", "v38"]
+        assert len(decoded) == len(heads)
+        assert [h.properties for h in heads] == [
+            h.properties for h in store.read_heads("T", 0, 0, 40) if "K" in h.properties]
+    finally:
+        store.shutdown()
