@@ -13,10 +13,11 @@ from store.errors import (
 )
 from store.files.disk import Disk
 from store.health import StoreHealth, WriteFault
-from store.message_store import Lifecycle, MessageStore, ReplicationGuard
+from store.message_store import MessageStore
 from store.reads import GetMessagesResult, GetMessageStatus
 from store.record import Message, RecordHead, StoredMessage
 from store.recovery import RecoveryReport
+from store.replication_guard import ReplicationGuard
 from store.status import (
     AppendRawStatus,
     BrokerRole,
@@ -24,6 +25,7 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
+from store.store_lifecycle import Lifecycle
 from store.waits.completion import PutCompletion
 
 __all__ = [

@@ -8,41 +8,29 @@ here knows HTTP or sockets: replication plugs in through `ReplicationGuard`.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import fcntl
 import logging
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
-from store.arrivals import Arrivals, Waiter
+from store.arrivals import Arrivals
 from store.clock import ClockMs, monotonic_ms, wall_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
 from store.dispatch import DispatchService, SystemRecordHandler
-from store.encoded_reads import EncodedRead, EncodedRecords, Encoder
-from store.errors import ConfigError, OffsetNotAvailableError, StoreStateError
+from store.encoded_reads import EncodedRecords
+from store.errors import StoreStateError
 from store.files.allocate_service import AllocateService
 from store.files.disk import REAL_DISK, Disk
-from store.files.log_file_size import kept_file_size, record_file_size
 from store.flush import FlushService
 from store.health import StoreHealth
 from store.index.consume_queue import ConsumeQueues
-from store.index.key_index import LOOKUP_RESULTS_MAX, KeyIndex
-from store.index.time_search import queue_offset_at_time
-from store.message_id import LookupResult, LookupStatus, find_by_msg_id
+from store.index.key_index import KeyIndex
 from store.paths import StorePaths
-from store.reads import (
-    READ_BYTES_MAX,
-    GetMessagesResult,
-    get_messages,
-    read_heads,
-)
-from store.record import Message, RecordError, RecordHead, StoredMessage
-from store.recovery import RecoveryReport, recover
+from store.reads import GetMessagesResult
+from store.record import Message
+from store.recovery import RecoveryReport
+from store.replication_guard import ReplicationGuard
 from store.retention import RetentionService
-from store.service import ServiceThread
 from store.status import (
     AppendRawStatus,
     BrokerRole,
@@ -50,6 +38,9 @@ from store.status import (
     PutMessageResult,
     PutMessageStatus,
 )
+from store.store_dledger import DLedgerEntries
+from store.store_lifecycle import Lifecycle, StoreLifecycle, keep_log_file_size
+from store.store_reads import StoreReads
 from store.system_feed import SystemRecordFeed
 from store.system_topics import (
     METADATA_TOPIC,
@@ -61,80 +52,21 @@ from store.system_topics import (
 from store.timers.lane_reader import read_lane
 from store.timers.names import SCHEDULE_TOPIC, TIMER_LOG_TOPIC, TIMER_TOPIC
 from store.timers.scheduler import TimerScheduler, Writer
-from store.timers.state import TimerState, save_state
+from store.timers.state import TimerState
 from store.tombstones import Tombstones, revived_start
 from store.waits.completion import Pending, PutCompletion
 from store.waits.deadlines import DeadlineService
 
 log = logging.getLogger(__name__)
 
-
-class ReplicationGuard(Protocol):
-    """What SYNC_MASTER puts need from replication (implemented in ha/, which decides)."""
-
-    def replication_completion(self, end_offset: int) -> PutCompletion:
-        """What a put of bytes ending at `end_offset` awaits: decided at once
-        (SLAVE_NOT_AVAILABLE: not enough slaves in sync), or pending until the slaves hold it
-        (PUT_OK) or its deadline passes (FLUSH_SLAVE_TIMEOUT)."""
-        ...
-
-    def replicated_offset(self) -> int:
-        """The offset the needed number of slaves have acknowledged (-1: not enough)."""
-        ...
-
-    @property
-    def pending_count(self) -> int: ...
-
-
-def _stop_logging_errors(service: ServiceThread) -> None:
-    """Stop a service; its failure (dispatch's final drain, say) is logged, never allowed to
-    skip the shutdown steps after it."""
-    try:
-        service.stop()
-    except Exception:
-        log.exception("shutdown: stopping %s failed; flushing and checkpointing anyway",
-                      service.name)
-
-
-class Lifecycle(enum.Enum):
-    CREATED = "CREATED"
-    RUNNING = "RUNNING"
-    STOPPED = "STOPPED"
-
-
 _OK = PutCompletion.done(PutMessageStatus.PUT_OK)
-# Records a commit's thread dispatches itself (dispatch_committed): a round's commit opens tens
-# to a few hundred; a follower's commit after a long catch-up may open far more, which the
-# dispatch thread takes (at about 4 us a record, 512 hold the committing thread ~2 ms).
-COMMIT_DISPATCH_RECORDS_MAX = 512
 
 
 def _or_minus_one(value: int | None) -> int:
     return -1 if value is None else value
 
 
-def keep_log_file_size(config: StoreConfig) -> StoreConfig:
-    """`config` with the file size the data dir's commit log keeps, when it has files
-    (store/files/log_file_size.py): a dir made with 1 GiB files still starts under a 64 MiB
-    setting, and the reverse. A size the current settings cannot use (it must hold the
-    largest record) is refused, naming the files."""
-    directory = StorePaths(config.data_dir).commit_log_dir
-    size = kept_file_size(config.data_dir, config.mapped_file_size_bytes)
-    if size is None or size == config.mapped_file_size_bytes:
-        return config
-    try:
-        kept = dataclasses.replace(config, mapped_file_size_bytes=size)
-    except ConfigError as error:
-        raise ConfigError(f"{directory} holds commit-log files of {size} bytes, the size the "
-                          f"log was created with and keeps; it does not fit the settings: "
-                          f"{error}") from error
-    log.warning("%s holds commit-log files of %d bytes: the log keeps that size "
-                "(mapped_file_size_bytes %d applies to a new data dir only)", directory, size,
-                config.mapped_file_size_bytes)
-    return kept
-
-
-class MessageStore:
+class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
     def __init__(self, config: StoreConfig, disk: Disk = REAL_DISK, *,
                  commit_limited: bool = False) -> None:
         """`disk` is the file layer every msync, fsync and allocation goes through (tests
@@ -198,131 +130,11 @@ class MessageStore:
         self.put_ok_count = 0
         self.put_bytes_total = 0
 
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> RecoveryReport:
-        if self.state is not Lifecycle.CREATED:
-            raise StoreStateError(f"start() on a store that is {self.state.value}")
-        self.paths.ensure()
-        self._disk.fsync_directory(self.paths.root)  # the log directories' names, if new
-        self._take_lock()
-        crashed = self.paths.abort_marker.exists()
-        self.tombstones.load()  # before redispatch, which skips deleted topics' records
-        timer_covered_offset = self.timer_state.load(self.paths.timer_state)
-        try:
-            self.recovery = recover(self.paths, self.commit_log, self.queues, self.dispatch,
-                                    crashed=crashed,
-                                    check_crc=self.config.check_crc_on_recover,
-                                    key_index=self.key_index, tombstones=self.tombstones,
-                                    timer_state=self.timer_state,
-                                    timer_covered_offset=timer_covered_offset)
-        except BaseException:
-            self._release_lock()
-            self.commit_log.close()
-            self.queues.close()
-            self.key_index.close()
-            raise
-        self.paths.abort_marker.write_bytes(b"")
-        record_file_size(self.config.data_dir, self.config.mapped_file_size_bytes, self._disk)
-        self.flush.checkpoint()
-        for service in self._services:
-            service.start()
-        self.state = Lifecycle.RUNNING
-        self._update_fast_path()
-        return self.recovery
-
-    def shutdown(self) -> None:
-        """Clean stop: everything flushed, checkpoint written, abort marker removed."""
-        if self.state is not Lifecycle.RUNNING:
-            raise StoreStateError(f"shutdown() on a store that is {self.state.value}")
-        self.state = Lifecycle.STOPPED
-        self._update_fast_path()
-        self.arrivals.wake_all()
-        try:
-            for service in reversed(self._services):
-                _stop_logging_errors(service)
-            # Idle consume-queue files go first: the checkpoint needs descriptors of its own.
-            self.queues.close_idle()
-            # Whatever failed above, the log is flushed and the checkpoint written (it never
-            # passes a queue dispatch could not write: DispatchService.position).
-            checkpoint = self.flush.checkpoint()
-            if checkpoint is not None and self.health.is_writable:
-                self.paths.abort_marker.unlink(missing_ok=True)
-            else:  # not everything reached the disk: the next start must run crash recovery
-                log.warning("shutdown after a write fault: the abort marker stays")
-        finally:
-            self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-            self._close()
-
-    def halt(self) -> None:
-        """Stop as a crash would: no flush, no checkpoint, the abort marker stays (tests)."""
-        if self.state is not Lifecycle.RUNNING:
-            raise StoreStateError(f"halt() on a store that is {self.state.value}")
-        self.state = Lifecycle.STOPPED
-        self._update_fast_path()
-        self.arrivals.wake_all()
-        for service in reversed(self._services):
-            if service is self.dispatch:
-                self.dispatch.stop(drain=False)
-            else:
-                service.stop()
-        self.flush.waits.fail_all(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        self._close()
-
-    def save_timer_state(self) -> None:
-        """Save the timer state with the dispatch offset it covers (at every checkpoint)."""
-        encoded = self.dispatch.at_position(self.timer_state.encode)
-        try:
-            save_state(self.paths.timer_state, encoded, self._disk)
-        except OSError as error:
-            if not self._timer_save_failing:  # once per failing spell
-                log.error("saving the timer state failed, the previous one stays: %s", error)
-            self._timer_save_failing = True
-        else:
-            self._timer_save_failing = False
-
-    @property
-    def _services(self) -> tuple[ServiceThread, ...]:
-        return (self.deadlines, self.allocate, self.dispatch, self.flush, self.retention)
-
-    def _close(self) -> None:
-        self.commit_log.close()
-        self.queues.close()
-        self.key_index.close()
-        self._release_lock()
-
-    def _take_lock(self) -> None:
-        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as error:
-            os.close(fd)
-            raise StoreStateError(
-                f"{self.paths.root} is in use by another store (lock {self.paths.lock})"
-            ) from error
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
     # -- puts ------------------------------------------------------------------------------
 
     def set_replication(self, guard: ReplicationGuard | None) -> None:
         self._replication = guard
         self._update_fast_path()
-
-    def _update_fast_path(self) -> None:
-        """Whether a put can skip the refusal checks: running, a master, and no put can wait
-        (ASYNC_FLUSH, no SYNC_MASTER guard), so the bound on waiting puts cannot be reached."""
-        self._accepting_without_waits = (
-            self.state is Lifecycle.RUNNING
-            and not self._is_slave
-            and not self._sync_flush
-            and (self._replication is None or not self._is_sync_master)
-            and self.health.is_writable
-        )
 
     def change_role(self, role: BrokerRole) -> None:
         """Promotion or demotion: the write path follows `role` from the next put on. The
@@ -570,61 +382,6 @@ class MessageStore:
         self.timer_state.reset()
         return 0, self.commit_log.min_offset
 
-    # -- DLedger mode: entries written at their position, readers bounded by the commit --
-
-    def write_entry_record(self, position: int, record: bytes) -> AppendRawStatus:
-        """A DLedger entry's record at its position (CommitLog.write_entry_record)."""
-        if self.state is not Lifecycle.RUNNING:
-            raise StoreStateError(f"write_entry_record() on a store that is {self.state.value}")
-        if not self.health.is_writable:
-            return AppendRawStatus.STORE_NOT_WRITABLE
-        return self.commit_log.write_entry_record(position, record)
-
-    def set_commit_limit(self, offset: int) -> None:
-        """Records below `offset` are committed: dispatch (and so reads) may go up to it.
-
-        The committing thread (a DLedger member's host) dispatches them itself once its
-        round's answers are out (`dispatch_committed`) rather than wake the dispatch thread
-        here: waking that thread at every commit made the two take turns at the interpreter
-        lock, and the member's process spent that turn-taking instead of serving
-        (docs/dledger.md, "Dispatch on the committing thread"). If nobody calls it, the
-        dispatch thread's idle poll takes the records."""
-        limit = self.dispatch.limit_offset
-        assert limit is not None, "the store was not opened commit_limited"
-        if offset > limit:
-            self.dispatch.limit_offset = offset
-
-    def dispatch_committed(self) -> None:
-        """Dispatch, on this thread, what commits opened: at most COMMIT_DISPATCH_RECORDS_MAX
-        records. The dispatch thread is woken for what is left past the bound, when it is
-        dispatching already, and when dispatch fails here: it retries and reports the
-        failure (`last_error`) as it always did."""
-        limit = self.dispatch.limit_offset
-        if limit is None or limit <= self.dispatch.dispatched_offset:
-            return
-        try:
-            caught_up = self.dispatch.dispatch_here(COMMIT_DISPATCH_RECORDS_MAX)
-        except Exception:  # noqa: BLE001 - the dispatch thread meets it again and reports it
-            caught_up = False
-        if not caught_up:
-            self._wake_dispatch()
-
-    @property
-    def commit_limit(self) -> int | None:
-        return self.dispatch.limit_offset
-
-    def truncate_uncommitted(self, offset: int) -> int:
-        """Cut the log back to `offset` on any role (DLedger: an uncommitted suffix, which no
-        consume queue holds). Durable at the next commit-log flush. Returns bytes cleared."""
-        limit = self.dispatch.limit_offset
-        assert limit is not None and offset >= limit, (offset, limit)
-        return self.dispatch.hold_still(lambda: self.commit_log.truncate(offset))
-
-    def clear_log(self) -> int:
-        """Drop the whole commit log (a DLedger follower restarting from its leader's
-        base); consume queues keep their committed entries."""
-        return self.dispatch.hold_still(self.commit_log.delete_all)
-
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         """Called after every append (replication writers wait on it, not on a timer)."""
         self._append_listeners = (*self._append_listeners, listener)
@@ -643,77 +400,6 @@ class MessageStore:
         for listener in self._append_listeners:
             listener()
 
-    # -- reads -----------------------------------------------------------------------------
-
-    def get_messages(
-        self, topic: str, queue_id: int, queue_offset: int, max_count: int,
-        max_bytes: int = READ_BYTES_MAX, *, committed_only: bool = True,
-    ) -> GetMessagesResult:
-        """Commit-limited (DLedger), a read stops at the commit limit: after a restart the
-        consume queues may hold records a previous run dispatched that the group never
-        committed (a member that led alone under another peer list); they are served only
-        once a leader confirmed them, and are cut if it does not (`committed_only=False`:
-        the system feed's rebuild, which reads the log as it is)."""
-        limit = self.dispatch.limit_offset if committed_only else None
-        return get_messages(self.commit_log, self.queues, topic, queue_id, queue_offset,
-                            max_count, max_bytes, limit)
-
-    def get_encoded(self, topic: str, queue_id: int, queue_offset: int, max_count: int,
-                    encoder: Encoder, misses_max: int,
-                    max_bytes: int = READ_BYTES_MAX) -> EncodedRead:
-        """`get_messages`, each record as `encoder` makes it, cached (store/encoded_reads.py);
-        it stops after decoding `misses_max` records, and at the commit limit as
-        `get_messages` does."""
-        return self.encoded_records.read(self.queues, topic, queue_id, queue_offset,
-                                         max_count, encoder, misses_max, max_bytes,
-                                         self.dispatch.limit_offset)
-
-    def get_message_by_id(self, msg_id: str) -> LookupResult:
-        """The record a message id names (store/message_id.py): FOUND, NOT_FOUND or
-        MALFORMED_ID. A commit-limited store finds no record past its commit limit."""
-        found = find_by_msg_id(self.commit_log, msg_id)
-        limit = self.dispatch.limit_offset
-        message = found.message
-        if limit is not None and message is not None \
-                and message.commit_log_offset + message.total_size > limit:
-            # DLedger mode: a record past the commit limit may still be truncated away.
-            return LookupResult(LookupStatus.NOT_FOUND)
-        return found
-
-    def find_by_key(self, topic: str, key: str, count_max: int,
-                    begin_timestamp_ms: int = 0,
-                    end_timestamp_ms: int = 2**63 - 1) -> list[StoredMessage]:
-        """Messages of `topic` with `key`, stored in [begin, end), newest first, at most
-        `count_max` (<= 1024): index candidates, each record read and checked (its topic and
-        keys), so a hash collision never answers another message."""
-        count_max = max(1, min(count_max, LOOKUP_RESULTS_MAX))
-        dead_below = self.tombstones.dead_below(topic)
-        limit = self.dispatch.limit_offset
-        found: list[StoredMessage] = []
-        for offset in self.key_index.candidates(topic, key, begin_timestamp_ms,
-                                                end_timestamp_ms, count_max * 4):
-            if offset < dead_below:
-                break  # older candidates belong to the deleted incarnation too
-            message = self._record_or_none(offset)
-            if message is None or (limit is not None
-                                   and offset + message.total_size > limit):
-                continue  # DLedger mode: not (or not yet again) committed
-            if message.topic == topic and key in (message.keys or "").split(" "):
-                found.append(message)
-                if len(found) == count_max:
-                    break
-        return found
-
-    def record_at(self, offset: int) -> tuple[StoredMessage, bool] | None:
-        """The whole record that starts at `offset` and whether it is committed (always, in
-        the classic modes), or None when no valid record starts there (never written, cut
-        by a truncation, removed by retention, or the middle of another record)."""
-        message = self._record_or_none(offset)
-        if message is None:
-            return None
-        limit = self.dispatch.limit_offset
-        return message, limit is None or offset + message.total_size <= limit
-
     def timer_scheduler(self, queue_count_of: Callable[[str], int | None], *,
                         clock: ClockMs = wall_ms,
                         cancels_pending_max: int = 10_000,
@@ -730,91 +416,6 @@ class MessageStore:
     def _read_lane(self, topic: str, queue_id: int, queue_offset: int,
                    count_max: int) -> GetMessagesResult:
         return read_lane(self.commit_log, self.queues, topic, queue_id, queue_offset, count_max)
-
-    def dispatch_caught_up(self) -> bool:
-        """Whether every record of the log (up to the commit limit, in DLedger mode) is
-        dispatched."""
-        end = self.commit_log.max_offset
-        limit = self.dispatch.limit_offset
-        if limit is not None:
-            end = min(end, limit)
-        return self.dispatch.dispatched_offset >= end
-
-    def read_record_or_none(self, offset: int) -> StoredMessage | None:
-        return self._record_or_none(offset)
-
-    def _record_or_none(self, offset: int) -> StoredMessage | None:
-        try:
-            return self.commit_log.read_record(offset)
-        except (OffsetNotAvailableError, RecordError):
-            return None  # removed by retention since the index pointed at it
-
-    def park_reader(self, topic: str, queue_id: int, seen_max_offset: int,
-                    wake: Callable[[], None]) -> Waiter | None:
-        """Call `wake` (from dispatch's thread, or this one) once the queue's max offset
-        passes `seen_max_offset`; None when `long_poll_waiters_max` readers wait already.
-        The caller unparks the waiter whatever happens (store/arrivals.py)."""
-        def current_max_offset() -> int:
-            queue = self.queues.get(topic, queue_id)
-            return queue.max_queue_offset if queue is not None else 0
-
-        return self.arrivals.park(topic, queue_id, seen_max_offset, current_max_offset, wake)
-
-    def unpark_reader(self, waiter: Waiter) -> None:
-        self.arrivals.cancel(waiter)
-
-    def release_readers(self) -> None:
-        """The gateway stops: every parked reader, and every one that parks from now on,
-        answers at once with what there is (store/arrivals.py `release_all`)."""
-        self.arrivals.release_all()
-
-    def queue_offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int | None:
-        """The first queue offset of a message stored at or after `timestamp_ms` (the max
-        offset when all are older); None when the queue has no entries yet."""
-        queue = self.queues.get(topic, queue_id)
-        if queue is None:
-            return None
-        return queue_offset_at_time(self.commit_log, queue, timestamp_ms)
-
-    def read_heads(self, topic: str, queue_id: int, queue_offset: int, max_count: int,
-                   property_name: str | None = None) -> list[RecordHead]:
-        """Up to `max_count` messages from `queue_offset` without their bodies (at most
-        READ_MESSAGES_MAX per call): keys, properties, offsets and store timestamps; with
-        `property_name`, only of messages that may carry it (store/reads.py)."""
-        return read_heads(self.commit_log, self.queues, topic, queue_id, queue_offset, max_count,
-                          property_name)
-
-    def first_retained_queue_offset(self, topic: str, queue_id: int) -> int:
-        """The first queue offset whose record the log still holds (the queue's max when it
-        holds none; 0 for an unknown queue). A queue's files outlive the records retention
-        removed (a file goes once all its entries point below the log), and a log reset to
-        a base fills the queue's start with gap entries: the queue's min says neither."""
-        queue = self.queues.get(topic, queue_id)
-        return 0 if queue is None else queue.next_offset_at(self.commit_log.min_offset)
-
-    def queue_end(self, topic: str, queue_id: int) -> tuple[int, int] | None:
-        """The queue's next offset and where its last record starts in the log (None: no
-        entry yet, or the last one is a gap)."""
-        queue = self.queues.get(topic, queue_id)
-        if queue is None or queue.max_queue_offset == queue.min_queue_offset:
-            return None
-        last = queue.get(queue.max_queue_offset - 1)
-        return None if last is None else (queue.max_queue_offset, last[0])
-
-    def queue_offset_range(self, topic: str, queue_id: int) -> tuple[int, int] | None:
-        """[min, max) queue offsets of a queue, or None when it has no entries yet."""
-        queue = self.queues.get(topic, queue_id)
-        if queue is None:
-            return None
-        return queue.min_queue_offset, queue.max_queue_offset
-
-    @property
-    def min_offset(self) -> int:
-        return self.commit_log.min_offset
-
-    @property
-    def max_offset(self) -> int:
-        return self.commit_log.max_offset
 
     @property
     def confirmed_offset(self) -> int:

@@ -7,7 +7,7 @@ broker gets the ports it had).
 
 Development reserves little disk: commit-log files of 64 MiB (`--mapped-file-size-bytes`, or
 TWINLOG_MAPPED_FILE_SIZE_BYTES) instead of the 1 GiB default, and the start says what they
-reserve. A data dir keeps the size its files have (store/message_store.py), and a pair must
+reserve. A data dir keeps the size its files have (store/store_lifecycle.py), and a pair must
 share one (a slave's files are byte copies of its master's), so the size of files already in
 a member's data dir wins for every member; members whose files differ are refused.
 """

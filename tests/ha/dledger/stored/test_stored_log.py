@@ -14,7 +14,7 @@ from ha.dledger.stored import stored_log
 from ha.dledger.stored.state_files import read_hard_state
 from ha.dledger.stored.stored_log import EntryRecordError, EntryWriteError, StoredLog
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage
-from store import AppendRawStatus, Message, MessageStore, StoreCorruptError, message_store
+from store import AppendRawStatus, Message, MessageStore, StoreCorruptError, store_dledger
 from store.files.mapped_file import MappedFile
 from store.files.mapped_file_queue import MappedFileQueue
 from store.message_id import LookupStatus
@@ -402,7 +402,7 @@ def test_the_commit_leaves_to_the_dispatch_thread_what_is_past_its_bound_or_busy
     dispatch thread for the rest; it dispatches nothing and wakes the thread when the thread
     holds dispatch; and a dispatch that fails there wakes the thread (which retries and
     reports it) instead of failing the host's round."""
-    monkeypatch.setattr(message_store, "COMMIT_DISPATCH_RECORDS_MAX", 2)
+    monkeypatch.setattr(store_dledger, "COMMIT_DISPATCH_RECORDS_MAX", 2)
     storage, log = open_storage(tmp_path, default_queue_count=1)
     store = storage.store
     wakes: list[int] = []
