@@ -33,7 +33,8 @@ from store.metadata.log_records import (
     SnapshotTooLarge,
     plan_snapshot,
 )
-from store.system_topics import METADATA_TOPIC, is_system_topic
+from store.system_topics import METADATA_TOPIC
+from store.timers.names import has_queue_starts
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ APPLIED_WAIT_MS = 10_000
 def _queue_starts(queue_offsets: dict[tuple[str, int], int]) -> list[QueueStart]:
     return [QueueStart(topic, queue_id, next_offset)
             for (topic, queue_id), next_offset in sorted(queue_offsets.items())
-            if not is_system_topic(topic)]
+            if has_queue_starts(topic)]
 
 
 class _NotApplied(Exception):

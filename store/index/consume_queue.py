@@ -21,6 +21,7 @@ from store.files.mapped_file import MappedFile
 from store.files.mapped_file_queue import MappedFileQueue
 from store.files.open_files import OpenFiles
 from store.system_topics import is_system_topic
+from store.timers.names import has_queue_starts
 from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)
@@ -526,10 +527,10 @@ class ConsumeQueues:
         return self.get_or_create(topic, queue_id).start_at(queue_offset)
 
     def starts_at(self, commit_log_offset: int) -> list[tuple[str, int, int]]:
-        """(topic, queue id, next queue offset at `commit_log_offset`) of every user queue:
-        where an empty replica whose log begins there must start them."""
+        """(topic, queue id, next queue offset at `commit_log_offset`) of every user queue and
+        lane: where an empty replica whose log begins there must start them."""
         return [(queue.topic, queue.queue_id, queue.next_offset_at(commit_log_offset))
-                for queue in self.all() if not is_system_topic(queue.topic)]
+                for queue in self.all() if has_queue_starts(queue.topic)]
 
     def remove_topic(self, topic: str) -> int:
         """Close and delete every queue of `topic` (a deleted topic); return how many. The

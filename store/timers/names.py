@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from store.system_topics import SYSTEM_TOPIC_PREFIX
+from store.system_topics import SYSTEM_TOPIC_PREFIX, is_system_topic
 
 # Delay levels: queue level - 1. Timer lanes: queue k waits timer_precision_ms * 2**k.
 SCHEDULE_TOPIC = SYSTEM_TOPIC_PREFIX + "SCHEDULE"
@@ -43,3 +43,12 @@ DROP_CANCELLED = "cancelled"
 DROP_TOPIC_MISSING = "topic_missing"
 DROP_ORIGIN_GONE = "origin_gone"
 DROP_REASONS = (DROP_CANCELLED, DROP_TOPIC_MISSING, DROP_ORIGIN_GONE)
+
+
+def has_queue_starts(topic: str) -> bool:
+    """Whether a metadata snapshot and the bootstrap pull carry the topic's queue starts: every
+    user topic, and the lanes. A lane's progress (state.py) is derived from the records that
+    consume its entries, which name their queue offsets; a replica whose log begins past a
+    lane's last entry but holds a record consuming it would, promoted, start the lane again
+    at 0, below its progress, and never deliver what it put there."""
+    return not is_system_topic(topic) or topic in LANE_TOPICS

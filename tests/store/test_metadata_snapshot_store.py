@@ -18,6 +18,7 @@ from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.metadata import MetadataStore
 from store.metadata.log_records import GroupPut, MetadataChange, OffsetSet, TopicPut
 from store.retention import RetentionService
+from store.timers.names import SCHEDULE_TOPIC
 from tests.support.store import wait_dispatched
 
 OpenStore = Callable[..., MessageStore]
@@ -49,6 +50,19 @@ def _retention(store: MessageStore, write: Callable[[], bool] | None) -> Retenti
     service.metadata_floor = store.metadata_retention_floor
     service.on_metadata_floor = write
     return service
+
+
+def _slave_after_a_snapshot(open_store: OpenStore, tmp_path: Path, master: MessageStore,
+                            metadata: MetadataStore, start: int) -> MessageStore:
+    """The master writes a snapshot; a slave's log then begins at `start` and holds the
+    master's from there on, dispatched."""
+    snapshots = MetadataSnapshots(master, MetadataLog(master), lambda: metadata)
+    assert snapshots.write()
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    assert slave.append_raw(start, master.commit_log.read_bytes(start, master.max_offset)) \
+        .value == "OK"
+    wait_dispatched(slave)
+    return slave
 
 
 def _state(metadata: MetadataStore) -> tuple[object, ...]:
@@ -115,12 +129,7 @@ def test_a_snapshots_queue_starts_begin_the_queues_a_log_lacks_and_survive_a_res
         master.put_message(Message("Gone", b"old", queue_id=0))
     _fill(master, 120)
     start = master.commit_log.files.files[-1].start_offset  # where the slave's log begins
-    snapshots = MetadataSnapshots(master, MetadataLog(master), lambda: metadata)
-    assert snapshots.write()
-    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
-    assert slave.append_raw(start, master.commit_log.read_bytes(start, master.max_offset)) \
-        .value == "OK"
-    wait_dispatched(slave)
+    slave = _slave_after_a_snapshot(open_store, tmp_path, master, metadata, start)
     assert slave.queue_offset_range("Gone", 0) is not None
     assert slave.queue_offset_range("Gone", 0)[1] == 3  # type: ignore[index]
     assert slave.get_messages("Gone", 0, 0, 10).messages == []
@@ -160,3 +169,26 @@ def test_a_snapshot_follows_once_enough_records_pass_the_last(open_store: OpenSt
     assert _state(rebuilt) == whole
     for tables in (metadata, rebuilt):
         tables.stop()
+
+
+def test_a_snapshot_and_the_bootstrap_pull_start_the_lanes_a_log_lacks(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """Lane entries (a delay level's queue) whose records all lie below where a slave's log
+    begins: the snapshot and the bootstrap pull's starts carry the lane's next offset, so the
+    slave's lane starts there and, promoted, its next entry gets offset 3 (not 0, below the
+    lane's progress that records consuming those entries carry)."""
+    master = open_store(data_dir=tmp_path / "master")
+    metadata = _attached(master, tmp_path / "master.db")
+    _put(master, TopicPut("Live", 1, 1, 6, 1, 1))
+    for _ in range(3):
+        master.put_message(Message(SCHEDULE_TOPIC, b"delayed", queue_id=0))
+    _fill(master, 120)
+    start = master.commit_log.files.files[-1].start_offset  # where the slave's log begins
+    assert (SCHEDULE_TOPIC, 0, 3) in master.queues.starts_at(start)  # the pull's starts
+    slave = _slave_after_a_snapshot(open_store, tmp_path, master, metadata, start)
+    assert slave.queue_offset_range(SCHEDULE_TOPIC, 0) is not None
+    assert slave.queue_offset_range(SCHEDULE_TOPIC, 0)[1] == 3  # type: ignore[index]
+    slave.change_role(BrokerRole.ASYNC_MASTER)
+    result, _ = slave.put_message(Message(SCHEDULE_TOPIC, b"later", queue_id=0))
+    assert (result.status, result.queue_offset) == (PutMessageStatus.PUT_OK, 3)
+    metadata.stop()

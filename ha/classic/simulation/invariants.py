@@ -32,7 +32,7 @@ from ha.sim_timers import DELAY_TICKS_MAX
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
-    from ha.classic.simulation.sim import Simulation
+    from ha.classic.simulation.base import SimulationBase
 
 
 class InvariantViolation(AssertionError):
@@ -83,7 +83,7 @@ class Invariants:
     def put_taken(self, broker: str, put: Put) -> None:
         assert put.end - put.start == len(put.payload)
 
-    def put_answered(self, sim: Simulation, master: MasterSide, put: Put,
+    def put_answered(self, sim: SimulationBase, master: MasterSide, put: Put,
                      status: PutMessageStatus) -> None:
         if status is not PutMessageStatus.PUT_OK or not master.is_sync_master:
             return
@@ -149,7 +149,7 @@ class Invariants:
 
     # -- links and reports -----------------------------------------------------------------
 
-    def acked(self, sim: Simulation, master: MasterSide, conn: MasterConn) -> None:
+    def acked(self, sim: SimulationBase, master: MasterSide, conn: MasterConn) -> None:
         """A report counted as an ack on `conn`: what it acked is what the slave holds,
         byte for byte the master's."""
         link = conn.link
@@ -191,7 +191,7 @@ class Invariants:
                 f"{slave.name} reports truncated_bytes_total "
                 f"{slave.core.truncated_bytes_total}, it cut {slave.cut_bytes_total}")
 
-    def _metadata_lost(self, sim: Simulation, broker: SimBroker) -> None:
+    def _metadata_lost(self, sim: SimulationBase, broker: SimBroker) -> None:
         """A broker whose tables may hold what its log does not: its queue offsets are taken
         as they come; once it is a master, so are every broker's, and the checks stop."""
         if not broker.disk.lenient:
@@ -202,7 +202,7 @@ class Invariants:
             for other in sim.brokers.values():
                 other.disk.lenient = True
 
-    def after_event(self, sim: Simulation) -> None:
+    def after_event(self, sim: SimulationBase) -> None:
         """Every master's replicated offset is what distinct slaves acknowledged; no broker
         whose queues or tables changed holds a consumer offset past its queue."""
         for broker in sim.brokers.values():
@@ -234,7 +234,7 @@ class Invariants:
 
     # -- failover and the end --------------------------------------------------------------
 
-    def promoted_holds_promises(self, sim: Simulation, candidate: SimBroker, master: str,
+    def promoted_holds_promises(self, sim: SimulationBase, candidate: SimBroker, master: str,
                                 epoch_number: int) -> None:
         """The slave promoted (furthest ahead of those that agreed with the master in its
         last epoch) holds every PUT_OK of that epoch that any slave holds."""
@@ -298,7 +298,7 @@ class Invariants:
                     raise InvariantViolation(f"{broker} serves message {record.message_id} "
                                              f"at {offset}, deleted with its topic {topic}")
 
-    def converged(self, sim: Simulation) -> None:
+    def converged(self, sim: SimulationBase) -> None:
         leader = sim.brokers[sim.leader]
         assert leader.is_master, f"{leader.name} is not master at the end"
         lost = leader.disk.timers.undelivered(sim.fault_ms + DELAY_TICKS_MAX)
