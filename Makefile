@@ -58,9 +58,10 @@ unit: setup
 
 # The whole suite, Spark and real processes included, the same way: tests/conftest.py puts
 # the Spark files first, as one unit of work, so one worker runs them all on one Spark
-# session while the other goes through the rest.
+# session while the other goes through the rest. The 30 slowest tests are listed at the end (the
+# suite has a 10-minute budget on a quiet 2-core machine: a new slow test shows there).
 suite: setup clients
-	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30
 
 # What CI runs (.ci/run): the checks first (a new one goes in this list), then the whole suite.
 test: lint types contracts suite
