@@ -48,6 +48,7 @@ class LogRecordsMixin(MetadataStoreBase):
         change = decode(record.op, record.body)
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
+                self._passed(change, record.commit_log_offset)
                 return None  # in the tables already (a bootstrap from the master took it)
             if record.queue_offset > self._applied.queue_offset and \
                     not (isinstance(change, MetadataSnapshot) and change.part == 0):
@@ -55,6 +56,7 @@ class LogRecordsMixin(MetadataStoreBase):
             if not isinstance(change, MetadataSnapshot) or self._loads(change,
                                                                        record.queue_offset):
                 self.apply_change(change)
+            self._passed(change, record.commit_log_offset)  # after: never a step back
             # Every record moves it: plain ints, a LogPosition only for who reads it.
             self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
                                             self._clock_ms())
@@ -65,6 +67,32 @@ class LogRecordsMixin(MetadataStoreBase):
                 # (store/system_feed.py checks the record at the persisted position).
                 self.flush_consumer_offsets()
         return change
+
+    def apply_ahead(self, change: OffsetSet, log_offset: int) -> None:
+        """A forward commit whose record this broker just appended at `log_offset`: readers
+        see it from now on, before dispatch applies the record (MetadataLog: the commit's
+        answer does not wait for that apply). Nothing when the record is applied already or
+        what readers see is as far. Never persisted from here: the persister writes only
+        applied entries; the apply of the record takes over (`passed`), and a cut of the log
+        that removes the record drops it (`cut_ahead`)."""
+        assert not change.reset, "a reset applies on the dispatch path only"
+        applied = self._applied
+        if applied.queue_offset > 0 and applied.commit_log_offset >= log_offset:
+            return  # dispatch applied it (and maybe later records) already
+        self._offsets.apply_ahead(OffsetKey(change.group_name, change.topic, change.queue_id),
+                                  change.queue_offset, now_ms=change.at_ms,
+                                  log_offset=log_offset)
+
+    def _passed(self, change: MetadataChange, log_offset: int) -> None:
+        """The record at `log_offset` is applied: a commit shown ahead of it goes."""
+        if isinstance(change, OffsetSet):
+            self._offsets.passed(OffsetKey(change.group_name, change.topic,
+                                           change.queue_id), log_offset)
+
+    def cut_ahead(self, log_offset: int) -> None:
+        """The log was cut back to `log_offset` (store/system_feed.py): commits shown ahead
+        of their records' apply go when the cut removed their records."""
+        self._offsets.cut_ahead(log_offset)
 
     def apply_derived(self, record: SystemRecord, moved: Sequence[OffsetSet]) -> None:
         """A record of the metadata topic that another layer applies (group consumption's
