@@ -24,7 +24,7 @@ from store.metadata.models import (
 )
 from store.metadata.offset_table import ConsumerOffsetTable
 from store.metadata.offsets import OffsetKey
-from store.metadata.store_base import MetadataStoreBase
+from store.metadata.store_base import APPENDED_CHANGES_MAX, MetadataStoreBase
 
 
 class LogRecordsMixin(MetadataStoreBase):
@@ -45,7 +45,10 @@ class LogRecordsMixin(MetadataStoreBase):
         """Apply one metadata record of the log (dispatch's `on_system_record`, in log order).
         Raises MetadataRecordError for a record this build cannot read: dispatch then stays
         at it (and says so) rather than go on with tables that would differ from the log."""
-        change = decode(record.op, record.body)
+        appended = self._appended.pop(record.commit_log_offset, None) if self._appended \
+            else None
+        self._drop_appended_below(record.commit_log_offset)
+        change = decode(record.op, record.body) if appended is None else appended
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
                 self._passed(change, record.commit_log_offset)
@@ -79,9 +82,21 @@ class LogRecordsMixin(MetadataStoreBase):
         applied = self._applied
         if applied.queue_offset > 0 and applied.commit_log_offset >= log_offset:
             return  # dispatch applied it (and maybe later records) already
+        if len(self._appended) < APPENDED_CHANGES_MAX:
+            self._appended[log_offset] = change
         self._offsets.apply_ahead(OffsetKey(change.group_name, change.topic, change.queue_id),
                                   change.queue_offset, now_ms=change.at_ms,
                                   log_offset=log_offset)
+
+    def _drop_appended_below(self, log_offset: int) -> None:
+        """Kept changes whose records dispatch passed before they were kept (it was faster
+        than the appender) go: they are kept in log order, so from the first on."""
+        appended = self._appended
+        while appended:
+            first = next(iter(appended))
+            if first >= log_offset:
+                return
+            appended.pop(first, None)
 
     def _passed(self, change: MetadataChange, log_offset: int) -> None:
         """The record at `log_offset` is applied: a commit shown ahead of it goes."""
@@ -93,6 +108,8 @@ class LogRecordsMixin(MetadataStoreBase):
         """The log was cut back to `log_offset` (store/system_feed.py): commits shown ahead
         of their records' apply go when the cut removed their records."""
         self._offsets.cut_ahead(log_offset)
+        for offset in [offset for offset in self._appended if offset >= log_offset]:
+            del self._appended[offset]
 
     def apply_derived(self, record: SystemRecord, moved: Sequence[OffsetSet]) -> None:
         """A record of the metadata topic that another layer applies (group consumption's

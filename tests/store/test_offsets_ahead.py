@@ -18,8 +18,8 @@ import pytest
 from app.broker.metadata_log import MetadataLog, MetadataWriteFailed, record_of
 from store import BrokerRole, MessageStore, PutMessageStatus
 from store.dispatch import SystemRecord
-from store.metadata import MetadataStore, MetadataTable
-from store.metadata.log_records import GroupPut, MetadataChange, OffsetSet, TopicPut
+from store.metadata import MetadataStore, MetadataTable, store_log
+from store.metadata.log_records import GroupPut, MetadataChange, OffsetSet, TopicPut, decode
 from tests.support.store import wait_dispatched, wait_until
 
 # Short: on the old code the answer waited this long for an apply the gate never lets through.
@@ -146,3 +146,27 @@ def test_a_commit_shown_ahead_gives_way_to_a_greater_one_applied(
     wait_until(lambda: metadata.log_position.queue_offset == 5)
     assert _offset(metadata) == 7
     assert _stored_offsets(metadata) == [("g", "T", 0, 7)]
+
+
+def test_the_apply_of_a_commit_shown_ahead_takes_its_change_without_decoding(
+        master: MessageStore, metadata: MetadataStore,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatch on the broker that appended the commits applies the changes it kept for
+    them (every replica decodes each record; this one wrote it): no decode for the two
+    commits, one for the reset, which is not shown ahead."""
+    gate, log = _attached(master, metadata)
+    decoded: list[str] = []
+
+    def counting(op: str, body: bytes) -> MetadataChange:
+        decoded.append(op)
+        return decode(op, body)
+
+    monkeypatch.setattr(store_log, "decode", counting)
+    gate.closed.set()
+    log.write_blocking([OffsetSet("g", "T", 0, 5, False, 2)])
+    log.write_blocking([OffsetSet("g", "T", 0, 6, False, 3)])
+    gate.closed.clear()
+    wait_until(lambda: metadata.log_position.queue_offset == 5)
+    assert decoded == [] and _offset(metadata) == 6
+    log.write_blocking([OffsetSet("g", "T", 0, 2, True, 4)])
+    assert len(decoded) == 1 and _offset(metadata) == 2
