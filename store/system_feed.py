@@ -54,6 +54,8 @@ class SystemRecordFeed:
         self._reads = reads
         self._handler: SystemRecordHandler | None = None
         self._reset: Callable[[], None] | None = None
+        # Told of every cut (its offset): the layer drops what it shows ahead of its apply.
+        self._cut: Callable[[int], None] | None = None
         # The commit-log offset of the last record handed (-1: none).
         self.last_handed_offset = -1
         self.rebuild_count = 0
@@ -68,12 +70,13 @@ class SystemRecordFeed:
         return self._handler
 
     def attach(self, handler: SystemRecordHandler, from_queue_offset: int,
-               applied_offset: int | None, reset: Callable[[], None] | None) -> int:
+               applied_offset: int | None, reset: Callable[[], None] | None,
+               cut: Callable[[int], None] | None = None) -> int:
         """Hand the records from `from_queue_offset` on. When the layer's last applied record
         (at `from_queue_offset - 1`, commit-log offset `applied_offset`) is not in the log,
         the layer is ahead of the log: it is reset and fed again from 0. Returns how many
         records were handed. The caller holds dispatch still."""
-        self._handler, self._reset = handler, reset
+        self._handler, self._reset, self._cut = handler, reset, cut
         self._scan()
         if reset is not None and from_queue_offset > 0 and applied_offset is not None \
                 and self._offset_at(from_queue_offset - 1) != applied_offset:
@@ -94,7 +97,7 @@ class SystemRecordFeed:
         return self._replay(from_queue_offset)
 
     def detach(self) -> None:
-        self._handler = self._reset = None
+        self._handler = self._reset = self._cut = None
 
     def dispatched(self, record: SystemRecord) -> None:
         """Dispatch's hand-off (SystemRecordHandler): the layer's, remembered."""
@@ -106,7 +109,10 @@ class SystemRecordFeed:
 
     def log_cut(self, offset: int) -> None:
         """The log was cut back to `offset` (dispatch held still): when that removed a record
-        the layer applied, the layer is rebuilt from what is left."""
+        the layer applied, the layer is rebuilt from what is left. The layer's `cut` hears
+        of every cut, first."""
+        if self._cut is not None:
+            self._cut(offset)
         latest = self.latest_snapshot
         if (latest is not None and latest.offset >= offset) or self._arriving is not None:
             self._scanned = False  # found again at the next need, in what the cut left

@@ -179,7 +179,9 @@ class Broker:
                          replayed)
             caught_up = self.store.attach_system_records(
                 self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
-                reset=self._reset_metadata)
+                reset=self._reset_metadata, cut=self.metadata.cut_ahead)
+            if self.dledger is None:  # a commit's answer waits for its entry's commit there
+                self.metadata_log.apply_ahead = self.metadata.apply_ahead
             if caught_up:
                 log.info("metadata: %d records of the log applied at start", caught_up)
             for topic in self.metadata.list_topics():

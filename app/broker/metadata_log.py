@@ -7,6 +7,13 @@ broker's dispatch has applied it: the answer then reads back what it wrote, and 
 the same record from its copy of the log, in the same order, so a promoted slave holds exactly
 the state its log holds (DESIGN: everything a failover must keep travels in the replicated log).
 
+A forward offset commit (classic modes) is shown at once: under the append lock, once its
+record is appended, the offset table takes it ahead of its apply (MetadataStore.apply_ahead),
+and its answer waits for the put's guarantees alone, not for dispatch to apply it. What it
+shows is in the log already; it is never persisted before its apply, and a cut of the log that
+removes its record drops it (store/metadata/offset_table.py). Resets and every other change
+wait for their apply.
+
 The answer keeps the promise of a put: PUT_OK when held as the broker's role promises (on a
 SYNC_MASTER, by a slave); FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE or FLUSH_DISK_TIMEOUT when it
 is applied here but not held as promised (202); a refusal (SERVICE_NOT_AVAILABLE,
@@ -27,12 +34,12 @@ committed log holds.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from store import Message, MessageStore, PutMessageResult, PutMessageStatus
-from store.metadata.log_records import MetadataChange, TopicDelete, encode, op_of
+from store.metadata.log_records import MetadataChange, OffsetSet, TopicDelete, encode, op_of
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP, PROPERTY_SUBJECT_TOPIC
 from store.waits.completion import PutCompletion
 
@@ -78,6 +85,9 @@ class MetadataLog:
         # Held around each append of metadata records (a moment): a snapshot holds it while
         # it reads the tables and appends, so no record falls between what it read and it.
         self.append_lock = threading.Lock()
+        # Classic modes: shows a forward commit just appended (its change, its record's
+        # commit-log offset) before dispatch applies it; None: every answer waits for the apply.
+        self.apply_ahead: Callable[[OffsetSet, int], None] | None = None
 
     async def write(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
         """Put the changes' records (all in one append), then wait for their guarantees and
@@ -94,8 +104,8 @@ class MetadataLog:
             return _settled([], applied, self._apply_timeout_ms)
         completions, end_offset = self._append(changes)
         statuses = [await completion for completion in completions]
-        applied = await PutCompletion(pending=self._store.wait_dispatched(
-            end_offset, self._apply_timeout_ms))
+        applied = PutMessageStatus.PUT_OK if end_offset is None else await PutCompletion(
+            pending=self._store.wait_dispatched(end_offset, self._apply_timeout_ms))
         return _settled(statuses, applied, self._apply_timeout_ms)
 
     def write_blocking(self, changes: Sequence[MetadataChange]) -> WriteOutcome:
@@ -111,15 +121,24 @@ class MetadataLog:
             return _settled([], applied, self._apply_timeout_ms)
         completions, end_offset = self._append(changes)
         statuses = [completion.result() for completion in completions]
-        applied = self._store.wait_dispatched(end_offset, self._apply_timeout_ms).wait(None)
+        applied = PutMessageStatus.PUT_OK if end_offset is None else self._store.wait_dispatched(
+            end_offset, self._apply_timeout_ms).wait(None)
         return _settled(statuses, applied, self._apply_timeout_ms)
 
-    def _append(self, changes: Sequence[MetadataChange]) -> tuple[list[PutCompletion], int]:
-        """The records appended: their completions and the end of the last; a refusal raises."""
+    def _append(self, changes: Sequence[MetadataChange]
+                ) -> tuple[list[PutCompletion], int | None]:
+        """The records appended: their completions and the end of the last, which the answer
+        waits for dispatch to apply (None: shown ahead, no wait); a refusal raises."""
         assert changes
         with self.append_lock:
             if len(changes) == 1:
-                results = [self._store.put_system_message(record_of(changes[0]))]
+                change = changes[0]
+                result, completion = self._store.put_system_message(record_of(change))
+                if result.status is PutMessageStatus.PUT_OK and self.apply_ahead is not None \
+                        and isinstance(change, OffsetSet) and not change.reset:
+                    self.apply_ahead(change, result.commit_log_offset)
+                    return [completion], None
+                results = [(result, completion)]
             else:
                 assert not any(isinstance(change, TopicDelete) for change in changes)
                 results = self._store.put_system_messages(

@@ -5,6 +5,14 @@ one interval of commits, which consumers tolerate by consuming a few messages ag
 is pure (no database, no clock): the MetadataStore feeds it times and persists what it hands out.
 An entry is two ints (the offset, its time): a ConsumerOffset is built only for who reads one,
 since a commit (and every replica's apply of its record) changes an entry on the hot path.
+
+Entries ahead of the log's apply: the broker that appends a forward commit's record puts its
+offset here at once (`apply_ahead`), so that its answer need not wait for dispatch to apply
+the record. Readers see the greater of the two (a forward commit later in the log than every
+applied record wins over them, unless one of them is greater: forward only). An ahead entry
+is never persisted (the persister takes only applied entries: it never writes past the
+applied position) and goes when dispatch applies its record (`passed`) or a cut of the log
+removes it (`cut_ahead`).
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ class ConsumerOffsetTable:
         self._entries: dict[OffsetKey, Entry] = {
             offset_key(o): (o.queue_offset, o.updated_at_ms) for o in offsets}
         self._dirty: set[OffsetKey] = set()
+        # Forward commits whose records are appended but not applied yet: (queue offset,
+        # updated at ms, the record's commit-log offset) by key.
+        self._ahead: dict[OffsetKey, tuple[int, int, int]] = {}
 
     def __len__(self) -> int:
         with self._lock:
@@ -53,6 +64,13 @@ class ConsumerOffsetTable:
     def entry(self, key: OffsetKey) -> Entry | None:
         """`get` as (queue offset, updated at ms), for the commit's hot path."""
         with self._lock:
+            entry = self._entries.get(key)
+            ahead = self._ahead.get(key) if self._ahead else None
+        return entry if ahead is None else _greater(entry, ahead)
+
+    def applied_entry(self, key: OffsetKey) -> Entry | None:
+        """The entry as the applied records leave it (no commit ahead of them)."""
+        with self._lock:
             return self._entries.get(key)
 
     def select(
@@ -62,14 +80,24 @@ class ConsumerOffsetTable:
         with self._lock:
             matching = [
                 _offset(key, entry)
-                for key, entry in self._entries.items()
+                for key, entry in self._seen().items()
                 if (group_name is None or key.group_name == group_name)
                 and (topic is None or key.topic == topic)
             ]
         return sorted(matching, key=offset_key)
 
+    def _seen(self) -> dict[OffsetKey, Entry]:
+        """What readers see: the applied entries, each with a greater commit ahead instead.
+        The caller holds the lock."""
+        if not self._ahead:
+            return self._entries
+        seen = dict(self._entries)
+        for key, ahead in self._ahead.items():
+            seen[key] = _greater(seen.get(key), ahead)
+        return seen
+
     def entries(self) -> list[ConsumerOffset]:
-        """Every offset, ordered by key."""
+        """Every offset as the applied records leave it (what a snapshot holds), by key."""
         with self._lock:
             entries = [_offset(key, entry) for key, entry in self._entries.items()]
         return sorted(entries, key=offset_key)
@@ -103,6 +131,42 @@ class ConsumerOffsetTable:
             self._dirty.add(key)
             return True
 
+    def apply_ahead(self, key: OffsetKey, queue_offset: int, *, now_ms: int,
+                    log_offset: int) -> bool:
+        """A forward commit whose record was just appended at `log_offset`, shown before its
+        apply; nothing when what readers see is that offset or more already (its record
+        applied, or a greater commit came first). True when taken."""
+        with self._lock:
+            current = self._entries.get(key)
+            ahead = self._ahead.get(key)
+            if (current is not None and current[0] >= queue_offset) or \
+                    (ahead is not None and ahead[0] >= queue_offset):
+                return False
+            self._ahead[key] = (queue_offset, now_ms, log_offset)
+            return True
+
+    def passed(self, key: OffsetKey, log_offset: int) -> None:
+        """The record at `log_offset` is applied: a commit ahead from it or before goes."""
+        if self._ahead:
+            with self._lock:
+                ahead = self._ahead.get(key)
+                if ahead is not None and ahead[2] <= log_offset:
+                    del self._ahead[key]
+
+    def cut_ahead(self, log_offset: int) -> int:
+        """The log was cut back to `log_offset`: the commits ahead whose records it removed
+        go. Returns how many."""
+        with self._lock:
+            cut = [key for key, ahead in self._ahead.items() if ahead[2] >= log_offset]
+            for key in cut:
+                del self._ahead[key]
+            return len(cut)
+
+    @property
+    def ahead_count(self) -> int:
+        with self._lock:
+            return len(self._ahead)
+
     def put_persisted(self, offsets: Iterable[ConsumerOffset]) -> None:
         """Take offsets the database already holds (a reset, a master's copy), in any direction."""
         with self._lock:
@@ -121,6 +185,11 @@ class ConsumerOffsetTable:
                 ):
                     del self._entries[key]
                     self._dirty.discard(key)
+            for key in list(self._ahead):
+                if (group_name is None or key.group_name == group_name) and (
+                    topic is None or key.topic == topic
+                ):
+                    del self._ahead[key]
 
     def take_dirty(self) -> list[ConsumerOffset]:
         """Hand out the offsets to persist and mark them clean; restore_dirty if that fails."""
@@ -133,6 +202,12 @@ class ConsumerOffsetTable:
         """Mark a batch dirty again after persisting it failed (unless forgotten meanwhile)."""
         with self._lock:
             self._dirty.update(offset_key(o) for o in offsets if offset_key(o) in self._entries)
+
+
+def _greater(entry: Entry | None, ahead: tuple[int, int, int]) -> Entry:
+    if entry is not None and entry[0] >= ahead[0]:
+        return entry
+    return ahead[0], ahead[1]
 
 
 def _offset(key: OffsetKey, entry: Entry) -> ConsumerOffset:

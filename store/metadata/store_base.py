@@ -13,6 +13,7 @@ from store.metadata import apply, groups, offsets, topics
 from store.metadata.apply import AppliedPosition
 from store.metadata.database import create_metadata_engine
 from store.metadata.errors import MetadataStoreStateError
+from store.metadata.log_records import OffsetSet
 from store.metadata.migrate import bring_to_head
 from store.metadata.offset_table import ConsumerOffsetTable
 from store.metadata.rules import (
@@ -23,6 +24,9 @@ from store.metadata.rules import (
 )
 from store.metadata.view import MetadataView
 from store.service import IntervalService
+
+# How many appended commits wait for dispatch with their change kept (store_log.py).
+APPENDED_CHANGES_MAX = 65_536
 
 # RocketMQ's flushConsumerOffsetInterval.
 DEFAULT_CONSUMER_OFFSET_PERSIST_INTERVAL_MS = 5000
@@ -92,6 +96,10 @@ class MetadataStoreBase:
         # not persisted: a restart finds it below what the log holds and rebuilds.
         self._snapshot_loading = False
         self._lacking = False
+        # The forward commits this broker appended and showed ahead, by their records'
+        # commit-log offsets: dispatch applies these objects rather than decode the records
+        # again (at most APPENDED_CHANGES_MAX: past it, records are decoded).
+        self._appended: dict[int, OffsetSet] = {}
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._state = MetadataStoreState.CREATED

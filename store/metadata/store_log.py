@@ -24,7 +24,7 @@ from store.metadata.models import (
 )
 from store.metadata.offset_table import ConsumerOffsetTable
 from store.metadata.offsets import OffsetKey
-from store.metadata.store_base import MetadataStoreBase
+from store.metadata.store_base import APPENDED_CHANGES_MAX, MetadataStoreBase
 
 
 class LogRecordsMixin(MetadataStoreBase):
@@ -45,9 +45,13 @@ class LogRecordsMixin(MetadataStoreBase):
         """Apply one metadata record of the log (dispatch's `on_system_record`, in log order).
         Raises MetadataRecordError for a record this build cannot read: dispatch then stays
         at it (and says so) rather than go on with tables that would differ from the log."""
-        change = decode(record.op, record.body)
+        appended = self._appended.pop(record.commit_log_offset, None) if self._appended \
+            else None
+        self._drop_appended_below(record.commit_log_offset)
+        change = decode(record.op, record.body) if appended is None else appended
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
+                self._passed(change, record.commit_log_offset)
                 return None  # in the tables already (a bootstrap from the master took it)
             if record.queue_offset > self._applied.queue_offset and \
                     not (isinstance(change, MetadataSnapshot) and change.part == 0):
@@ -55,6 +59,7 @@ class LogRecordsMixin(MetadataStoreBase):
             if not isinstance(change, MetadataSnapshot) or self._loads(change,
                                                                        record.queue_offset):
                 self.apply_change(change)
+            self._passed(change, record.commit_log_offset)  # after: never a step back
             # Every record moves it: plain ints, a LogPosition only for who reads it.
             self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
                                             self._clock_ms())
@@ -65,6 +70,46 @@ class LogRecordsMixin(MetadataStoreBase):
                 # (store/system_feed.py checks the record at the persisted position).
                 self.flush_consumer_offsets()
         return change
+
+    def apply_ahead(self, change: OffsetSet, log_offset: int) -> None:
+        """A forward commit whose record this broker just appended at `log_offset`: readers
+        see it from now on, before dispatch applies the record (MetadataLog: the commit's
+        answer does not wait for that apply). Nothing when the record is applied already or
+        what readers see is as far. Never persisted from here: the persister writes only
+        applied entries; the apply of the record takes over (`passed`), and a cut of the log
+        that removes the record drops it (`cut_ahead`)."""
+        assert not change.reset, "a reset applies on the dispatch path only"
+        applied = self._applied
+        if applied.queue_offset > 0 and applied.commit_log_offset >= log_offset:
+            return  # dispatch applied it (and maybe later records) already
+        if len(self._appended) < APPENDED_CHANGES_MAX:
+            self._appended[log_offset] = change
+        self._offsets.apply_ahead(OffsetKey(change.group_name, change.topic, change.queue_id),
+                                  change.queue_offset, now_ms=change.at_ms,
+                                  log_offset=log_offset)
+
+    def _drop_appended_below(self, log_offset: int) -> None:
+        """Kept changes whose records dispatch passed before they were kept (it was faster
+        than the appender) go: they are kept in log order, so from the first on."""
+        appended = self._appended
+        while appended:
+            first = next(iter(appended))
+            if first >= log_offset:
+                return
+            appended.pop(first, None)
+
+    def _passed(self, change: MetadataChange, log_offset: int) -> None:
+        """The record at `log_offset` is applied: a commit shown ahead of it goes."""
+        if isinstance(change, OffsetSet):
+            self._offsets.passed(OffsetKey(change.group_name, change.topic,
+                                           change.queue_id), log_offset)
+
+    def cut_ahead(self, log_offset: int) -> None:
+        """The log was cut back to `log_offset` (store/system_feed.py): commits shown ahead
+        of their records' apply go when the cut removed their records."""
+        self._offsets.cut_ahead(log_offset)
+        for offset in [offset for offset in self._appended if offset >= log_offset]:
+            del self._appended[offset]
 
     def apply_derived(self, record: SystemRecord, moved: Sequence[OffsetSet]) -> None:
         """A record of the metadata topic that another layer applies (group consumption's

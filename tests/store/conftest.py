@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from store import MessageStore
+from store.metadata import MetadataStore
 from tests.support.store import small_config
 
 
@@ -25,3 +26,12 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
     for store in opened:
         if store.state.value == "RUNNING":
             store.shutdown()
+
+
+@pytest.fixture
+def metadata(tmp_path: Path) -> Iterator[MetadataStore]:
+    """The metadata tables in a SQLite file of tmp_path, persister running."""
+    tables = MetadataStore(f"sqlite:///{tmp_path / 'metadata.db'}")
+    tables.start()
+    yield tables
+    tables.stop()

@@ -4,7 +4,7 @@ a record their log no longer holds (a power cut took it) when the store starts."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,14 +25,6 @@ def opened(open_store: Callable[..., MessageStore], tmp_path: Path) -> OpenStore
         return open_store(data_dir=tmp_path / name, broker_role=role)
 
     return open_named
-
-
-@pytest.fixture
-def metadata(tmp_path: Path) -> Iterator[MetadataStore]:
-    tables = MetadataStore(f"sqlite:///{tmp_path / 'metadata.db'}")
-    tables.start()
-    yield tables
-    tables.stop()
 
 
 def _put(store: MessageStore, change: TopicPut | TopicDelete | OffsetSet) -> None:

@@ -108,3 +108,32 @@ def test_offsets_never_move_backwards_without_reset(steps: list[tuple[str, int]]
             expected = queue_offset
         stored = table.get(KEY)
         assert (None if stored is None else stored.queue_offset) == expected
+
+
+def test_a_commit_ahead_is_seen_never_persisted_and_goes_at_its_apply() -> None:
+    """A forward commit shown ahead of its record's apply (at log offset 100): readers see
+    it, the persister never gets it and a snapshot's entries do not hold it; the apply of an
+    earlier record leaves it, the apply of its own record takes over."""
+    table = ConsumerOffsetTable([_offset(KEY, 1)])
+    assert table.apply_ahead(KEY, 5, now_ms=7, log_offset=100)
+    assert table.get(KEY) == _offset(KEY, 5, 7)
+    assert [o.queue_offset for o in table.select()] == [5]
+    assert table.take_dirty() == [] and table.entries() == [_offset(KEY, 1)]
+    assert not table.apply_ahead(KEY, 4, now_ms=8, log_offset=120)  # less than seen
+    table.apply(KEY, 0, reset=True, now_ms=9)  # a reset earlier in the log: 5 comes after
+    table.passed(KEY, 90)
+    assert table.get(KEY) == _offset(KEY, 5, 7)
+    table.apply(KEY, 5, reset=False, now_ms=7)
+    table.passed(KEY, 100)
+    assert table.ahead_count == 0 and table.get(KEY) == _offset(KEY, 5, 7)
+    assert table.take_dirty() == [_offset(KEY, 5, 7)]
+
+
+def test_a_cut_drops_the_commits_ahead_whose_records_it_removed() -> None:
+    table = ConsumerOffsetTable([_offset(KEY, 1), _offset(OTHER, 1)])
+    table.apply_ahead(KEY, 5, now_ms=7, log_offset=100)
+    table.apply_ahead(OTHER, 6, now_ms=7, log_offset=200)
+    assert table.cut_ahead(150) == 1
+    assert table.get(KEY) == _offset(KEY, 5, 7) and table.get(OTHER) == _offset(OTHER, 1)
+    table.forget(group_name="g")
+    assert table.get(KEY) is None and table.ahead_count == 0
