@@ -173,7 +173,7 @@ def test_read_heads_with_a_property_decode_only_the_messages_that_may_carry_it(
     store = MessageStore(small_config(tmp_path))
     store.start()
     try:
-        marker = "K\x01".encode()
+        marker = b"K\x01"
         for index in range(40):
             properties = {"K": f"v{index}"} if index % 7 == 3 else {"other": "K"}
             store.put_message(Message("T", b"body K" + marker * 3, properties, queue_id=0))
