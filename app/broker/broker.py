@@ -35,7 +35,7 @@ from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
-from app.broker.metadata_snapshots import MetadataSnapshots
+from app.broker.metadata_snapshots import MetadataSnapshots, PopImages
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
@@ -47,7 +47,14 @@ from store.consumption.names import dlq_topic, retry_topic
 from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
-from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX, TopicDelete, TopicPut, TopicsPut
+from store.metadata.log_records import (
+    SNAPSHOT_PART_BYTES_MAX,
+    MetadataChange,
+    MetadataSnapshot,
+    TopicDelete,
+    TopicPut,
+    TopicsPut,
+)
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 from store.timers.scheduler import TimerScheduler, Writer
@@ -135,7 +142,8 @@ class Broker:
         # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
         self.metadata_snapshots = MetadataSnapshots(
             self.store, self.metadata_log, lambda: self.metadata_store,
-            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2))
+            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2),
+            pop_images=self._pop_images)
         if self.dledger is None:
             self.store.retention.metadata_floor = self.store.metadata_retention_floor
             self.store.retention.on_metadata_floor = self._snapshot_for_retention
@@ -580,10 +588,12 @@ class Broker:
     def _apply_system_record(self, record: SystemRecord) -> None:
         """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
         if is_pop_op(record.op):
+            self._pops_follow(record, None)
             moved = self.consumption.apply_record(record)
             self.metadata_store.apply_derived(record, moved)
             return
         change = self.metadata_store.apply_record(record)
+        self._pops_follow(record, change)
         if isinstance(change, TopicPut):
             self.topic_changed(change.name, change.write_queue_count)
         elif isinstance(change, TopicsPut):
@@ -591,6 +601,21 @@ class Broker:
                 self.topic_changed(topic.name, topic.write_queue_count)
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
+
+    def _pops_follow(self, record: SystemRecord, change: MetadataChange | None) -> None:
+        """Group consumption's registry notes every metadata record's place, and loads a
+        snapshot's states when it lacks what the records before it held."""
+        with self.consumption.lock:
+            registry = self.consumption.registry
+            if isinstance(change, MetadataSnapshot):
+                registry.snapshot_part(record.queue_offset, change.part, change.parts,
+                                       change.pop_queues, change.pop_counts)
+            else:
+                registry.noted(record.queue_offset)
+
+    def _pop_images(self) -> PopImages:
+        with self.consumption.lock:
+            return self.consumption.registry.images()
 
     def snapshot_if_due(self) -> bool:
         """The master's check (classic modes): a metadata snapshot once
