@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
+from app.broker import pop_snapshots
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
-from app.broker.metadata_snapshots import MetadataSnapshots, PopImages
+from app.broker.metadata_snapshots import MetadataSnapshots
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
@@ -47,14 +48,7 @@ from store.consumption.names import dlq_topic, retry_topic
 from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
-from store.metadata.log_records import (
-    SNAPSHOT_PART_BYTES_MAX,
-    MetadataChange,
-    MetadataSnapshot,
-    TopicDelete,
-    TopicPut,
-    TopicsPut,
-)
+from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX, TopicDelete, TopicPut, TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 from store.service import IntervalService
 from store.timers.scheduler import TimerScheduler, Writer
@@ -143,7 +137,7 @@ class Broker:
         self.metadata_snapshots = MetadataSnapshots(
             self.store, self.metadata_log, lambda: self.metadata_store,
             part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2),
-            pop_images=self._pop_images)
+            pop_images=lambda: pop_snapshots.images(self.consumption))
         if self.dledger is None:
             self.store.retention.metadata_floor = self.store.metadata_retention_floor
             self.store.retention.on_metadata_floor = self._snapshot_for_retention
@@ -431,6 +425,7 @@ class Broker:
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
             log_min_offset=lambda: self.store.min_offset, start_queues=self._start_queues,
+            load_pops=lambda export: pop_snapshots.bootstrap(self.consumption, export),
             tables_in_the_log=True)
         sync.start()
         return sync
@@ -588,12 +583,12 @@ class Broker:
     def _apply_system_record(self, record: SystemRecord) -> None:
         """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
         if is_pop_op(record.op):
-            self._pops_follow(record, None)
+            pop_snapshots.follow(self.consumption, record, None)
             moved = self.consumption.apply_record(record)
             self.metadata_store.apply_derived(record, moved)
             return
         change = self.metadata_store.apply_record(record)
-        self._pops_follow(record, change)
+        pop_snapshots.follow(self.consumption, record, change)
         if isinstance(change, TopicPut):
             self.topic_changed(change.name, change.write_queue_count)
         elif isinstance(change, TopicsPut):
@@ -601,21 +596,6 @@ class Broker:
                 self.topic_changed(topic.name, topic.write_queue_count)
         elif isinstance(change, TopicDelete):
             self._writable_queue_counts.pop(change.name, None)
-
-    def _pops_follow(self, record: SystemRecord, change: MetadataChange | None) -> None:
-        """Group consumption's registry notes every metadata record's place, and loads a
-        snapshot's states when it lacks what the records before it held."""
-        with self.consumption.lock:
-            registry = self.consumption.registry
-            if isinstance(change, MetadataSnapshot):
-                registry.snapshot_part(record.queue_offset, change.part, change.parts,
-                                       change.pop_queues, change.pop_counts)
-            else:
-                registry.noted(record.queue_offset)
-
-    def _pop_images(self) -> PopImages:
-        with self.consumption.lock:
-            return self.consumption.registry.images()
 
     def snapshot_if_due(self) -> bool:
         """The master's check (classic modes): a metadata snapshot once

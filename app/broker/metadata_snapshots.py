@@ -40,8 +40,6 @@ from store.timers.names import has_queue_starts
 
 log = logging.getLogger(__name__)
 
-PopImages = tuple[list[PopQueueImage], list[PopCountsImage]]
-
 # A write waits this long for dispatch to apply what the log holds, this many times; then
 # at most APPLIED_WAIT_MS for its own records to be applied (a large snapshot rewrites every
 # row; past that, the next retention round finds it applied).
@@ -64,7 +62,8 @@ class MetadataSnapshots:
     def __init__(self, store: MessageStore, metadata_log: MetadataLog,
                  metadata: Callable[[], MetadataStore], *,
                  part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX,
-                 pop_images: Callable[[], PopImages] | None = None) -> None:
+                 pop_images: Callable[[], tuple[list[PopQueueImage], list[PopCountsImage]]]
+                 | None = None) -> None:
         """`pop_images`: group consumption's states and counts (read after the tables: a pop
         record appended since then makes the append's check refuse the snapshot)."""
         self._store = store

@@ -14,7 +14,8 @@ import pytest
 from store.consumption.records import QueueKey
 from store.paths import StorePaths
 from tests.app.api.test_receive import NOW_MS, _ack, _receive, _settings, _setup
-from tests.support.app import Served, serving
+from tests.support.app import serving
+from tests.support.log_fill import fill_past
 from tests.support.store import wait_dispatched
 from tests.support.timers import FakeClock
 
@@ -24,16 +25,6 @@ FILE_SIZE_BYTES = 64 * 1024
 # Retention finds the disk too full at every round: it removes every file it may.
 RETENTION = {"mapped_file_size_bytes": FILE_SIZE_BYTES, "message_size_max_bytes": 16384,
              "disk_max_used_ratio": 1e-9}
-
-
-async def _fill(served: Served, until_offset: int) -> None:
-    """Past `until_offset`, and into a new file: the records after it share one."""
-    store = served.broker.store
-    while store.max_offset < until_offset or store.max_offset % FILE_SIZE_BYTES > 8000:
-        response = await served.client.post("/v1/topics/Fill/messages",
-                                            json={"body": "x" * 6000})
-        assert response.status_code == 201, response.text
-    wait_dispatched(served.broker.store)
 
 
 async def test_in_flight_and_acked_messages_survive_a_rebuild_past_retention(
@@ -54,7 +45,7 @@ async def test_in_flight_and_acked_messages_survive_a_rebuild_past_retention(
     async with serving(settings) as served:
         served.broker.consumption.clock_ms = clock
         store = served.broker.store
-        await _fill(served, 3 * FILE_SIZE_BYTES)
+        await fill_past(served, 3 * FILE_SIZE_BYTES, FILE_SIZE_BYTES)
         for n in range(4):
             response = await served.client.post(f"/v1/topics/{topic}/messages",
                                                 json={"body": f"m{n}", "body_encoding": "utf8"})
