@@ -157,7 +157,12 @@ def op_of(change: MetadataChange) -> str:
 
 def encode(change: MetadataChange) -> bytes:
     # orjson writes the dataclasses TopicsPut nests itself (fields in declaration order).
-    return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **_shallow(change)})
+    fields = _shallow(change)
+    if type(change) is MetadataSnapshot:
+        for name in _SNAPSHOT_LATER:  # left out when empty: the bytes older builds wrote
+            if not fields[name]:
+                del fields[name]
+    return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **fields})
 
 
 def _shallow(change: MetadataChange) -> dict[str, Any]:
