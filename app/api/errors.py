@@ -73,6 +73,8 @@ PROBLEMS: dict[str, ProblemKind] = {
                               RETRY_AFTER_S),
     "TRANSFER_REFUSED": ProblemKind(409, "The leadership transfer was refused"),
     "NOT_READY": ProblemKind(503, "The broker is not ready"),
+    "LOG_START_MOVED": ProblemKind(503, "Retention moved the log's start during the export; "
+                                        "retry"),
     "INTERNAL_ERROR": ProblemKind(500, "Internal error"),
     "SNAPSHOT_RUNNING": ProblemKind(409, "A snapshot export is already running"),
     "ROLE_CHANGE_REFUSED": ProblemKind(409, "The role change was refused"),

@@ -27,6 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from app.broker import pop_snapshots
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_timers import DLedgerTimerWriter
@@ -122,7 +123,8 @@ class Broker:
         # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
         self.metadata_snapshots = MetadataSnapshots(
             self.store, self.metadata_log, lambda: self.metadata_store,
-            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2))
+            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2),
+            pop_images=lambda: pop_snapshots.images(self.consumption))
         if self.dledger is None:
             self.store.retention.metadata_floor = self.store.metadata_retention_floor
             self.store.retention.on_metadata_floor = self._snapshot_for_retention
@@ -390,6 +392,7 @@ class Broker:
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
             broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
             log_min_offset=lambda: self.store.min_offset, start_queues=self._start_queues,
+            load_pops=lambda export: pop_snapshots.bootstrap(self.consumption, export),
             tables_in_the_log=True)
         sync.start()
         return sync
@@ -533,10 +536,12 @@ class Broker:
     def _apply_system_record(self, record: SystemRecord) -> None:
         """Dispatch's hand-off of a metadata record (on the dispatch thread, in log order)."""
         if is_pop_op(record.op):
+            pop_snapshots.follow(self.consumption, record, None)
             moved = self.consumption.apply_record(record)
             self.metadata_store.apply_derived(record, moved)
             return
         change = self.metadata_store.apply_record(record)
+        pop_snapshots.follow(self.consumption, record, change)
         if isinstance(change, TopicPut):
             self.writable_topics.changed(change.name, change.write_queue_count)
         elif isinstance(change, TopicsPut):

@@ -35,6 +35,7 @@ from store.consumption.registry import (
     RETRY_QUEUE_BIT,
     ConsumptionRegistry,
     RegistryFull,
+    follow_record,
     is_retry_queue,
 )
 from store.consumption.tags import TagFilter
@@ -150,7 +151,10 @@ class GroupConsumption:
             for message in result.messages:
                 if message.queue_offset >= below_queue_offset:
                     return count
-                if is_pop_op(message.properties.get(PROPERTY_OP, "")):
+                op = message.properties.get(PROPERTY_OP, "")
+                with self.lock:  # a snapshot's states load where records below are gone
+                    follow_record(self.registry, message.queue_offset, op, message.body)
+                if is_pop_op(op):
                     pop = decode(message.body)
                     with self.lock:
                         self.registry.apply(pop)

@@ -2,7 +2,8 @@
 
 Every metadata change is a record of the log (app/broker/metadata_log.py); retention removes
 whole files, and with them the first records. So a classic master writes a snapshot of its
-tables (topics, groups, consumer offsets) and of every queue's next queue offset, as records
+tables (topics, groups, consumer offsets), of group consumption's states (read after the
+tables, under the same check) and of every queue's next queue offset, as records
 of the metadata topic (store/metadata/log_records.py's MetadataSnapshot, in parts of at most
 256 KiB each, and half of `message_size_max_bytes`), whenever retention reaches the file that
 holds the last whole snapshot (or, before the first one, the first metadata record).
@@ -26,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 from app.broker.metadata_log import MetadataLog, record_of
 from store import Message, MessageStore, PutMessageStatus
+from store.consumption.snapshot import PopCountsImage, PopQueueImage
 from store.metadata import MetadataStore
 from store.metadata.log_records import (
     SNAPSHOT_PART_BYTES_MAX,
@@ -59,8 +61,13 @@ class _NotApplied(Exception):
 class MetadataSnapshots:
     def __init__(self, store: MessageStore, metadata_log: MetadataLog,
                  metadata: Callable[[], MetadataStore], *,
-                 part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> None:
+                 part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX,
+                 pop_images: Callable[[], tuple[list[PopQueueImage], list[PopCountsImage]]]
+                 | None = None) -> None:
+        """`pop_images`: group consumption's states and counts (read after the tables: a pop
+        record appended since then makes the append's check refuse the snapshot)."""
         self._store = store
+        self._pop_images = pop_images
         self._metadata_log = metadata_log
         self._metadata = metadata
         self._part_bytes_max = part_bytes_max
@@ -108,8 +115,11 @@ class MetadataSnapshots:
         encoded before the commit log's lock; only the queue starts are read and encoded in
         its hold."""
         applied, (topics, groups, offsets) = self._metadata().snapshot_tables()
+        pop_queues, pop_counts = self._pop_images() if self._pop_images is not None \
+            else ([], [])
         queues_about = _queue_starts(self._store.commit_log.queue_offsets())
-        plan = plan_snapshot(topics, groups, offsets, queues_about, self._part_bytes_max)
+        plan = plan_snapshot(topics, groups, offsets, queues_about, self._part_bytes_max,
+                             pop_queues=pop_queues, pop_counts=pop_counts)
         table_records = [record_of(part) for part in plan.table_parts()]
 
         def build(queue_offsets: dict[tuple[str, int], int]) -> Sequence[Message]:
@@ -122,9 +132,9 @@ class MetadataSnapshots:
         for result, _ in results:
             if result.status is not PutMessageStatus.PUT_OK:
                 return f"{result.status.value}: {result.detail}"
-        log.info("metadata snapshot written at %d: %d topics, %d groups, %d offsets, %d parts",
-                 results[0][0].commit_log_offset, len(topics), len(groups), len(offsets),
-                 len(results))
+        log.info("metadata snapshot written at %d: %d topics, %d groups, %d offsets, %d pop "
+                 "queue states, %d parts", results[0][0].commit_log_offset, len(topics),
+                 len(groups), len(offsets), len(pop_queues), len(results))
         return max(result.commit_log_offset + result.wrote_bytes for result, _ in results)
 
     def _failed(self, error: str) -> bool:

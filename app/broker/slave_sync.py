@@ -87,12 +87,15 @@ class SlaveSync(ServiceThread):
                  queue_max_offset: Callable[[str, int], int] | None = None,
                  log_min_offset: Callable[[], int] | None = None,
                  start_queues: Callable[[int, list[tuple[str, int, int]]], int] | None = None,
+                 load_pops: Callable[[dict[str, Any]], bool] | None = None,
                  tables_in_the_log: bool = False) -> None:
         """`tables_in_the_log`: the master writes topic, group and offset changes as records
         of the log (the classic modes), so they are pulled only to bootstrap. `start_queues`
         (the master's min offset, its queue starts there): a bootstrap starts this slave's
-        queues where the master's stand at the offset its log begins at."""
+        queues where the master's stand at the offset its log begins at. `load_pops` (the
+        consumer offsets' export): a bootstrap takes the master's group consumption states."""
         self._start_queues = start_queues
+        self._load_pops = load_pops
         super().__init__()
         self._tables_in_the_log = tables_in_the_log
         self._broker_group = broker_group
@@ -183,6 +186,8 @@ class SlaveSync(ServiceThread):
             if table.path == "consumer-offsets" and self._queue_max_offset is not None:
                 if bootstrap:
                     self._started_queues(export)
+                    if self._load_pops is not None and self._load_pops(export):
+                        log.info("slave sync took the master's group consumption states")
                 export = self._clamped(export)
             with self._apply_lock:
                 if self._stop_event.is_set():

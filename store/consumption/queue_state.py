@@ -37,6 +37,9 @@ from store.consumption.policy import RetryPolicy
 from store.consumption.tags import TagFilter
 
 WINDOW_MAX_DEFAULT = 1_024
+# A window restored from a snapshot's image spans at most this many offsets (the broker's
+# pop_window_max bound): a bad image is refused, not expanded.
+WINDOW_SPAN_MAX = 65_536
 FIFO_KEY = ""  # the one key of every keyless message of a FIFO queue
 
 
@@ -104,6 +107,33 @@ class QueueState:
     def in_flight(self) -> dict[int, Entry]:
         return {offset: entry for offset, entry in self._window.items()
                 if entry.state is EntryState.IN_FLIGHT}
+
+    def open_entries(self) -> list[tuple[int, Entry]]:
+        """The window's entries not done, in offset order: with the committed, scan and
+        next delivery id, the whole state (`restored`)."""
+        return [(offset, entry) for offset, entry in self._window.items()
+                if entry.state is not EntryState.DONE]
+
+    @classmethod
+    def restored(cls, committed_offset: int, scan_offset: int, next_delivery_id: int,
+                 open_entries: list[tuple[int, Entry]], *, fifo: bool = False,
+                 window_max: int = WINDOW_MAX_DEFAULT) -> QueueState:
+        """The state `open_entries` and the offsets describe (a snapshot's image): every
+        other offset of the window is done."""
+        state = cls(committed_offset, fifo=fifo, window_max=window_max,
+                    next_delivery_id=next_delivery_id)
+        given = dict(open_entries)
+        if not 0 <= scan_offset - committed_offset <= WINDOW_SPAN_MAX or any(
+                not committed_offset <= offset < scan_offset
+                or entry.state is EntryState.DONE for offset, entry in given.items()):
+            raise ConsumptionError("a queue state image out of its window")
+        for offset in range(committed_offset, scan_offset):
+            state._window[offset] = given.get(offset) or Entry(EntryState.DONE, None, 0)
+        state._scan_offset = scan_offset
+        state.in_flight_count = sum(entry.state is EntryState.IN_FLIGHT
+                                    for entry in given.values())
+        state._advance()
+        return state
 
     def counts(self) -> dict[EntryState, int]:
         counts = dict.fromkeys(EntryState, 0)

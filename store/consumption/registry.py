@@ -9,10 +9,19 @@ would create one more, so a replica never holds more than its master.
 Applying a record is idempotent (QueueState.apply), and the counters (acked, retried,
 dead-lettered) move only with events applied for the first time: a replay after a restart
 counts each event once. Not thread-safe: the caller holds its lock for the (group, topic).
+
+Retention removes pop records too, so a metadata snapshot carries every state and count
+(store/consumption/snapshot.py). The registry notes every record of the metadata topic in
+log order: one past a gap (it never applied the records below: retention removed them, or
+its log begins at its master's min offset) leaves it lacking, and it then loads the next
+snapshot it meets; a registry that applied the record before a snapshot holds that snapshot
+already (it is exact) and passes it. The slave sync's bootstrap loads its master's states.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from store.consumption.events import (
@@ -22,8 +31,21 @@ from store.consumption.events import (
     Received,
     Retried,
 )
-from store.consumption.queue_state import WINDOW_MAX_DEFAULT, EntryState, QueueState
+from store.consumption.queue_state import (
+    WINDOW_MAX_DEFAULT,
+    ConsumptionError,
+    EntryState,
+    QueueState,
+)
 from store.consumption.records import PopRecord, QueueKey
+from store.consumption.snapshot import (
+    PopCountsImage,
+    PopQueueImage,
+    queue_image,
+    snapshot_pops,
+)
+
+log = logging.getLogger(__name__)
 
 STATES_MAX_DEFAULT = 65_536
 # A queue id with this bit set names a queue of the group's retry topic for the topic.
@@ -55,6 +77,17 @@ def is_retry_queue(queue_id: int) -> bool:
     return bool(queue_id & RETRY_QUEUE_BIT)
 
 
+def follow_record(registry: ConsumptionRegistry, queue_offset: int, op: str,
+                  body: bytes) -> None:
+    """A metadata record read from the log (the replay at start), as the registry follows
+    it: a snapshot part (loaded when the registry lacks it), or its place noted."""
+    pops = snapshot_pops(op, body)
+    if pops is None:
+        registry.noted(queue_offset)
+        return
+    registry.snapshot_part(queue_offset, pops.part, pops.parts, pops.queues, pops.counts)
+
+
 class ConsumptionRegistry:
     def __init__(self, *, window_max: int = WINDOW_MAX_DEFAULT,
                  states_max: int = STATES_MAX_DEFAULT) -> None:
@@ -64,6 +97,11 @@ class ConsumptionRegistry:
         self._reported: dict[QueueKey, int] = {}
         self._topics: dict[tuple[str, str], list[QueueKey]] = {}
         self._counts: dict[tuple[str, str], TopicCounts] = {}
+        # The metadata queue offset after the last record noted; whether records below one
+        # noted are missing (until a snapshot is loaded); whether a snapshot's parts load.
+        self._next_record_offset = 0
+        self.lacking = False
+        self._loading = False
 
     def __len__(self) -> int:
         return len(self._states)
@@ -156,7 +194,84 @@ class ConsumptionRegistry:
 
     def reset(self) -> None:
         """Forget everything: the log is replayed from its start."""
+        self._clear_states()
+        self._next_record_offset = 0
+        self.lacking = self._loading = False
+
+    def _clear_states(self) -> None:
         self._states.clear()
         self._reported.clear()
         self._topics.clear()
         self._counts.clear()
+
+    # -- snapshots (store/consumption/snapshot.py) ---------------------------------------------
+
+    def images(self) -> tuple[list[PopQueueImage], list[PopCountsImage]]:
+        """Every queue state and count, for a snapshot or the bootstrap pull."""
+        queues = [queue_image(key, state) for key, state in self._states.items()]
+        counts = [PopCountsImage(group, topic, c.acked, c.retried, c.dead_lettered, c.filtered)
+                  for (group, topic), c in self._counts.items()]
+        return queues, counts
+
+    def noted(self, queue_offset: int) -> None:
+        """A record of the metadata topic, in log order (dispatch, or the replay at start)."""
+        if queue_offset > self._next_record_offset:
+            self.lacking = True  # past a gap: records below it were never applied here
+        self._next_record_offset = max(self._next_record_offset, queue_offset + 1)
+
+    def snapshot_part(self, queue_offset: int, part: int, parts: int,
+                      queues: Sequence[PopQueueImage], counts: Sequence[PopCountsImage]) -> bool:
+        """A snapshot part in log order; True when loaded: part 0 replaces the states and
+        later parts add, when this registry lacks what the records before it held (it is
+        lacking, or did not note the record before part 0). Else the part passes."""
+        if part == 0:
+            self._loading = self.lacking or queue_offset > self._next_record_offset
+            if self._loading:
+                self._clear_states()
+        loading = self._loading
+        if loading:
+            self._load(queues, counts)
+        self._next_record_offset = max(self._next_record_offset, queue_offset + 1)
+        if part == parts - 1:
+            self._loading = False
+            if loading:
+                self.lacking = False
+        return loading
+
+    def bootstrap(self, queues: Sequence[PopQueueImage], counts: Sequence[PopCountsImage],
+                  queue_offset: int) -> bool:
+        """The master's states, exported with tables that applied the metadata records below
+        `queue_offset` (the slave sync's bootstrap): loaded unless this registry is whole
+        and past it. Records below it then apply as nothing; a registry that noted records
+        past it stays lacking (the next snapshot loads). True when loaded."""
+        if queue_offset < self._next_record_offset and not self.lacking:
+            return False
+        self._clear_states()
+        self._load(queues, counts)
+        # Taken after the master's tables, its states may hold records past them: the next
+        # record of each queue writes its committed offset again (dispatch's group offset).
+        self._reported = dict.fromkeys(self._reported, -1)
+        self.lacking = self._next_record_offset > queue_offset
+        self._next_record_offset = max(self._next_record_offset, queue_offset)
+        return True
+
+    def _load(self, queues: Sequence[PopQueueImage], counts: Sequence[PopCountsImage]) -> None:
+        for image in queues:
+            key = image.key
+            if key not in self._states and len(self._states) >= self.states_max:
+                log.warning("group consumption: a snapshot's queue state %s not loaded: %d "
+                            "states exist (pop_queue_states_max)", key, self.states_max)
+                continue
+            try:
+                state = image.state(self.window_max)
+            except ConsumptionError as error:
+                log.warning("group consumption: a snapshot's queue state %s not loaded: %s",
+                            key, error)
+                continue
+            if key not in self._states:
+                self._topics.setdefault((key.group, key.topic), []).append(key)
+            self._states[key] = state
+            self._reported[key] = state.committed_offset
+        for count in counts:
+            self._counts[(count.group, count.topic)] = TopicCounts(
+                count.acked, count.retried, count.dead_lettered, count.filtered)

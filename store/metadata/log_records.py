@@ -19,6 +19,12 @@ from typing import Any
 
 import orjson
 
+from store.consumption.snapshot import (
+    PopCountsImage,
+    PopImageError,
+    PopQueueImage,
+    decode_queue_image,
+)
 from store.system_topics import OP_SNAPSHOT, OP_TOPIC_DELETE
 
 RECORD_VERSION = 1
@@ -117,6 +123,10 @@ class MetadataSnapshot:
     groups: tuple[GroupPut, ...]
     offsets: tuple[OffsetSet, ...]
     queues: tuple[QueueStart, ...]
+    # Group consumption's states and counts (store/consumption/snapshot.py); absent from
+    # the snapshots of builds before them.
+    pop_queues: tuple[PopQueueImage, ...] = ()
+    pop_counts: tuple[PopCountsImage, ...] = ()
 
 
 MetadataChange = (TopicPut | TopicsPut | TopicDelete | GroupPut | GroupDelete | OffsetSet
@@ -137,7 +147,8 @@ _OP_OF: dict[type[MetadataChange], str] = {kind: op for op, kind in _OPS.items()
 _FIELD_TYPES: dict[type, tuple[tuple[str, type], ...]] = {
     kind: tuple((name, {"bool": bool, "int": int, "str": str}[str(field.type)])
                 for name, field in kind.__dataclass_fields__.items())
-    for kind in (*_OPS.values(), QueueStart) if kind not in (TopicsPut, MetadataSnapshot)}
+    for kind in (*_OPS.values(), QueueStart, PopCountsImage)
+    if kind not in (TopicsPut, MetadataSnapshot)}
 
 
 def op_of(change: MetadataChange) -> str:
@@ -146,7 +157,12 @@ def op_of(change: MetadataChange) -> str:
 
 def encode(change: MetadataChange) -> bytes:
     # orjson writes the dataclasses TopicsPut nests itself (fields in declaration order).
-    return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **_shallow(change)})
+    fields = _shallow(change)
+    if type(change) is MetadataSnapshot:
+        for name in _SNAPSHOT_LATER:  # left out when empty: the bytes older builds wrote
+            if not fields[name]:
+                del fields[name]
+    return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **fields})
 
 
 def _shallow(change: MetadataChange) -> dict[str, Any]:
@@ -173,11 +189,14 @@ def decode(op: str, body: bytes) -> MetadataChange:
 
 
 _SNAPSHOT_LISTS = {"topics": TopicPut, "groups": GroupPut, "offsets": OffsetSet,
-                   "queues": QueueStart}
+                   "queues": QueueStart, "pop_counts": PopCountsImage}
+_SNAPSHOT_LATER = {"pop_queues", "pop_counts"}  # lists a snapshot of an older build lacks
 
 
 def _snapshot(fields: dict[str, Any]) -> MetadataSnapshot:
-    if set(fields) != {"part", "parts", *_SNAPSHOT_LISTS}:
+    for name in _SNAPSHOT_LATER:
+        fields.setdefault(name, [])
+    if set(fields) != {"part", "parts", "pop_queues", *_SNAPSHOT_LISTS}:
         raise MetadataRecordError(f"{OP_SNAPSHOT} record with fields {sorted(fields)}")
     part, parts = fields["part"], fields["parts"]
     if not (_is(part, "int") and _is(parts, "int") and 0 <= part < parts <= SNAPSHOT_PARTS_MAX):
@@ -188,8 +207,14 @@ def _snapshot(fields: dict[str, Any]) -> MetadataSnapshot:
         if not isinstance(items, list):
             raise MetadataRecordError(f"{OP_SNAPSHOT} record's {name} is not a list")
         lists[name] = tuple(_checked(kind, OP_SNAPSHOT, item) for item in items)
+    if not isinstance(fields["pop_queues"], list):
+        raise MetadataRecordError(f"{OP_SNAPSHOT} record's pop_queues is not a list")
+    try:
+        pop_queues = tuple(decode_queue_image(item) for item in fields["pop_queues"])
+    except PopImageError as error:
+        raise MetadataRecordError(f"{OP_SNAPSHOT} record: {error}") from error
     return MetadataSnapshot(part, parts, lists["topics"], lists["groups"], lists["offsets"],
-                            lists["queues"])
+                            lists["queues"], pop_queues, lists["pop_counts"])
 
 
 # A snapshot's parts: each record at most SNAPSHOT_PART_BYTES_MAX of body (the last item
@@ -203,7 +228,7 @@ class SnapshotTooLarge(ValueError):
 
 
 _Chunk = dict[str, list[Any]]
-_KINDS = ("topics", "groups", "offsets", "queues")
+_KINDS = ("topics", "groups", "offsets", "queues", "pop_queues", "pop_counts")
 
 
 def _chunks(kinds: Sequence[tuple[str, Sequence[Any]]], part_bytes_max: int) -> list[_Chunk]:
@@ -251,17 +276,22 @@ class SnapshotPlan:
 def _part(number: int, parts: int, chunk: _Chunk) -> MetadataSnapshot:
     return MetadataSnapshot(number, parts, tuple(chunk.get("topics", ())),
                             tuple(chunk.get("groups", ())), tuple(chunk.get("offsets", ())),
-                            tuple(chunk.get("queues", ())))
+                            tuple(chunk.get("queues", ())), tuple(chunk.get("pop_queues", ())),
+                            tuple(chunk.get("pop_counts", ())))
 
 
 def plan_snapshot(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
                   offsets: Sequence[OffsetSet], queues_about: Sequence[QueueStart],
-                  part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> SnapshotPlan:
+                  part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX, *,
+                  pop_queues: Sequence[PopQueueImage] = (),
+                  pop_counts: Sequence[PopCountsImage] = ()) -> SnapshotPlan:
     """Topics first, then groups and offsets (a part never names a group or topic a later
-    part adds), each part's body about `part_bytes_max` at most; the queue starts get parts
-    of their own, as many as `queues_about` (what they are about to be) needs. Raises
-    SnapshotTooLarge past SNAPSHOT_PARTS_MAX parts."""
-    tables = _chunks((("topics", topics), ("groups", groups), ("offsets", offsets)),
+    part adds), then group consumption's states and counts, each part's body about
+    `part_bytes_max` at most; the queue starts get parts of their own, as many as
+    `queues_about` (what they are about to be) needs. Raises SnapshotTooLarge past
+    SNAPSHOT_PARTS_MAX parts."""
+    tables = _chunks((("topics", topics), ("groups", groups), ("offsets", offsets),
+                      ("pop_queues", pop_queues), ("pop_counts", pop_counts)),
                      part_bytes_max)
     plan = SnapshotPlan(tuple(tables),
                         len(_chunks((("queues", queues_about),), part_bytes_max)))
@@ -273,9 +303,13 @@ def plan_snapshot(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
 
 def snapshot_parts(topics: Sequence[TopicPut], groups: Sequence[GroupPut],
                    offsets: Sequence[OffsetSet], queues: Sequence[QueueStart],
-                   part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX) -> list[MetadataSnapshot]:
-    """The tables and queue starts as snapshot parts (plan_snapshot)."""
-    plan = plan_snapshot(topics, groups, offsets, queues, part_bytes_max)
+                   part_bytes_max: int = SNAPSHOT_PART_BYTES_MAX, *,
+                   pop_queues: Sequence[PopQueueImage] = (),
+                   pop_counts: Sequence[PopCountsImage] = ()) -> list[MetadataSnapshot]:
+    """The tables, group consumption's states and the queue starts as snapshot parts
+    (plan_snapshot)."""
+    plan = plan_snapshot(topics, groups, offsets, queues, part_bytes_max,
+                         pop_queues=pop_queues, pop_counts=pop_counts)
     return plan.table_parts() + plan.queue_parts(queues)
 
 

@@ -9,6 +9,7 @@ the master's next queue offset, not at 0.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -104,4 +105,61 @@ def test_an_empty_slave_bootstrapped_past_retention_keeps_offsets_and_queues(
 
     wait_for(lambda: served_from_0() == [(3, "after")], 10, "Gone/0 served from offset 0")
     assert _produce(slave, "Live", 1, "after") == 2
+    slave.stop()
+
+
+def test_a_slave_bootstrapped_past_retention_keeps_group_consumption_through_promotion(
+        launch_own: Launcher) -> None:
+    """The topic's and the group's creation lie in files retention removed; m0-m5, the
+    receive of m0-m3 and the ack of m1 and m3 lie in the file it kept. An empty slave starts
+    at the master's min offset and is promoted after a kill -9 of the master: it delivers
+    m4 and m5 at once, m0 and m2 only once their invisible time has passed (attempt 2), and
+    never m1 or m3."""
+    pop = {"pop_invisible_ms_min": 100, "pop_expiry_interval_ms": 50}
+    master = launch_own("master", "ASYNC_MASTER", **RETENTION, **pop)
+    _ok(master.client.post("/v1/topics", json={"name": "Q", "read_queue_count": 1,
+                                               "write_queue_count": 1}))
+    _ok(master.client.post("/v1/groups", json={"name": GROUP}))
+    early_end = master.get_json("/admin/store")["max_offset"]
+    filler = "x" * 6000
+
+    def end() -> int:
+        return int(master.get_json("/admin/store")["max_offset"])
+
+    while end() < early_end + 3 * FILE_SIZE_BYTES or end() % FILE_SIZE_BYTES > 8000:
+        _produce(master, "Fill", 0, filler)  # then a new file begins: the rest shares it
+    kept_from = end() - end() % FILE_SIZE_BYTES
+    for n in range(6):
+        _produce(master, "Q", 0, f"m{n}")
+    path = f"/v1/groups/{GROUP}/topics/Q/messages"
+    received = _ok(master.client.post(path + ":receive", json={
+        "max_messages": 4, "invisible_ms": 25_000, "body_encoding": "utf8"}), 200)["messages"]
+    assert [message["body"] for message in received] == ["m0", "m1", "m2", "m3"]
+    invisible_until_ms = min(message["invisible_until_ms"] for message in received)
+    _ok(master.client.post(path + ":ack", json={
+        "receipt_handles": [received[1]["receipt_handle"], received[3]["receipt_handle"]]}),
+        200)
+    wait_for(lambda: master.get_json("/admin/store")["min_offset"] == kept_from, 40,
+             "retention past the topic's and the group's creation")
+
+    slave = launch_own("slave", "SLAVE", master=master, mapped_file_size_bytes=FILE_SIZE_BYTES,
+                       message_size_max_bytes=16384, **pop)
+    wait_for(lambda: caught_up(master), 30, "the empty slave caught up")
+    assert slave.get_json("/admin/store")["min_offset"] == kept_from
+    kill_and_promote(master, slave)
+    seen: dict[str, int] = {}
+    deadline_s = time.monotonic() + 40
+    while set(seen) != {"m0", "m2", "m4", "m5"} and time.monotonic() < deadline_s:
+        answer = slave.client.post(path + ":receive", json={
+            "max_messages": 8, "invisible_ms": 60_000, "wait_ms": 500, "body_encoding": "utf8"})
+        assert answer.status_code in (200, 202), answer.text
+        now_ms = time.time() * 1000
+        for message in answer.json()["messages"]:
+            body = message["body"]
+            assert body not in {"m1", "m3"}, f"{body} was acked on the old master"
+            assert body not in seen, f"{body} delivered twice after the promotion"
+            if body in {"m0", "m2"}:
+                assert now_ms >= invisible_until_ms - 50, f"{body} came back early"
+            seen[body] = message["delivery_attempt"]
+    assert seen == {"m0": 2, "m2": 2, "m4": 1, "m5": 1}
     slave.stop()

@@ -48,6 +48,7 @@ from app.api.schemas.ha import (
 )
 from app.broker.broker import Broker, RoleChangeRefused
 from app.broker.snapshots import SnapshotBusy
+from app.broker.sync_export import LogStartMoved, table_export
 from app.settings import Scope as TokenScope
 from ha import MasterDiff, SlaveLinkView
 from store import BrokerRole
@@ -55,7 +56,6 @@ from store.metadata import MetadataTable, head_revision
 from store.retention import disk_used_ratio
 from store.snapshot import SnapshotError, SnapshotRangeRemoved
 from store.snapshot.manifest import snapshot_dir_name
-from store.system_topics import METADATA_TOPIC
 
 # Reads are for dashboards too (the monitor scope, which admin includes); what changes the
 # broker needs admin. Per route, so that the body guard (app/api/body_guard.py) sees the scope.
@@ -210,51 +210,35 @@ def admin_store(broker: BrokerDep) -> StoreView:
 
 
 def _export(broker: Broker, table: MetadataTable) -> TableExportView:
-    metadata = broker.metadata_store
-    with metadata.consistent_export():
-        position = metadata.log_position
-        export = metadata.export_table(table)
-    queue_ends = None
-    if table is MetadataTable.CONSUMER_OFFSET:
-        queue_ends = []
-        for key in sorted({(row["topic"], row["queue_id"]) for row in export["rows"]}):
-            end = broker.store.queue_end(*key)
-            if end is not None:
-                queue_ends.append({"topic": key[0], "queue_id": key[1], "next_offset": end[0],
-                                   "last_record_offset": end[1]})
-    starts = None
-    min_offset = broker.store.min_offset
-    if table is MetadataTable.CONSUMER_OFFSET:
-        starts = [{"topic": topic, "queue_id": queue_id, "queue_offset": queue_offset}
-                  for topic, queue_id, queue_offset in broker.store.queues.starts_at(min_offset)]
-    return TableExportView.model_validate({
-        **export, "broker_group": broker.settings.broker_group, "queue_ends": queue_ends,
-        "log_position": {"queue_offset": position.queue_offset,
-                         "commit_log_offset": position.commit_log_offset},
-        "metadata_min_queue_offset": broker.store.first_retained_queue_offset(METADATA_TOPIC,
-                                                                              0),
-        "min_offset": min_offset, "queue_starts": starts})
+    try:
+        return TableExportView.model_validate(table_export(broker, table))
+    except LogStartMoved as error:
+        raise ApiError("LOG_START_MOVED", str(error)) from error
 
 
-@router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics")
+@router.get("/sync/topics", dependencies=_READ, operation_id="admin-sync-topics",
+            responses=problem_responses(503))
 def sync_topics(broker: BrokerDep) -> TableExportView:
     """The topic config table and its data version (what a slave pulls)."""
     return _export(broker, MetadataTable.TOPIC_CONFIG)
 
 
 @router.get("/sync/subscription-groups", dependencies=_READ,
-            operation_id="admin-sync-subscription-groups")
+            operation_id="admin-sync-subscription-groups",
+            responses=problem_responses(503))
 def sync_subscription_groups(broker: BrokerDep) -> TableExportView:
     return _export(broker, MetadataTable.SUBSCRIPTION_GROUP)
 
 
 @router.get("/sync/consumer-offsets", dependencies=_READ,
-            operation_id="admin-sync-consumer-offsets")
+            operation_id="admin-sync-consumer-offsets",
+            responses=problem_responses(503))
 def sync_consumer_offsets(broker: BrokerDep) -> TableExportView:
     return _export(broker, MetadataTable.CONSUMER_OFFSET)
 
 
-@router.get("/sync/delay-offsets", dependencies=_READ, operation_id="admin-sync-delay-offsets")
+@router.get("/sync/delay-offsets", dependencies=_READ, operation_id="admin-sync-delay-offsets",
+            responses=problem_responses(503))
 def sync_delay_offsets(broker: BrokerDep) -> TableExportView:
     return _export(broker, MetadataTable.DELAY_OFFSET)
 

@@ -107,6 +107,13 @@ class TableExportView(BaseModel):
         None, description="consumer offsets only: every queue's next queue offset at "
         "`min_offset`; a slave bootstrapped there starts its queues at them (a queue whose "
         "records all lie below has none of them, yet keeps its committed offsets)")
+    pop_queues: list[dict[str, Any]] | None = Field(
+        None, description="consumer offsets only: group consumption's queue states (offsets, "
+        "next delivery id, entries waiting or in flight), which a slave bootstrapped here "
+        "takes with the tables")
+    pop_counts: list[dict[str, Any]] | None = Field(
+        None, description="consumer offsets only: group consumption's counts per group and "
+        "topic")
 
 
 # Written out, not derived from store/snapshot/manifest.py's Manifest, though most fields are
