@@ -21,6 +21,8 @@ Cases, wrk -t1 -c64 each:
         speed at once, each next to its own speed alone in the same round: neither below 0.7.
         The broker's CPU seconds per second in each (all its threads) show whether it had
         CPU to spare: when either alone takes what the broker gets, together they share it.
+The broker's CPU per request (all its threads, microseconds) is shown for (p1), (c1) and
+(c32): on a shared machine it moves less with the load than the rates do.
 The pairs run alternately, `--rounds` times, and their medians are shown: a change in the
 machine's load (it is shared) falls on both sides of a ratio. The load average is printed.
 wrk and redis-server/redis-benchmark are installed with apt-get when missing.
@@ -290,11 +292,15 @@ def main() -> None:
             run_post(wrk, url + PRODUCE_PATH, single, 1, scratch)
             redis_port = stack.enter_context(redis_server(scratch))
             for _ in range(rounds):
-                produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch)
-                read_1 = run_get(wrk, url + READ_PATH.format(count=1), duration_s, scratch)
+                with _cpu_used(pid) as produce_cpu:
+                    produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch)
+                with _cpu_used(pid) as read_1_cpu:
+                    read_1 = run_get(wrk, url + READ_PATH.format(count=1), duration_s, scratch)
                 batches = run_post(wrk, url + PRODUCE_PATH + ":batch", batch, duration_s,
                                    scratch)
-                read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s, scratch)
+                with _cpu_used(pid) as read_32_cpu:
+                    read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
+                                      scratch)
                 redis_reads = run_redis_xrange(redis_port, duration_s)
                 read_32_uncached = run_get(wrk, uncached_url + READ_PATH.format(count=32),
                                            duration_s, scratch)
@@ -307,6 +313,9 @@ def main() -> None:
                 with _cpu_used(pid) as both_cpu:
                     both_consume, both_produce = _together(wrk, url, duration_s, scratch)
                 note("p1", produce.requests_per_s)
+                note("p1 cpu us", produce_cpu[0] / produce.requests_per_s * 1e6)
+                note("c1 cpu us", read_1_cpu[0] / read_1.requests_per_s * 1e6)
+                note("c32 cpu us", read_32_cpu[0] / read_32.requests_per_s * 1e6)
                 note("c1", read_1.requests_per_s)
                 note("c1 p99", read_1.p99_ms)
                 note("pb", batches.requests_per_s * BATCH_MESSAGES)
@@ -354,6 +363,8 @@ def _show(figures: dict[str, list[float]]) -> None:
         "target >= 0.3")
     print(f"  {'':<44} per-round ratios {_listed(figures['c32/r32'])}; (c32u) over (r32) "
           f"{_listed(figures['c32u/r32'])}")
+    print(f"  {'':<44} the broker's CPU per request, us: (p1) {median['p1 cpu us']:.0f}, "
+          f"(c1) {median['c1 cpu us']:.0f}, (c32) {median['c32 cpu us']:.0f}")
     row("alone: consumer -c1, 32 per read", median["alone consume"], "req/s")
     row("together: the consumer", median["both consume"], "req/s", median["alone consume"],
         "target >= 0.7")
