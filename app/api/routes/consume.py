@@ -9,7 +9,6 @@ consumer reads are in (bench/http_consume.py measured it against a hop to a thre
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
 import time
@@ -21,6 +20,13 @@ import orjson
 from fastapi import APIRouter, Query, Response
 from starlette.types import Receive, Scope, Send
 
+from app.api.consume_reads import (
+    ChunkedRead,
+    first_chunk,
+    read_in_chunks,
+    read_on,
+    reads_on,
+)
 from app.api.deps import BrokerDep, GatewayDep, QueueIdPath, TopicPath, requires
 from app.api.direct_lane import Answer, DirectRoute
 from app.api.errors import ApiError
@@ -47,19 +53,16 @@ from app.api.schemas.messages import ConsumeResult
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
-from store import GetMessageStatus, MessageStore, StoredMessage
+from store import GetMessageStatus, StoredMessage
 from store.consumption.tags import TAG_EXPRESSION_LENGTH_MAX, TagExpressionError, TagFilter
 from store.encoded_reads import Encoded, EncodedRead, Encoder
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
-from store.reads import READ_BYTES_MAX
 
 router = APIRouter(tags=["consume"], dependencies=[requires(TokenScope.CONSUME)])
 PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
 
 _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
 READ_MESSAGES_MAX = 1024
-# Records a read decodes between two turns of the event loop (read_in_chunks).
-CHUNK_MESSAGES = 8
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
 _WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
@@ -185,30 +188,31 @@ def answer_read(broker: Broker, gateway: Gateway, topic: str, queue_id: int, off
     started_s = time.perf_counter()
     check_readable_queue(broker, topic, queue_id)
     encoder = ENCODERS[body_encoding]
-    store = broker.store
-    result = _first_read(store, topic, queue_id, offset, max_messages, encoder, tags)
+    read = first_chunk(broker.store, topic, queue_id, offset, max_messages, encoder, tags)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
-    waits = wait_ms > 0 and result.status in _WAITABLE
+    waits = wait_ms > 0 and read.result.status in _WAITABLE
     if waits and not may_wait:
         raise Fallback
-    if waits or _reads_on(result, max_messages):
+    if waits or reads_on(read, max_messages):
         return _answer_later(broker, gateway, topic, queue_id, offset, max_messages, encoder,
-                             tags, wait_ms, result, started_s)
-    return _answer(gateway, topic, queue_id, result, started_s)
+                             tags, wait_ms, read, started_s)
+    return _answer(gateway, topic, queue_id, read.result, started_s)
 
 
 async def _answer_later(broker: Broker, gateway: Gateway, topic: str, queue_id: int,
                         offset: int, max_messages: int, encoder: Encoder,
-                        tags: TagFilter | None, wait_ms: int, result: EncodedRead,
+                        tags: TagFilter | None, wait_ms: int, read: ChunkedRead,
                         started_s: float) -> bytes:
     store = broker.store
-    if _reads_on(result, max_messages):
-        await read_on(store, topic, queue_id, max_messages, encoder, result)
+    if reads_on(read, max_messages):
+        await read_on(store, topic, queue_id, max_messages, encoder, tags, read)
+    result = read.result
     if wait_ms > 0 and result.status in _WAITABLE:
         arrived = await wait_for_arrival(store, topic, queue_id, result.max_offset, wait_ms)
         if arrived and broker.is_running:  # not when woken by a stopping broker
             started_s = time.perf_counter()  # the latency of the read, not of the wait
-            result = await _read(store, topic, queue_id, offset, max_messages, encoder, tags)
+            result = await read_in_chunks(store, topic, queue_id, offset, max_messages,
+                                          encoder, tags)
     return _answer(gateway, topic, queue_id, result, started_s)
 
 
@@ -224,76 +228,6 @@ def _answer(gateway: Gateway, topic: str, queue_id: int, result: EncodedRead,
         "next_offset": result.next_offset, "min_offset": result.min_offset,
         "max_offset": result.max_offset})
     return b"".join((head[:-1], b',"messages":[', b",".join(map(_DATA, records)), b"]}"))
-
-
-async def _read(store: MessageStore, topic: str, queue_id: int, offset: int,
-                max_messages: int, encoder: Encoder, tags: TagFilter | None) -> EncodedRead:
-    if tags is None:
-        return await read_in_chunks(store, topic, queue_id, offset, max_messages, encoder)
-    return filtered_read(store, topic, queue_id, offset, max_messages, encoder, tags)
-
-
-def _first_read(store: MessageStore, topic: str, queue_id: int, offset: int,
-                max_messages: int, encoder: Encoder, tags: TagFilter | None) -> EncodedRead:
-    """A read's first chunk (read_in_chunks); a tag-filtered read's whole page."""
-    if tags is None:
-        return store.get_encoded(topic, queue_id, offset, max_messages, encoder,
-                                 CHUNK_MESSAGES)
-    return filtered_read(store, topic, queue_id, offset, max_messages, encoder, tags)
-
-
-def _reads_on(result: EncodedRead, max_messages: int) -> bool:
-    """Whether a read's chunks so far leave more to read (read_in_chunks)."""
-    return result.status is GetMessageStatus.FOUND and len(result.records) < max_messages \
-        and result.next_offset < result.max_offset
-
-
-def filtered_read(store: MessageStore, topic: str, queue_id: int, offset: int,
-                  max_messages: int, encoder: Encoder, tags: TagFilter) -> EncodedRead:
-    """A read with a tag filter: the messages of other tags are left out and next_offset
-    passes them. Each kept one is encoded for this answer only (the cache keeps what every
-    reader of the queue gets)."""
-    plain = store.get_messages(topic, queue_id, offset, max_messages)
-    kept = [message for message in plain.messages if tags.matches(message.tags)]
-    read = EncodedRead(plain.status, plain.next_offset, plain.min_offset, plain.max_offset)
-    if kept:  # (an encoder is not asked for none: its one-dumps split answers [b""])
-        read.records = [Encoded(data, message.total_size, message.store_timestamp_ms)
-                        for message, data in zip(kept, encoder(kept), strict=True)]
-    return read
-
-
-async def read_in_chunks(store: MessageStore, topic: str, queue_id: int, offset: int,
-                         max_messages: int, encoder: Encoder) -> EncodedRead:
-    """The read `store.get_encoded` makes, each chunk decoding at most CHUNK_MESSAGES
-    records, with the event loop free between chunks: a read of many messages runs on the
-    loop (no thread hop), and a produce or a short read arriving meanwhile waits for one
-    chunk's decoding, not for the whole read (bench/http_consume.py's consumer and producer
-    together); records already encoded cost a look-up each and make no chunk. The same
-    records, next_offset and byte bound (READ_BYTES_MAX: past it only as a read's first
-    message) as one read; min_offset as the read began, max_offset as its last chunk saw
-    it."""
-    result = store.get_encoded(topic, queue_id, offset, max_messages, encoder, CHUNK_MESSAGES)
-    if _reads_on(result, max_messages):
-        await read_on(store, topic, queue_id, max_messages, encoder, result)
-    return result
-
-
-async def read_on(store: MessageStore, topic: str, queue_id: int, max_messages: int,
-                  encoder: Encoder, result: EncodedRead) -> None:
-    """read_in_chunks after its first chunk (`result`, FOUND), extending `result`."""
-    records = result.records
-    size_bytes = sum(record.total_size for record in records)
-    while len(records) < max_messages and result.next_offset < result.max_offset:
-        await asyncio.sleep(0)
-        more = store.get_encoded(topic, queue_id, result.next_offset,
-                                 max_messages - len(records), encoder, CHUNK_MESSAGES,
-                                 max(1, READ_BYTES_MAX - size_bytes))
-        if more.status is not GetMessageStatus.FOUND or (
-                more.records and size_bytes + more.records[0].total_size > READ_BYTES_MAX):
-            break  # the queue changed under the read (retention, a delete), or it is full
-        records.extend(more.records)
-        size_bytes += sum(record.total_size for record in more.records)
-        result.next_offset, result.max_offset = more.next_offset, more.max_offset
 
 
 def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
