@@ -9,7 +9,8 @@ One ASYNC_MASTER's app (its lifespan running, files in a temporary directory) ho
 messages of 100 bytes in queue 0 of topic C. Each round feeds the same keep-alive read
 (`offset=0&max_messages=N&body_encoding=utf8`, N = 1 and 32, the headers wrk sends) through
 the protocol with the direct lane and through the protocol without it, alternately, and
-reports the CPU time (time.process_time, every thread of this process) per read; the
+reports the CPU time (time.process_time, every thread of this process) per read, on uvloop
+as `twinlog serve` runs by default; the
 medians of the rounds and of the paired ratios are printed. Every answer is checked: 200 and
 the same length from both lanes.
 """
@@ -140,7 +141,12 @@ def main() -> None:
     arguments = parser.parse_args()
     print(f"consume read CPU in process, no socket: median of {arguments.rounds} alternating "
           f"rounds x {arguments.requests} reads")
-    asyncio.run(_run(arguments.requests, arguments.rounds))
+    try:  # the loop `twinlog serve` runs by default (http_event_loop)
+        import uvloop
+    except ImportError:
+        asyncio.run(_run(arguments.requests, arguments.rounds))
+    else:
+        uvloop.run(_run(arguments.requests, arguments.rounds))
 
 
 if __name__ == "__main__":
