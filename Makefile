@@ -72,6 +72,7 @@ bench: setup
 	$(BIN)/python bench/ha_replication.py
 	$(BIN)/python bench/http_produce.py
 	$(BIN)/python bench/http_consume.py
+	$(BIN)/python bench/consume_lane_cost.py
 	$(BIN)/python bench/snapshot.py
 	$(BIN)/python bench/failover.py
 	$(BIN)/python bench/hostile.py

@@ -21,6 +21,10 @@ Cases, wrk -t1 -c64 each:
         speed at once, each next to its own speed alone in the same round: neither below 0.7.
         The broker's CPU seconds per second in each (all its threads) show whether it had
         CPU to spare: when either alone takes what the broker gets, together they share it.
+The broker's CPU per request (all its threads, microseconds) is shown for (p1), (c1) and
+(c32), and Redis's per XRANGE: on a shared machine it moves less with the load than the
+rates do, and Redis's CPU per read over twinlog's is the (c32)/(r32) ratio each would reach
+with a core of its own.
 The pairs run alternately, `--rounds` times, and their medians are shown: a change in the
 machine's load (it is shared) falls on both sides of a ratio. The load average is printed.
 wrk and redis-server/redis-benchmark are installed with apt-get when missing.
@@ -131,7 +135,8 @@ def _listening_pid(port: int) -> int:
 
 
 @contextmanager
-def redis_server(scratch: Path) -> Iterator[int]:
+def redis_server(scratch: Path) -> Iterator[tuple[int, int]]:
+    """A Redis server with the stream; yields its port and its process id."""
     server = ensure_debian_tool("redis-server", "redis-server")
     port = free_port()
     directory = scratch / "redis"
@@ -151,7 +156,7 @@ def redis_server(scratch: Path) -> Iterator[int]:
         commands = "".join(f"XADD s * body {BODY_100}\n" for _ in range(MESSAGES))
         subprocess.run([cli, "-p", str(port)], input=commands, check=True,
                        capture_output=True, text=True)
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(10)
@@ -288,14 +293,19 @@ def main() -> None:
             pid = _listening_pid(int(url.rsplit(":", 1)[1]))
             run_get(wrk, url + READ_PATH.format(count=1), 1, scratch)  # warm-up
             run_post(wrk, url + PRODUCE_PATH, single, 1, scratch)
-            redis_port = stack.enter_context(redis_server(scratch))
+            redis_port, redis_pid = stack.enter_context(redis_server(scratch))
             for _ in range(rounds):
-                produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch)
-                read_1 = run_get(wrk, url + READ_PATH.format(count=1), duration_s, scratch)
+                with _cpu_used(pid) as produce_cpu:
+                    produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s, scratch)
+                with _cpu_used(pid) as read_1_cpu:
+                    read_1 = run_get(wrk, url + READ_PATH.format(count=1), duration_s, scratch)
                 batches = run_post(wrk, url + PRODUCE_PATH + ":batch", batch, duration_s,
                                    scratch)
-                read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s, scratch)
-                redis_reads = run_redis_xrange(redis_port, duration_s)
+                with _cpu_used(pid) as read_32_cpu:
+                    read_32 = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
+                                      scratch)
+                with _cpu_used(redis_pid) as redis_cpu:
+                    redis_reads = run_redis_xrange(redis_port, duration_s)
                 read_32_uncached = run_get(wrk, uncached_url + READ_PATH.format(count=32),
                                            duration_s, scratch)
                 with _cpu_used(pid) as alone_consume_cpu:
@@ -307,6 +317,12 @@ def main() -> None:
                 with _cpu_used(pid) as both_cpu:
                     both_consume, both_produce = _together(wrk, url, duration_s, scratch)
                 note("p1", produce.requests_per_s)
+                note("p1 cpu us", produce_cpu[0] / produce.requests_per_s * 1e6)
+                note("c1 cpu us", read_1_cpu[0] / read_1.requests_per_s * 1e6)
+                note("c32 cpu us", read_32_cpu[0] / read_32.requests_per_s * 1e6)
+                note("r32 cpu us", redis_cpu[0] / redis_reads * 1e6)
+                note("r32/c32 cpu", (redis_cpu[0] / redis_reads)
+                     / (read_32_cpu[0] / read_32.requests_per_s))
                 note("c1", read_1.requests_per_s)
                 note("c1 p99", read_1.p99_ms)
                 note("pb", batches.requests_per_s * BATCH_MESSAGES)
@@ -354,6 +370,11 @@ def _show(figures: dict[str, list[float]]) -> None:
         "target >= 0.3")
     print(f"  {'':<44} per-round ratios {_listed(figures['c32/r32'])}; (c32u) over (r32) "
           f"{_listed(figures['c32u/r32'])}")
+    print(f"  {'':<44} the broker's CPU per request, us: (p1) {median['p1 cpu us']:.0f}, "
+          f"(c1) {median['c1 cpu us']:.0f}, (c32) {median['c32 cpu us']:.0f}; Redis's per "
+          f"XRANGE {median['r32 cpu us']:.0f}")
+    print(f"  {'':<44} (r32)'s CPU per read over (c32)'s: {median['r32/c32 cpu']:.2f} (per round "
+          f"{_listed(figures['r32/c32 cpu'])}): the reads/s ratio a core each would give")
     row("alone: consumer -c1, 32 per read", median["alone consume"], "req/s")
     row("together: the consumer", median["both consume"], "req/s", median["alone consume"],
         "target >= 0.7")

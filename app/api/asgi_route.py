@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api import lean_lane
 from app.api.body_guard import replay
+from app.api.direct_lane import DirectLane
 
 BodyGuardCall = Callable[[Scope, Receive, Send, ASGIApp], Awaitable[None]]
 
@@ -58,6 +59,19 @@ class TwinlogAPI(FastAPI):
                                            ...]] = {}
         # Set by create_app (app/api/body_guard.py): the other routes' auth-before-body check.
         self.body_guard: BodyGuardCall | None = None
+        self._direct_lane: DirectLane | None = None
+
+    def set_direct_lane(self, lane: DirectLane) -> None:
+        """Routes the HTTP protocol may answer without this app (app/api/direct_lane.py)."""
+        self._direct_lane = lane
+
+    @property
+    def direct_lane(self) -> DirectLane | None:
+        """The direct lane, unless something this app adds to every answer or a root path
+        makes the ASGI lane answer differently (as the lean lane is off then)."""
+        if self.user_middleware or self.root_path:
+            return None
+        return self._direct_lane
 
     def add_fast_operation(self, operation: ASGIOperation) -> None:
         assert operation.methods == {"POST"}, operation.methods

@@ -27,6 +27,18 @@ class LatencyHistogram:
         later): once per distinct value, the values of a read's messages sharing their
         store milliseconds mostly."""
         counts, upper_bounds_s = self.counts, self.upper_bounds_s
+        if len(since_ms) > 1:
+            newest_ms = max(since_ms)
+            if newest_ms <= now_ms:
+                # The usual read: every delay in one bucket, which its two ends tell.
+                bucket = bisect_left(upper_bounds_s, (now_ms - newest_ms) / 1000)
+                if bucket == bisect_left(upper_bounds_s, (now_ms - min(since_ms)) / 1000):
+                    count = len(since_ms)
+                    # (the integer part exact: a product of now_ms would lose microseconds)
+                    self.sum_s += ((now_ms - newest_ms) * count
+                                   + (newest_ms * count - sum(since_ms))) / 1000
+                    counts[bucket] += count
+                    return
         total_s = 0.0
         # A Counter costs more than it saves on a few values.
         stamps = Counter(since_ms).items() if len(since_ms) > 4 else [(ms, 1) for ms in since_ms]

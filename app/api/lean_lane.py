@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -29,7 +29,13 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.asgi_answer import send_answer
 from app.api.asgi_body import Disconnected
-from app.api.errors import ApiError, from_metadata_error, from_put_status, render
+from app.api.errors import (
+    ApiError,
+    Problem,
+    from_metadata_error,
+    from_put_status,
+    render,
+)
 from app.api.gateway import Gateway
 from app.broker.broker import Broker
 from app.broker.metadata_log import MetadataWriteFailed
@@ -54,6 +60,7 @@ class Fallback(Exception):
 
 
 LeanHandler = Callable[[Scope, dict[str, str], Receive, Send, Gateway], Awaitable[None]]
+Headers = Iterable[tuple[bytes, bytes]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,27 +77,28 @@ async def serve(handler: LeanHandler, scope: Scope, path_params: dict[str, str],
         await handler(scope, path_params, receive, send, gateway)
     except Fallback as fallback:
         return fallback
-    except ApiError as error:
-        await _send_problem(send, scope, error)
-    except MetadataError as error:
-        await _send_problem(send, scope, from_metadata_error(error))
-    except MetadataWriteFailed as error:
-        await _send_problem(send, scope, from_put_status(error.outcome.status,
-                                                         error.outcome.detail))
     except Disconnected:
         pass
-    except Exception:
-        log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-        await _send_problem(send, scope, ApiError("INTERNAL_ERROR", "the broker failed; see "
-                                                  "its log"))
+    except Exception as error:  # noqa: BLE001 - every error is answered as FastAPI would
+        problem = problem_of(scope, error)
+        await send_answer(send, problem.http_status, problem.body, problem.headers)
     return None
 
 
-async def _send_problem(send: Send, scope: Scope, error: ApiError) -> None:
-    """The problem FastAPI's handlers send: its `instance` is the path as Starlette's URL
-    gives it (without the tabs and line breaks URL parsing drops)."""
-    problem = render(error, URL(scope=scope).path)
-    await send_answer(send, problem.http_status, problem.body, problem.headers)
+def problem_of(scope: Scope, error: Exception) -> Problem:
+    """The problem FastAPI's handlers answer for `error` (a 500 logged, for one they do not
+    know): its `instance` is the path as Starlette's URL gives it (without the tabs and line
+    breaks URL parsing drops)."""
+    if isinstance(error, ApiError):
+        known = error
+    elif isinstance(error, MetadataError):
+        known = from_metadata_error(error)
+    elif isinstance(error, MetadataWriteFailed):
+        known = from_put_status(error.outcome.status, error.outcome.detail)
+    else:
+        log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=error)
+        known = ApiError("INTERNAL_ERROR", "the broker failed; see its log")
+    return render(known, URL(scope=scope).path)
 
 
 async def send_json(send: Send, body: bytes, http_status: int = 200) -> None:
@@ -104,13 +112,22 @@ async def send_json(send: Send, body: bytes, http_status: int = 200) -> None:
 def admit(scope: Scope, gateway: Gateway, token_scope: TokenScope) -> Broker:
     """The checks FastAPI's dependencies make first on a read: the token's scope (401/403),
     then a running broker (503)."""
-    gateway.auth.check(authorization(scope), token_scope)
+    return admit_headers(scope["headers"], gateway, token_scope)
+
+
+def admit_headers(headers: Headers, gateway: Gateway, token_scope: TokenScope) -> Broker:
+    """`admit` on a request's header fields (names in lower case)."""
+    gateway.auth.check(authorization_of(headers), token_scope)
     return gateway.running_broker()
 
 
 def authorization(scope: Scope) -> str | None:
     """The first Authorization header, as Starlette's `headers.get` gives it."""
-    for name, value in scope["headers"]:
+    return authorization_of(scope["headers"])
+
+
+def authorization_of(headers: Headers) -> str | None:
+    for name, value in headers:
         if name == b"authorization":
             return bytes(value).decode("latin-1")
     return None
@@ -118,7 +135,11 @@ def authorization(scope: Scope) -> str | None:
 
 def query_of(scope: Scope) -> dict[str, str]:
     """The query parameters as Starlette parses them (the last of a repeated one wins)."""
-    query_string: bytes = scope.get("query_string", b"")
+    return parsed_query(scope.get("query_string", b""))
+
+
+def parsed_query(query_string: bytes) -> dict[str, str]:
+    """`query_of` on a raw query string."""
     if not query_string:
         return {}
     text = query_string.decode("latin-1")

@@ -25,6 +25,7 @@ from app.api import api_docs, openapi
 from app.api.asgi_route import TwinlogAPI
 from app.api.auth import Authenticator
 from app.api.body_guard import BodyGuard
+from app.api.direct_lane import DirectLane
 from app.api.errors import (
     ApiError,
     code_for_http_status,
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES):
         app.add_lean_route(lean)
+    app.set_direct_lane(DirectLane(app.state.gateway, (consume.DIRECT,)))
     app.body_guard = BodyGuard(app, routers)
     _install_error_handlers(app)
     openapi.install(app)

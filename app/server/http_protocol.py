@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.api.direct_lane import Answer, DirectHandler, DirectLane
 from app.api.errors import ApiError, render
 from app.api.metrics import RefusalCounts
+from app.server.direct_answers import ANSWERED, DirectCycle, answer_bytes, bodiless
 from app.server.joined_writes import join_writes
 from app.settings import Settings
 
@@ -83,6 +86,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     limits: ClassVar[ConnectionLimits]
     counts: ClassVar[RefusalCounts]
     responses: ClassVar[dict[str, bytes]]
+    direct_lane: ClassVar[DirectLane | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,6 +99,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._refusal: bytes | None = None
         self.deadline_s: float | None = None
         self._deadline_kind = ""
+        # A request a direct route answers: its handler, path parameters, query string and
+        # keep-alive, from its head until its message completes.
+        self._direct: tuple[DirectHandler, dict[str, str], bytes, bool] | None = None
 
     # -- connection -----------------------------------------------------------------------------
 
@@ -152,6 +159,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_in_progress = False
         self._body_pending = True
         self._set_deadline("body", self.limits.body_timeout_s)
+        if self.direct_lane is not None and self._takes_direct_lane(self.direct_lane):
+            return  # answered when the message completes
+        self._start_asgi()
+
+    def _start_asgi(self) -> None:
         super().on_headers_complete()
         join_writes(self.cycle)
 
@@ -167,6 +179,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._body_pending = False
         self._message_ended_in_feed = True
+        direct, self._direct = self._direct, None
+        if direct is not None:
+            self._answer_direct(*direct)
         super().on_message_complete()
         if self._linger_bytes_left is not None:
             self._linger_bytes_left = None  # the client sent it all: keep the connection
@@ -188,6 +203,80 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.deadline_s = None  # the next request's head is whole; its app runs
         else:
             self._set_deadline("head", self.limits.header_timeout_s)
+
+    # -- the direct lane (app/server/direct_answers.py) ------------------------------------------
+
+    def _takes_direct_lane(self, lane: DirectLane) -> bool:
+        """Whether a direct route may answer this request (then noted for on_message_complete):
+        HTTP/1.1, no body, nothing in flight or queued before it, written output not held
+        back, a plain origin-form path that a direct route serves."""
+        cycle = self.cycle
+        if (cycle is not None and not cycle.response_complete) or self.pipeline \
+                or self.flow.write_paused or self.access_log \
+                or self.limit_concurrency is not None:
+            return False
+        parser = self.parser
+        url = self.url
+        if parser.get_http_version() != "1.1" or parser.should_upgrade() \
+                or not url.startswith(b"/") or b"%" in url or not bodiless(self.headers):
+            return False
+        try:
+            parsed = httptools.parse_url(url)
+            path = parsed.path.decode("ascii")
+        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+            return False  # the ASGI lane answers it as it always did
+        route = lane.route(parser.get_method(), path)
+        if route is None:
+            return False
+        self._direct = (*route, parsed.query or b"", parser.should_keep_alive())
+        return True
+
+    def _answer_direct(self, handler: DirectHandler, path_params: dict[str, str],
+                       query_string: bytes, keep_alive: bool) -> None:
+        lane = self.direct_lane
+        assert lane is not None
+        answer = lane.answer(handler, path_params, query_string, self.headers)
+        if answer is None:
+            self._start_asgi()
+        elif isinstance(answer, Answer):
+            cycle = ANSWERED if keep_alive else DirectCycle(keep_alive)
+            self.cycle = cycle  # type: ignore[assignment]
+            self._write_direct(answer, cycle)
+        else:
+            cycle = DirectCycle(keep_alive)
+            self.cycle = cycle  # type: ignore[assignment]
+            # (a pipelined request's head may replace the protocol's url and scope meanwhile)
+            scope = self._problem_scope(query_string)
+            task = self.loop.create_task(self._answer_later(cycle, answer, scope))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+
+    async def _answer_later(self, cycle: DirectCycle, pending: Awaitable[Answer],
+                            scope: dict[str, Any]) -> None:
+        try:
+            answer = await pending
+        except Exception as error:  # noqa: BLE001 - answered as the lean lane answers it
+            problem = DirectLane.problem(scope, error)
+            answer = Answer(problem.http_status, problem.headers, problem.body)
+        if self.flow.write_paused and not cycle.disconnected:
+            await self.flow.drain()
+        if not cycle.disconnected:
+            self._write_direct(answer, cycle)
+
+    def _write_direct(self, answer: Answer, cycle: DirectCycle) -> None:
+        self.transport.writelines(answer_bytes(answer, self.server_state.default_headers,
+                                               cycle.keep_alive))
+        cycle.response_started = cycle.response_complete = True
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+
+    def _problem_scope(self, query_string: bytes) -> dict[str, Any]:
+        """The scope uvicorn would have made, as far as a problem's `instance` reads it."""
+        path = httptools.parse_url(self.url).path.decode("ascii")
+        return {"type": "http", "scheme": self.scheme, "server": self.server,
+                "headers": self.headers, "method": "GET", "path": path,
+                "raw_path": path.encode(), "query_string": query_string}
 
     # -- deadlines ------------------------------------------------------------------------------
 
@@ -220,9 +309,10 @@ def expire_overdue(connections: Iterable[object], now_s: float) -> None:
                 connection.expire()
 
 
-def protocol_class(limits: ConnectionLimits,
-                   counts: RefusalCounts) -> type[GuardedHttpToolsProtocol]:
-    """A protocol class for one server (uvicorn builds the protocol from a class)."""
+def protocol_class(limits: ConnectionLimits, counts: RefusalCounts,
+                   direct_lane: DirectLane | None = None) -> type[GuardedHttpToolsProtocol]:
+    """A protocol class for one server (uvicorn builds the protocol from a class); with
+    `direct_lane`, the requests its routes serve are answered without the ASGI app."""
     responses = {
         "connections": _raw_response(ApiError(
             "TOO_MANY_CONNECTIONS", f"the broker holds {limits.connections_max} connections "
@@ -242,4 +332,5 @@ def protocol_class(limits: ConnectionLimits,
             f"{limits.body_timeout_s:g} s of its head", setting="http_body_timeout_s")),
     }
     return type("TwinlogHttpProtocol", (GuardedHttpToolsProtocol,),
-                {"limits": limits, "counts": counts, "responses": responses})
+                {"limits": limits, "counts": counts, "responses": responses,
+                 "direct_lane": direct_lane})

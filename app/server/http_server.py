@@ -17,6 +17,7 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
+from app.api.asgi_route import TwinlogAPI
 from app.api.gateway import Gateway
 from app.api.metrics import RefusalCounts
 from app.server.eager_accept import EagerAccept
@@ -88,7 +89,8 @@ def build_server(app: FastAPI, settings: Settings, budget: FdBudget,
         app, host=settings.http_host, port=settings.http_port,
         loop=(_available("uvloop", "auto") if settings.http_event_loop == "uvloop"
               else "asyncio"),
-        http=protocol_class(limits, counts),
+        http=protocol_class(limits, counts,
+                            app.direct_lane if isinstance(app, TwinlogAPI) else None),
         # The broker serves no WebSocket: "none" loads no WebSocket library (about 0.4 MB
         # resident, issue 31); an upgrade request is answered as plain HTTP.
         ws="none",

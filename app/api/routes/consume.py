@@ -9,10 +9,10 @@ consumer reads are in (bench/http_consume.py measured it against a hop to a thre
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
 import time
+from collections.abc import Awaitable
 from operator import itemgetter
 from typing import Annotated, Any, Literal
 
@@ -20,15 +20,27 @@ import orjson
 from fastapi import APIRouter, Query, Response
 from starlette.types import Receive, Scope, Send
 
+from app.api.consume_reads import (
+    ChunkedRead,
+    first_chunk,
+    read_in_chunks,
+    read_on,
+    reads_on,
+)
 from app.api.deps import BrokerDep, GatewayDep, QueueIdPath, TopicPath, requires
+from app.api.direct_lane import Answer, DirectRoute
 from app.api.errors import ApiError
 from app.api.gateway import Gateway
 from app.api.lean_lane import (
+    JSON_HEADERS,
     Fallback,
+    Headers,
     LeanRoute,
     admit,
+    admit_headers,
     choice_param,
     name_matching,
+    parsed_query,
     query_of,
     send_json,
     whole_number,
@@ -41,19 +53,16 @@ from app.api.schemas.messages import ConsumeResult
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
-from store import GetMessageStatus, MessageStore, StoredMessage
+from store import GetMessageStatus, StoredMessage
 from store.consumption.tags import TAG_EXPRESSION_LENGTH_MAX, TagExpressionError, TagFilter
 from store.encoded_reads import Encoded, EncodedRead, Encoder
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
-from store.reads import READ_BYTES_MAX
 
 router = APIRouter(tags=["consume"], dependencies=[requires(TokenScope.CONSUME)])
 PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
 
 _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
 READ_MESSAGES_MAX = 1024
-# Records a read decodes between two turns of the event loop (read_in_chunks).
-CHUNK_MESSAGES = 8
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
 _WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
@@ -101,9 +110,34 @@ async def consume_lean(scope: Scope, path_params: dict[str, str], receive: Recei
                        gateway: Gateway) -> None:
     """The lean lane's consume (app/api/lean_lane.py): the same checks in the same order."""
     broker = admit(scope, gateway, TokenScope.CONSUME)
+    read = _read_request(path_params, query_of(scope))
+    answer = await read_answer(broker, gateway, *read)
+    await send_json(send, answer)
+
+
+def consume_direct(path_params: dict[str, str], query_string: bytes, headers: Headers,
+                   gateway: Gateway) -> Answer | Awaitable[Answer]:
+    """The direct lane's consume (app/api/direct_lane.py): the lean lane's checks, and its
+    answer when the read succeeds; a read that would wait for a message (a long poll)
+    declines before it has read anything, and the lean lane serves it."""
+    broker = admit_headers(headers, gateway, TokenScope.CONSUME)
+    read = _read_request(path_params, parsed_query(query_string))
+    answer = answer_read(broker, gateway, *read, may_wait=False)
+    if isinstance(answer, bytes):
+        return Answer(200, JSON_HEADERS, answer)
+    return _json_answer(answer)
+
+
+async def _json_answer(pending: Awaitable[bytes]) -> Answer:
+    return Answer(200, JSON_HEADERS, await pending)
+
+
+def _read_request(path_params: dict[str, str], query: dict[str, str]
+                  ) -> tuple[str, int, int, int, str, int, TagFilter | None]:
+    """A read's topic, queue, offset, max_messages, body_encoding, wait_ms and tag filter
+    in their plain forms (lean_lane.Fallback otherwise); 400 INVALID_TAG_EXPRESSION."""
     topic = name_matching(path_params["topic"], _TOPIC)
     queue_id = whole_number(path_params["queue_id"], 0, QUEUE_ID_MAX)
-    query = query_of(scope)
     offset = whole_param(query, "offset", 0, 0, 2**53 - 1)
     max_messages = whole_param(query, "max_messages", 32, 1, READ_MESSAGES_MAX)
     body_encoding = choice_param(query, "body_encoding", "base64", _ENCODINGS)
@@ -111,12 +145,11 @@ async def consume_lean(scope: Scope, path_params: dict[str, str], receive: Recei
     tags = query.get("tags")
     if tags is not None and len(tags) > TAG_EXPRESSION_LENGTH_MAX:
         raise Fallback  # FastAPI's validation answers it
-    answer = await read_answer(broker, gateway, topic, queue_id, offset, max_messages,
-                               body_encoding, wait_ms, tag_filter(tags))
-    await send_json(send, answer)
+    return topic, queue_id, offset, max_messages, body_encoding, wait_ms, tag_filter(tags)
 
 
 LEAN = LeanRoute("GET", PATH, consume_lean)
+DIRECT = DirectRoute("GET", PATH, consume_direct)
 
 
 def parsed_tags(expression: str | None) -> TagFilter:
@@ -140,18 +173,51 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
                       tags: TagFilter | None = None) -> bytes:
     """The ConsumeResult document of one read (after a long poll's wait, when asked). With
     `tags`, the messages of other tags are left out (next_offset passes them)."""
+    answer = answer_read(broker, gateway, topic, queue_id, offset, max_messages,
+                         body_encoding, wait_ms, tags)
+    return answer if isinstance(answer, bytes) else await answer
+
+
+def answer_read(broker: Broker, gateway: Gateway, topic: str, queue_id: int, offset: int,
+                max_messages: int, body_encoding: str, wait_ms: int, tags: TagFilter | None,
+                *, may_wait: bool = True) -> bytes | Awaitable[bytes]:
+    """`read_answer`'s document when the read's first chunk is all of it (no turn of the
+    event loop taken), else the awaitable that makes it. Without `may_wait`, a read that
+    finds nothing and would wait raises lean_lane.Fallback (having kept and counted
+    nothing)."""
     started_s = time.perf_counter()
     check_readable_queue(broker, topic, queue_id)
     encoder = ENCODERS[body_encoding]
-    result = await _read(broker.store, topic, queue_id, offset, max_messages, encoder, tags)
+    read = first_chunk(broker.store, topic, queue_id, offset, max_messages, encoder, tags)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
+    waits = wait_ms > 0 and read.result.status in _WAITABLE
+    if waits and not may_wait:
+        raise Fallback
+    if waits or reads_on(read, max_messages):
+        return _answer_later(broker, gateway, topic, queue_id, offset, max_messages, encoder,
+                             tags, wait_ms, read, started_s)
+    return _answer(gateway, topic, queue_id, read.result, started_s)
+
+
+async def _answer_later(broker: Broker, gateway: Gateway, topic: str, queue_id: int,
+                        offset: int, max_messages: int, encoder: Encoder,
+                        tags: TagFilter | None, wait_ms: int, read: ChunkedRead,
+                        started_s: float) -> bytes:
+    store = broker.store
+    if reads_on(read, max_messages):
+        await read_on(store, topic, queue_id, max_messages, encoder, tags, read)
+    result = read.result
     if wait_ms > 0 and result.status in _WAITABLE:
-        arrived = await wait_for_arrival(broker.store, topic, queue_id, result.max_offset,
-                                         wait_ms)
+        arrived = await wait_for_arrival(store, topic, queue_id, result.max_offset, wait_ms)
         if arrived and broker.is_running:  # not when woken by a stopping broker
             started_s = time.perf_counter()  # the latency of the read, not of the wait
-            result = await _read(broker.store, topic, queue_id, offset, max_messages,
-                                 encoder, tags)
+            result = await read_in_chunks(store, topic, queue_id, offset, max_messages,
+                                          encoder, tags)
+    return _answer(gateway, topic, queue_id, result, started_s)
+
+
+def _answer(gateway: Gateway, topic: str, queue_id: int, result: EncodedRead,
+            started_s: float) -> bytes:
     records = result.records
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
                                     list(map(_STORE_TIMESTAMP_MS, records)))
@@ -162,56 +228,6 @@ async def read_answer(broker: Broker, gateway: Gateway, topic: str, queue_id: in
         "next_offset": result.next_offset, "min_offset": result.min_offset,
         "max_offset": result.max_offset})
     return b"".join((head[:-1], b',"messages":[', b",".join(map(_DATA, records)), b"]}"))
-
-
-async def _read(store: MessageStore, topic: str, queue_id: int, offset: int,
-                max_messages: int, encoder: Encoder, tags: TagFilter | None) -> EncodedRead:
-    if tags is None:
-        return await read_in_chunks(store, topic, queue_id, offset, max_messages, encoder)
-    return filtered_read(store, topic, queue_id, offset, max_messages, encoder, tags)
-
-
-def filtered_read(store: MessageStore, topic: str, queue_id: int, offset: int,
-                  max_messages: int, encoder: Encoder, tags: TagFilter) -> EncodedRead:
-    """A read with a tag filter: the messages of other tags are left out and next_offset
-    passes them. Each kept one is encoded for this answer only (the cache keeps what every
-    reader of the queue gets)."""
-    plain = store.get_messages(topic, queue_id, offset, max_messages)
-    kept = [message for message in plain.messages if tags.matches(message.tags)]
-    read = EncodedRead(plain.status, plain.next_offset, plain.min_offset, plain.max_offset)
-    if kept:  # (an encoder is not asked for none: its one-dumps split answers [b""])
-        read.records = [Encoded(data, message.total_size, message.store_timestamp_ms)
-                        for message, data in zip(kept, encoder(kept), strict=True)]
-    return read
-
-
-async def read_in_chunks(store: MessageStore, topic: str, queue_id: int, offset: int,
-                         max_messages: int, encoder: Encoder) -> EncodedRead:
-    """The read `store.get_encoded` makes, each chunk decoding at most CHUNK_MESSAGES
-    records, with the event loop free between chunks: a read of many messages runs on the
-    loop (no thread hop), and a produce or a short read arriving meanwhile waits for one
-    chunk's decoding, not for the whole read (bench/http_consume.py's consumer and producer
-    together); records already encoded cost a look-up each and make no chunk. The same
-    records, next_offset and byte bound (READ_BYTES_MAX: past it only as a read's first
-    message) as one read; min_offset as the read began, max_offset as its last chunk saw
-    it."""
-    result = store.get_encoded(topic, queue_id, offset, max_messages, encoder, CHUNK_MESSAGES)
-    if result.status is not GetMessageStatus.FOUND:
-        return result
-    records = result.records
-    size_bytes = sum(record.total_size for record in records)
-    while len(records) < max_messages and result.next_offset < result.max_offset:
-        await asyncio.sleep(0)
-        more = store.get_encoded(topic, queue_id, result.next_offset,
-                                 max_messages - len(records), encoder, CHUNK_MESSAGES,
-                                 max(1, READ_BYTES_MAX - size_bytes))
-        if more.status is not GetMessageStatus.FOUND or (
-                more.records and size_bytes + more.records[0].total_size > READ_BYTES_MAX):
-            break  # the queue changed under the read (retention, a delete), or it is full
-        records.extend(more.records)
-        size_bytes += sum(record.total_size for record in more.records)
-        result.next_offset, result.max_offset = more.next_offset, more.max_offset
-    return result
 
 
 def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
