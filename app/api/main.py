@@ -42,6 +42,7 @@ from app.api.routes import (
     messages,
     produce,
     receive,
+    receive_lean,
     timers,
     topics,
     ui,
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                admin.router, dledger.router, health.router, ui.router)
     for router in routers:
         app.include_router(router)
-    for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES):
+    for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES,
+                 *receive_lean.LEAN_ROUTES):
         app.add_lean_route(lean)
     app.body_guard = BodyGuard(app, routers)
     _install_error_handlers(app)
