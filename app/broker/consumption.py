@@ -18,12 +18,12 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from app.broker.consumption_copies import Copies, CopyRefused, origin_of
+from app.broker.consumption_types import Delivered, HandleResult, Outcome, PopRefused
 from app.settings import Settings
-from store import GetMessageStatus, Message, MessageStore, PutMessageStatus, StoredMessage
+from store import GetMessageStatus, Message, MessageStore, StoredMessage
 from store.clock import ClockMs, wall_ms
 from store.consumption.events import Candidate, Changed, Disposition, Event
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
@@ -57,50 +57,6 @@ RETRY_FIRST_EVERY = 5
 RECORD_EVENTS_MAX = 64
 EXPIRY_EVENTS_PER_ROUND_MAX = 1024
 ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
-
-
-@dataclass(eq=False)
-class PopRefused(Exception):
-    """A request the broker refuses; `code` is an API problem code (a PutMessageStatus name
-    when the store refused a record), `setting` the bound that refused it, if any."""
-
-    code: str
-    detail: str
-    setting: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    handle: str
-    attempt: int
-    message: StoredMessage
-    origin: tuple[str, int, int, str]  # topic, queue id, queue offset, msg id of the original
-    invisible_until_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class HandleResult:
-    handle: str
-    code: str  # "OK", "STALE_RECEIPT_HANDLE", "INVALID_RECEIPT_HANDLE"
-    detail: str = ""
-    new_handle: str | None = None
-    invisible_until_ms: int | None = None
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a decision wrote: the completions its answer awaits (none: nothing written)."""
-
-    completions: list[PutCompletion]
-
-    async def status(self) -> PutMessageStatus:
-        """PUT_OK, or the first guarantee missing (a stored status: the answer is a 202)."""
-        worst = PutMessageStatus.PUT_OK
-        for completion in self.completions:
-            status = await completion
-            if status is not PutMessageStatus.PUT_OK and worst is PutMessageStatus.PUT_OK:
-                worst = status
-        return worst
 
 
 class GroupConsumption:

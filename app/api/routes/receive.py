@@ -30,7 +30,7 @@ from app.api.schemas.receive import (
     ReceiveResult,
 )
 from app.broker.broker import Broker
-from app.broker.consumption import Delivered, HandleResult, PopRefused
+from app.broker.consumption_types import Delivered, HandleResult, PopRefused
 from app.broker.metadata_log import MetadataWriteFailed
 from app.settings import Scope as TokenScope
 from store import MessageStore, PutMessageStatus
