@@ -36,6 +36,7 @@ from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.metadata_snapshots import MetadataSnapshots
+from app.broker.pop_batches import PopBatches
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.settings import ReplicationMode, Settings
@@ -158,6 +159,8 @@ class Broker:
         # Group consumption (receive / ack, app/broker/consumption.py): its states follow the
         # log's pop records on every replica; the master's tick ends expired deliveries.
         self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store)
+        # The receives and acks of one event-loop turn are decided together (fewer appends).
+        self.pop_batches = PopBatches(self.consumption.decide)
         self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
                                            self.expire_deliveries)
 

@@ -1,11 +1,14 @@
 """What group consumption's decisions answer (app/broker/consumption.py): the refusal, the
-messages delivered, a handle's result, and the outcome of the records a decision wrote."""
+messages delivered, a handle's result, the outcome of the records a decision wrote, and
+the receives and acks a decision takes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from store import PutMessageStatus, StoredMessage
+from store.consumption.tags import TagFilter
 from store.waits.completion import PutCompletion
 
 
@@ -37,17 +40,44 @@ class HandleResult:
     invisible_until_ms: int | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Outcome:
     """What a decision wrote: the completions its answer awaits (none: nothing written)."""
 
     completions: list[PutCompletion]
+    refused: PopRefused | None = None  # a record of the decision the store did not take
 
     async def status(self) -> PutMessageStatus:
-        """PUT_OK, or the first guarantee missing (a stored status: the answer is a 202)."""
+        """PUT_OK, or the first guarantee missing (a stored status: the answer is a 202);
+        the refusal, when a record was refused (nothing of it was applied)."""
+        if self.refused is not None:
+            raise self.refused
         worst = PutMessageStatus.PUT_OK
         for completion in self.completions:
             status = await completion
             if status is not PutMessageStatus.PUT_OK and worst is PutMessageStatus.PUT_OK:
                 worst = status
         return worst
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiveAsk:
+    group: str
+    topic: str
+    queue_count: int  # the topic's read queue count
+    max_messages: int
+    invisible_ms: int
+    tags: TagFilter
+
+
+@dataclass(frozen=True, slots=True)
+class AckAsk:
+    group: str
+    topic: str
+    handles: Sequence[str]
+
+
+# What a receive or an ack is answered: its messages or handles' results and the outcome of
+# the records they rest on, or the refusal (nothing of it was decided).
+ReceiveAnswer = tuple[list[Delivered], Outcome] | PopRefused
+AckAnswer = tuple[list[HandleResult], Outcome]

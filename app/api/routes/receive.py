@@ -30,7 +30,13 @@ from app.api.schemas.receive import (
     ReceiveResult,
 )
 from app.broker.broker import Broker
-from app.broker.consumption_types import Delivered, HandleResult, PopRefused
+from app.broker.consumption_types import (
+    AckAsk,
+    Delivered,
+    HandleResult,
+    PopRefused,
+    ReceiveAsk,
+)
 from app.broker.metadata_log import MetadataWriteFailed
 from app.settings import Scope as TokenScope
 from store import MessageStore, PutMessageStatus
@@ -113,21 +119,19 @@ async def receive_answer(gateway: Any, group: str, topic: str, *, max_messages: 
     _check_invisible(broker, invisible_ms, release_allowed=False)
     tag_filter = parsed_tags(tags)
     await _ensure_topics(broker, group, topic)
-    consumption = broker.consumption
+    ask = ReceiveAsk(group, topic, queue_count, max_messages, invisible_ms, tag_filter)
     deadline_s = time.monotonic() + min(wait_ms, broker.settings.long_poll_wait_ms_max) / 1000
-    while True:
-        try:
-            delivered, outcome = consumption.receive(
-                group, topic, queue_count, max_messages=max_messages,
-                invisible_ms=invisible_ms, tags=tag_filter)
-        except PopRefused as error:
-            raise _refusal(error) from None
-        left_s = deadline_s - time.monotonic()
-        if delivered or left_s <= 0 or not broker.is_running:
-            break
-        await _wait_any(broker.store, _queues(broker, group, topic, queue_count),
-                        min(left_s * 1000, _WAIT_SLICE_MS))
-    status = await outcome.status()
+    try:
+        while True:
+            delivered, outcome = await broker.pop_batches.receive(ask)
+            left_s = deadline_s - time.monotonic()
+            if delivered or left_s <= 0 or not broker.is_running:
+                break
+            await _wait_any(broker.store, _queues(broker, group, topic, queue_count),
+                            min(left_s * 1000, _WAIT_SLICE_MS))
+        status = await outcome.status()
+    except PopRefused as error:
+        raise _refusal(error) from None
     document = {"status": status.value,
                 "messages": [_received(item, body_encoding) for item in delivered]}
     return _ok_status(status), orjson.dumps(document)
@@ -156,10 +160,10 @@ async def ack_answer(gateway: Any, group: str, topic: str,
     """An ack's answer (HTTP status, JSON body), for both lanes; refusals raise."""
     broker, _ = _pop_broker(gateway, group, topic)
     try:
-        results, outcome = broker.consumption.ack(group, topic, handles)
+        results, outcome = await broker.pop_batches.ack(AckAsk(group, topic, handles))
+        status = await outcome.status()
     except PopRefused as error:
         raise _refusal(error) from None
-    status = await outcome.status()
     outcomes = [_handle_outcome(result, status) for result in results]
     statuses = {item["status"] for item in outcomes}
     if len(statuses) == 1 and (code := results[0].code) != "OK":
