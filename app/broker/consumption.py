@@ -65,9 +65,9 @@ RETRY_FIRST_EVERY = 5
 RECORD_EVENTS_MAX = 64
 EXPIRY_EVENTS_PER_ROUND_MAX = 1024
 ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
-# Rounds of one decision (each an append): a receive wanting more than a queue's record holds
-# takes its queues again in the next round; bounded, though each round must make progress.
-DECISION_ROUNDS_MAX = 64
+# Receives merged into one decision want this many messages at most: small receives share
+# records; big ones fill their own (merged, each would wait for all of their records).
+GATHER_WANTED_MAX = 4 * RECORD_EVENTS_MAX
 
 
 class _Gather:
@@ -189,7 +189,12 @@ class GroupConsumption:
             now_ms = self.clock_ms()
             gathers = self._gathers(receives, receive_answers)
             ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
-            for _ in range(DECISION_ROUNDS_MAX):
+            # Enough rounds for the largest gather from one queue, and a window of tag-filtered
+            # messages: a receive is not answered short (and left to wait) while messages are
+            # there.
+            wanted = max((gather.wanted for gather in gathers), default=0)
+            rounds = (wanted + self._settings.pop_window_max) // RECORD_EVENTS_MAX + 2
+            for _ in range(rounds):
                 planned = self._plan_round(gathers, now_ms)
                 records = [record for record, _ in planned] + \
                     [record for record, _ in ack_records]
@@ -203,10 +208,11 @@ class GroupConsumption:
 
     def _gathers(self, receives: Sequence[ReceiveAsk],
                  answers: list[ReceiveAnswer]) -> list[_Gather]:
-        """The receives merged by (group, topic, queue count, invisible time, tags), each
-        wanting what the group's in-flight bound leaves it (none left: 429). The lock is
-        held."""
-        gathers: dict[tuple[object, ...], _Gather] = {}
+        """The receives merged by (group, topic, queue count, invisible time, tags), up to
+        GATHER_WANTED_MAX messages a gather, each wanting what the group's in-flight bound
+        leaves it (none left: 429). The lock is held."""
+        gathers: dict[tuple[object, ...], _Gather] = {}  # the open one of each kind
+        merged: list[_Gather] = []
         rooms: dict[str, int] = {}
         bound = self._settings.pop_in_flight_per_group_max
         for number, ask in enumerate(receives):
@@ -224,11 +230,13 @@ class GroupConsumption:
             rooms[group] = room - wanted
             merge = (group, ask.topic, ask.queue_count, ask.invisible_ms, ask.tags)
             gather = gathers.get(merge)
-            if gather is None:
-                gather = gathers[merge] = _Gather(ask, self.policy(group), self._queue_order(
+            if gather is None or gather.wanted + wanted > GATHER_WANTED_MAX:
+                gather = _Gather(ask, self.policy(group), self._queue_order(
                     group, ask.topic, ask.queue_count, self.retry_queue_count(group)))
+                merged.append(gather)
+                gathers[merge] = gather
             gather.wants.append((number, wanted))
-        return list(gathers.values())
+        return merged
 
     def _plan_round(self, gathers: list[_Gather],
                     now_ms: int) -> list[tuple[PopRecord, tuple[_Gather, _Reads]]]:
