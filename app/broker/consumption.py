@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -185,7 +186,9 @@ class GroupConsumption:
         nowhere: the receives or acks it was for are refused, nothing else."""
         handles = [self._decoded(ask) for ask in acks]
         receive_answers: list[ReceiveAnswer] = []
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             now_ms = self.clock_ms()
             gathers = self._gathers(receives, receive_answers)
             ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
@@ -194,7 +197,16 @@ class GroupConsumption:
             # there.
             wanted = max((gather.wanted for gather in gathers), default=0)
             rounds = (wanted + self._settings.pop_window_max) // RECORD_EVENTS_MAX + 2
-            for _ in range(rounds):
+            for number in range(rounds):
+                if number:
+                    # Between two rounds the lock is let go, and the GIL with it (sleep(0)),
+                    # so the expiry tick waiting for the lock gets it: held across a big
+                    # batch's rounds, it left expired messages invisible for seconds. Each
+                    # round plans from the states as they are (the acks, planned with the
+                    # first, were written in it).
+                    lock.release()
+                    time.sleep(0)
+                    lock.acquire()
                 planned = self._plan_round(gathers, now_ms)
                 records = [record for record, _ in planned] + \
                     [record for record, _ in ack_records]
@@ -202,8 +214,10 @@ class GroupConsumption:
                     break
                 self._write_round(planned, ack_records)
                 ack_records = []
-            for gather in gathers:
-                gather.answer(receive_answers)
+        finally:
+            lock.release()
+        for gather in gathers:
+            gather.answer(receive_answers)
         return receive_answers, ack_answers
 
     def _gathers(self, receives: Sequence[ReceiveAsk],
