@@ -3,6 +3,7 @@ commits and to Redis Streams consumer groups, and the lateness of redeliveries.
 
     python bench/group_consume.py            # 16,000 messages a case, 10,000 in flight
     python bench/group_consume.py --quick    # 4,000 messages a case, 2,000 in flight
+    python bench/group_consume.py --old-tree ../wt-old   # and that checkout's broker, in turn
 
 One SYNC_MASTER with a live SLAVE process (every receive, ack and commit is a record its
 slave holds before the answer); a real redis-server master with one replica. Each case
@@ -16,12 +17,20 @@ asyncio (one connection each), 32 messages a request:
       holds the acks, as twinlog's slave does).
 Targets: (p) >= 0.5 of (q), (p) >= 1.0 of (r).
 Redelivery lateness: N messages received at once (invisible 2 s) and never acked; 8
-receivers long-poll (1,024 a receive). End to end: for each message back, the time its
-receive answered minus the invisible time its first receive answered (the same with one
-message in flight is the baseline); it includes receiving N messages again, which takes
-N / (receive throughput). Broker: when the master's expiry tick ended the delivery (the
-message is receivable from then on) minus its invisible time, the bucket bounds of
-twinlog_pop_redelivery_lateness_seconds. Target: p99 <= 250 ms with 10,000 in flight.
+receivers long-poll (1,024 a receive). Two figures, which mean different things:
+  broker: when the master's expiry tick ended the delivery (the message is receivable from
+      then on: its retry copy is in the retry queue once dispatch has passed it) minus its
+      invisible time; the bucket bounds of twinlog_pop_redelivery_lateness_seconds. This is
+      the broker's own lateness.
+  end to end: for each message back, the time its receive answered minus the invisible time
+      its first receive answered (the same with one message in flight is the baseline). It
+      includes receiving all N again, which takes N / (receive throughput), shown as the
+      redelivery drain rate: with N expiring in one burst, the last of them cannot be
+      answered before N / rate.
+Target: p99 <= 250 ms with 10,000 in flight.
+Master CPU per message of (p) is the master process's CPU (user + system) over the case,
+the figure load moves least; with --old-tree each tree's broker runs every case in turn
+(old, new, ...) and the new/old ratios of one round are printed.
 """
 
 from __future__ import annotations
@@ -41,8 +50,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import header, row  # noqa: E402
-from bench.http_produce import broker, free_port  # noqa: E402
+from bench.common import cpu_s, header, row  # noqa: E402
+from bench.http_produce import broker_processes, free_port  # noqa: E402
 from bench.redis_stream import ensure_redis_server, redis_pair  # noqa: E402
 
 CONSUMERS = 8
@@ -171,8 +180,10 @@ async def redis_streams(redis_url: str, count: int) -> Drain:
     return Drain(done[0], elapsed)
 
 
-async def redelivery_lateness(url: str, topic: str, group: str, count: int) -> list[float]:
-    """Receive `count` messages and ack none; the lateness (ms) of each one's redelivery."""
+async def redelivery_lateness(url: str, topic: str, group: str,
+                              count: int) -> tuple[list[float], Drain]:
+    """Receive `count` messages and ack none; the lateness (ms) of each one's redelivery, and
+    the drain of the redelivery (from the first invisible time to the last one back)."""
     path = f"/v1/groups/{group}/topics/{topic}/messages"
     until: dict[str, int] = {}
     late_ms: list[float] = []
@@ -199,7 +210,8 @@ async def redelivery_lateness(url: str, topic: str, group: str, count: int) -> l
 
     await asyncio.wait_for(asyncio.gather(*(receiver() for _ in range(CONSUMERS))),
                            INVISIBLE_MS / 1000 + 120)
-    return sorted(late_ms)
+    drain_s = (time.time() * 1000 - min(until.values())) / 1000
+    return sorted(late_ms), Drain(count, drain_s)
 
 
 async def _expiry_buckets(url: str) -> dict[float, float]:
@@ -227,48 +239,115 @@ def _quantile(values: list[float], fraction: float) -> float:
     return values[min(len(values) - 1, int(len(values) * fraction))]
 
 
-async def _run(url: str, redis_url: str, count: int, in_flight: int) -> None:
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One broker's cases."""
+
+    queue: Drain
+    pop: Drain
+    pop_cpu_us: float  # master CPU per message of (p)
+    batch_mean: float | None  # receives and acks a decision answered (None: not counted)
+    one_ms: float
+    many_ms: list[float]
+    drain: Drain  # the redelivery: N messages received again
+    broker_p50_ms: float
+    broker_p99_ms: float
+
+
+async def _counter(url: str, name: str) -> float | None:
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        text = (await client.get("/metrics")).text
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + " ")]
+    return values[0] if values else None
+
+
+async def _cases(url: str, master_pid: int, count: int, in_flight: int) -> Figures:
     async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
         for topic in ("PerQueue", "Pop", "Late", "Late1"):
             await _produce(client, topic, {"Late": in_flight, "Late1": 1}.get(topic, count))
         for group in ("q", "p", "late", "late1"):
             await _group(client, group)
     queue = await per_queue(url, "PerQueue", "q", count)
+    decisions = await _counter(url, "twinlog_pop_decisions_total")
+    requests = await _counter(url, "twinlog_pop_decided_requests_total")
+    cpu_before = cpu_s(master_pid)
     pop = await receive_ack(url, "Pop", "p", count)
-    streams = await redis_streams(redis_url, count)
-    header(f"group consumption: {count:,} messages a case, {CONSUMERS} consumers, "
-           f"{BATCH} a request (load average {os.getloadavg()[0]:.2f})")
+    pop_cpu_us = (cpu_s(master_pid) - cpu_before) / count * 1e6
+    batch_mean = None
+    if decisions is not None and requests is not None:
+        decided = (await _counter(url, "twinlog_pop_decisions_total") or 0.0) - decisions
+        answered = (await _counter(url, "twinlog_pop_decided_requests_total") or 0.0) - requests
+        batch_mean = answered / decided if decided else None
+    one, _ = await redelivery_lateness(url, "Late1", "late1", 1)
+    before = await _expiry_buckets(url)
+    many, drain = await redelivery_lateness(url, "Late", "late", in_flight)
+    after = await _expiry_buckets(url)
+    return Figures(queue, pop, pop_cpu_us, batch_mean, one[0], many, drain,
+                   _bucket_quantile(before, after, 0.5), _bucket_quantile(before, after, 0.99))
+
+
+def _report(title: str, figures: Figures, streams: Drain, in_flight: int,
+            old: Figures | None) -> None:
+    header(f"{title} (load average {os.getloadavg()[0]:.2f})")
+    queue, pop = figures.queue, figures.pop
     row("(q) per-queue consume + offset commits", queue.per_s, "msg/s")
     row("(p) receive + ack", pop.per_s, "msg/s", queue.per_s, "target >= 0.5 of (q)")
-    row("(r) Redis XREADGROUP + XACK + WAIT 1", streams.per_s, "msg/s")
     row("(p) receive + ack, against (r)", pop.per_s, "msg/s", streams.per_s,
         "target >= 1.0 of (r)")
-    one = await redelivery_lateness(url, "Late1", "late1", 1)
-    before = await _expiry_buckets(url)
-    many = await redelivery_lateness(url, "Late", "late", in_flight)
-    after = await _expiry_buckets(url)
-    header(f"redelivery lateness after a {INVISIBLE_MS} ms invisible time")
-    row("end to end, 1 in flight", one[0], "ms")
-    row(f"end to end, {in_flight:,} in flight: p50", _quantile(many, 0.5), "ms")
-    row(f"end to end, {in_flight:,} in flight: p99", _quantile(many, 0.99), "ms", None,
-        "target <= 250 ms")
-    row(f"broker, {in_flight:,} in flight: p50 at most", _bucket_quantile(before, after, 0.5),
+    row("(p) master CPU per message", figures.pop_cpu_us, "us")
+    if figures.batch_mean is not None:
+        row("(p) receives and acks a decision answered", figures.batch_mean, "mean")
+    row("redelivery: end to end, 1 in flight", figures.one_ms, "ms")
+    row(f"redelivery: end to end, {in_flight:,} in flight: p50", _quantile(figures.many_ms, 0.5),
         "ms")
-    row(f"broker, {in_flight:,} in flight: p99 at most", _bucket_quantile(before, after, 0.99),
-        "ms", None, "target <= 250 ms")
+    row(f"redelivery: end to end, {in_flight:,} in flight: p99",
+        _quantile(figures.many_ms, 0.99), "ms", None, "target <= 250 ms")
+    row(f"redelivery: drain rate of the {in_flight:,}", figures.drain.per_s, "msg/s")
+    row("redelivery: broker (expiry tick) p50 at most", figures.broker_p50_ms, "ms")
+    row("redelivery: broker (expiry tick) p99 at most", figures.broker_p99_ms, "ms")
+    if old is not None:
+        row("new / old: (p) receive + ack", pop.per_s, "msg/s", old.pop.per_s)
+        row("new / old: (p) master CPU per message", figures.pop_cpu_us, "us",
+            old.pop_cpu_us)
+        row("new / old: (q) per-queue consume", queue.per_s, "msg/s", old.queue.per_s)
+        row("new / old: end to end p99", _quantile(figures.many_ms, 0.99), "ms",
+            _quantile(old.many_ms, 0.99))
+
+
+def _broker_cases(scratch: Path, tree: Path, name: str, count: int,
+                  in_flight: int) -> Figures:
+    with broker_processes(scratch, "SYNC_MASTER", with_slave=True, name=name,
+                          settings=SETTINGS, tree=tree) as (url, processes):
+        return asyncio.run(_cases(url, processes[0].pid, count, in_flight))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--old-tree", type=Path, default=None,
+                        help="another checkout: its broker runs the same cases in turn")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --old-tree: old then new, this many times")
     arguments = parser.parse_args()
     count, in_flight = (4_000, 2_000) if arguments.quick else (16_000, 10_000)
     server = ensure_redis_server()
     scratch = Path(tempfile.mkdtemp(prefix="twinlog-group-consume-"))
     try:
-        with broker(scratch, "SYNC_MASTER", with_slave=True, settings=SETTINGS) as url, \
-                redis_pair(server, scratch, free_port(), free_port()) as redis_url:
-            asyncio.run(_run(url, redis_url, count, in_flight))
+        with redis_pair(server, scratch, free_port(), free_port()) as redis_url:
+            streams = asyncio.run(redis_streams(redis_url, count))
+        header(f"group consumption: {count:,} messages a case, {CONSUMERS} consumers, "
+               f"{BATCH} a request; redelivery after a {INVISIBLE_MS} ms invisible time")
+        row("(r) Redis XREADGROUP + XACK + WAIT 1", streams.per_s, "msg/s")
+        old_tree = arguments.old_tree
+        for number in range(arguments.rounds if old_tree is not None else 1):
+            old = None
+            if old_tree is not None:
+                old = _broker_cases(scratch, old_tree.resolve(), "old", count, in_flight)
+                _report(f"round {number + 1}: old ({old_tree})", old, streams, in_flight,
+                        None)
+            new = _broker_cases(scratch, ROOT, "new", count, in_flight)
+            _report(f"round {number + 1}: new ({ROOT})", new, streams, in_flight, old)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -22,13 +22,17 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl
 
+import orjson
 from starlette.datastructures import URL
 from starlette.types import Receive, Scope, Send
 
 from app.api.asgi_answer import send_answer
-from app.api.asgi_body import Disconnected
+from app.api.asgi_body import Disconnected, read_body
+from app.api.body_guard import carries_body
+from app.api.body_guard import too_large as body_too_large
 from app.api.errors import (
     ApiError,
     Problem,
@@ -177,6 +181,31 @@ def choice_param(query: dict[str, str], name: str, default: str,
     if text not in choices:
         raise Fallback
     return text
+
+
+async def admitted_body(scope: Scope, receive: Receive, gateway: Gateway,
+                        token_scope: TokenScope) -> bytes:
+    """The checks the body guard makes on a request with a body, in its order: the token's
+    scope (401/403), the body's size (413), then the body read; Fallback without a body."""
+    gateway.auth.check(authorization(scope), token_scope)
+    has_body, content_length = carries_body(scope["headers"])
+    if not has_body:
+        raise Fallback
+    return await read_body(receive, content_length,
+                           gateway.settings.max_metadata_body_size_bytes, body_too_large)
+
+
+def plain_json(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[bool, Any]:
+    """(True, the body's JSON document) when its content type is JSON or absent and it
+    parses; (False, None) for anything FastAPI must judge."""
+    for name, value in headers:
+        if name == b"content-type" and \
+                value.split(b";", 1)[0].strip().lower() != b"application/json":
+            return False, None
+    try:
+        return True, orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False, None
 
 
 def name_matching(text: str, pattern: re.Pattern[str]) -> str:

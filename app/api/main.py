@@ -43,6 +43,7 @@ from app.api.routes import (
     messages,
     produce,
     receive,
+    receive_lean,
     timers,
     topics,
     ui,
@@ -76,7 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                admin.router, dledger.router, health.router, ui.router)
     for router in routers:
         app.include_router(router)
-    for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES):
+    for lean in (consume.LEAN, *messages.LEAN_ROUTES, *groups.LEAN_ROUTES, *admin.LEAN_ROUTES,
+                 *receive_lean.LEAN_ROUTES):
         app.add_lean_route(lean)
     app.set_direct_lane(DirectLane(app.state.gateway, (consume.DIRECT,)))
     app.body_guard = BodyGuard(app, routers)

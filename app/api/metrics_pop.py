@@ -95,6 +95,13 @@ def pop_metrics(broker: Broker) -> Iterator[Metric]:
             ended.add_metric([group, topic, outcome], getattr(totals, outcome))
     yield messages
     yield ended
+    batches = broker.pop_batches
+    yield CounterMetricFamily(
+        "twinlog_pop_decisions", "Group consumption: decisions made for receives and acks "
+        "(the requests of one event-loop turn are decided together)", value=batches.batches)
+    yield CounterMetricFamily(
+        "twinlog_pop_decided_requests", "Group consumption: receives and acks those decisions "
+        "answered", value=batches.requests)
     yield lateness_histogram(HistogramMetricFamily(
         "twinlog_pop_redelivery_lateness_seconds",
         "Group consumption: when this broker (as master) ended an expired delivery, minus "

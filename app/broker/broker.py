@@ -35,6 +35,7 @@ from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.metadata_snapshots import MetadataSnapshots
+from app.broker.pop_batches import PopBatches
 from app.broker.put_rates import PutRates, PutRateSampler
 from app.broker.slave_sync import SlaveSync
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
@@ -147,6 +148,8 @@ class Broker:
         # Group consumption (receive / ack, app/broker/consumption.py): its states follow the
         # log's pop records on every replica; the master's tick ends expired deliveries.
         self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store)
+        # The receives and acks of one event-loop turn are decided together (fewer appends).
+        self.pop_batches = PopBatches(self.consumption.decide)
         self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
                                            self.expire_deliveries)
 

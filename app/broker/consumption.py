@@ -17,19 +17,29 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from app.broker.consumption_copies import Copies, CopyRefused, origin_of
+from app.broker.consumption_types import (
+    AckAnswer,
+    AckAsk,
+    Delivered,
+    HandleResult,
+    Outcome,
+    PopRefused,
+    ReceiveAnswer,
+    ReceiveAsk,
+)
 from app.settings import Settings
-from store import GetMessageStatus, Message, MessageStore, PutMessageStatus, StoredMessage
+from store import GetMessageStatus, Message, MessageStore, StoredMessage
 from store.clock import ClockMs, wall_ms
-from store.consumption.events import Candidate, Changed, Disposition, Event
+from store.consumption.events import Candidate, Changed, Disposition, Event, Received
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
 from store.consumption.names import PROPERTY_ATTEMPTS, PROPERTY_ORDER_KEY, retry_topic
 from store.consumption.policy import BackoffKind, RetryPolicy
-from store.consumption.queue_state import AckStatus, ConsumptionError, QueueState
+from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
 from store.consumption.registry import (
     RETRY_QUEUE_BIT,
@@ -38,7 +48,6 @@ from store.consumption.registry import (
     follow_record,
     is_retry_queue,
 )
-from store.consumption.tags import TagFilter
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
 from store.metadata.log_records import OffsetSet
@@ -58,50 +67,39 @@ RETRY_FIRST_EVERY = 5
 RECORD_EVENTS_MAX = 64
 EXPIRY_EVENTS_PER_ROUND_MAX = 1024
 ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
+# Receives merged into one decision want this many messages at most: small receives share
+# records; big ones fill their own (merged, each would wait for all of their records).
+GATHER_WANTED_MAX = 4 * RECORD_EVENTS_MAX
 
 
-@dataclass(eq=False)
-class PopRefused(Exception):
-    """A request the broker refuses; `code` is an API problem code (a PutMessageStatus name
-    when the store refused a record), `setting` the bound that refused it, if any."""
+class _Gather:
+    """Receives of one group and topic with the same invisible time and tags, decided as one:
+    each wants up to its max_messages (what the in-flight bound leaves it)."""
 
-    code: str
-    detail: str
-    setting: str | None = None
+    def __init__(self, ask: ReceiveAsk, policy: RetryPolicy, order: list[int]) -> None:
+        self.group, self.topic = ask.group, ask.topic
+        self.invisible_ms, self.tags, self.policy = ask.invisible_ms, ask.tags, policy
+        self.order = order  # queue ids still worth a look
+        self.wants: list[tuple[int, int]] = []  # (the receive's number, messages it wants)
+        self.delivered: list[Delivered] = []
+        self.completions: list[PutCompletion] = []
+        self.refused: PopRefused | None = None
 
+    @property
+    def wanted(self) -> int:
+        return sum(wanted for _, wanted in self.wants)
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
-    handle: str
-    attempt: int
-    message: StoredMessage
-    origin: tuple[str, int, int, str]  # topic, queue id, queue offset, msg id of the original
-    invisible_until_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class HandleResult:
-    handle: str
-    code: str  # "OK", "STALE_RECEIPT_HANDLE", "INVALID_RECEIPT_HANDLE"
-    detail: str = ""
-    new_handle: str | None = None
-    invisible_until_ms: int | None = None
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a decision wrote: the completions its answer awaits (none: nothing written)."""
-
-    completions: list[PutCompletion]
-
-    async def status(self) -> PutMessageStatus:
-        """PUT_OK, or the first guarantee missing (a stored status: the answer is a 202)."""
-        worst = PutMessageStatus.PUT_OK
-        for completion in self.completions:
-            status = await completion
-            if status is not PutMessageStatus.PUT_OK and worst is PutMessageStatus.PUT_OK:
-                worst = status
-        return worst
+    def answer(self, answers: list[ReceiveAnswer]) -> None:
+        """Each receive's messages, handed out in the receives' order (all of them awaiting
+        every record of the gather), or the refusal."""
+        start = 0
+        for number, wanted in self.wants:
+            if self.refused is not None:
+                answers[number] = self.refused
+                continue
+            answers[number] = (self.delivered[start:start + wanted],
+                               Outcome(list(self.completions)))
+            start += wanted
 
 
 class GroupConsumption:
@@ -181,97 +179,227 @@ class GroupConsumption:
         return config.retry_queue_count if config is not None and config.retry_queue_count \
             else 1
 
-    def receive(self, group: str, topic: str, read_queue_count: int, *, max_messages: int,
-                invisible_ms: int, tags: TagFilter) -> tuple[list[Delivered], Outcome]:
-        """Up to `max_messages` messages of the topic and its retry queues, each invisible to
-        the group's other receives for `invisible_ms`."""
-        policy = self.policy(group)
-        retry_queues = self.retry_queue_count(group)
-        delivered: list[Delivered] = []
-        outcome = Outcome([])
-        with self.lock:
-            room = self._settings.pop_in_flight_per_group_max - self.registry.in_flight(group)
-            if room <= 0:
-                raise PopRefused("POP_IN_FLIGHT_MAX_REACHED", f"group {group!r} holds "
-                                 f"{self._settings.pop_in_flight_per_group_max} messages in "
-                                 "flight already", "pop_in_flight_per_group_max")
-            wanted = min(max_messages, room)
-            now_ms = self.clock_ms()
-            for queue_id in self._queue_order(group, topic, read_queue_count, retry_queues):
-                key = QueueKey(group, topic, queue_id)
-                while len(delivered) < wanted and self._receive_chunk(
-                        key, min(wanted - len(delivered), RECORD_EVENTS_MAX), now_ms,
-                        invisible_ms, tags, policy, delivered, outcome):
-                    pass
-        return delivered, outcome
-
-    def _receive_chunk(self, key: QueueKey, wanted: int, now_ms: int, invisible_ms: int,
-                       tags: TagFilter, policy: RetryPolicy, delivered: list[Delivered],
-                       outcome: Outcome) -> bool:
-        """One receive decision on one queue (at most `wanted` deliveries: a record stays
-        small); whether it did anything. The lock is held."""
-        state = self.registry.state(key) or self._create(key)
-        reads = self._candidates(key, state, wanted)
+    def decide(self, receives: Sequence[ReceiveAsk], acks: Sequence[AckAsk]
+               ) -> tuple[list[ReceiveAnswer], list[AckAnswer]]:
+        """Receives and acks decided together, their records in as few appends as their
+        queues allow: receives of one group and topic with the same invisible time and tags
+        are one decision per queue (one record for all of them: their deliveries are handed
+        out in order, each receive up to its `max_messages`), every ack of a queue one record,
+        and each round's records one append (a queue is planned once a round, since its state
+        changes only when a record is applied). A record the store refuses is applied
+        nowhere: the receives or acks it was for are refused, nothing else."""
+        handles = [self._decoded(ask) for ask in acks]
+        receive_answers: list[ReceiveAnswer] = []
+        lock = self.lock
+        lock.acquire()
         try:
-            event = state.plan_receive(now_ms=now_ms, max_messages=wanted,
-                                       invisible_ms=invisible_ms, candidates=reads.candidates,
-                                       tag_filter=tags, policy=policy)
-        except ConsumptionError as error:  # the queue changed under the read
-            log.warning("receive of %s skipped: %s", key, error)
-            return False
-        if not event.scanned and not event.deliveries:
-            return False
-        group = key.group
-        dead = [self.copies.dead_letter(group, message, scanned.attempts_before)
-                for scanned in event.scanned if scanned.disposition is Disposition.DEAD
-                and (message := reads.message(scanned.queue_offset)) is not None]
-        outcome.completions.extend(_copied(self.copies.put, dead))
-        outcome.completions.append(self._write(key, (event,), now_ms))
-        for delivery in event.deliveries:
-            message = reads.message(delivery.queue_offset)
-            if message is None:
-                continue  # gone (retention): its handle would name nothing readable
-            handle = self.codec.encode(ReceiptHandle(
-                group, key.topic, key.queue_id, delivery.queue_offset, delivery.attempt,
-                delivery.delivery_id))
-            delivered.append(Delivered(handle, delivery.attempt, message, origin_of(message),
-                                       delivery.invisible_until_ms))
-        return True
-
-    def ack(self, group: str, topic: str,
-            handles: Sequence[str]) -> tuple[list[HandleResult], Outcome]:
-        """Ack each handle: OK, or STALE (409: not in flight under that delivery), or INVALID
-        (400: not a handle of this group and topic). One record per queue."""
-        results: list[HandleResult | None] = []
-        by_key: dict[QueueKey, list[tuple[int, ReceiptHandle]]] = {}
-        for number, text in enumerate(handles):
-            try:
-                handle = self.codec.decode_for(text, group=group, topic=topic)
-            except HandleError as error:
-                results.append(HandleResult(text, "INVALID_RECEIPT_HANDLE", str(error)))
-                continue
-            results.append(None)
-            by_key.setdefault(QueueKey(group, topic, handle.queue_id), []).append(
-                (number, handle))
-        with self.lock:
             now_ms = self.clock_ms()
-            records: list[PopRecord] = []
-            for key, items in by_key.items():
+            gathers = self._gathers(receives, receive_answers)
+            ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
+            # Enough rounds for the largest gather from one queue, and a window of tag-filtered
+            # messages: a receive is not answered short (and left to wait) while messages are
+            # there.
+            wanted = max((gather.wanted for gather in gathers), default=0)
+            rounds = (wanted + self._settings.pop_window_max) // RECORD_EVENTS_MAX + 2
+            for number in range(rounds):
+                if number:
+                    # Between two rounds the lock is let go, and the GIL with it (sleep(0)),
+                    # so the expiry tick waiting for the lock gets it: held across a big
+                    # batch's rounds, it left expired messages invisible for seconds. Each
+                    # round plans from the states as they are (the acks, planned with the
+                    # first, were written in it).
+                    lock.release()
+                    time.sleep(0)
+                    lock.acquire()
+                planned = self._plan_round(gathers, now_ms)
+                records = [record for record, _ in planned] + \
+                    [record for record, _ in ack_records]
+                if not records:
+                    break
+                self._write_round(planned, ack_records)
+                ack_records = []
+        finally:
+            lock.release()
+        for gather in gathers:
+            gather.answer(receive_answers)
+        return receive_answers, ack_answers
+
+    def _gathers(self, receives: Sequence[ReceiveAsk],
+                 answers: list[ReceiveAnswer]) -> list[_Gather]:
+        """The receives merged by (group, topic, queue count, invisible time, tags), up to
+        GATHER_WANTED_MAX messages a gather, each wanting what the group's in-flight bound
+        leaves it (none left: 429). The lock is held."""
+        gathers: dict[tuple[object, ...], _Gather] = {}  # the open one of each kind
+        merged: list[_Gather] = []
+        rooms: dict[str, int] = {}
+        bound = self._settings.pop_in_flight_per_group_max
+        for number, ask in enumerate(receives):
+            answers.append(PopRefused("POP_IN_FLIGHT_MAX_REACHED", ""))  # replaced below
+            group = ask.group
+            room = rooms.get(group)
+            if room is None:
+                room = bound - self.registry.in_flight(group)
+            if room <= 0:
+                answers[number] = PopRefused(
+                    "POP_IN_FLIGHT_MAX_REACHED", f"group {group!r} holds {bound} messages in "
+                    "flight already", "pop_in_flight_per_group_max")
+                continue
+            wanted = min(ask.max_messages, room)
+            rooms[group] = room - wanted
+            merge = (group, ask.topic, ask.queue_count, ask.invisible_ms, ask.tags)
+            gather = gathers.get(merge)
+            if gather is None or gather.wanted + wanted > GATHER_WANTED_MAX:
+                gather = _Gather(ask, self.policy(group), self._queue_order(
+                    group, ask.topic, ask.queue_count, self.retry_queue_count(group)))
+                merged.append(gather)
+                gathers[merge] = gather
+            gather.wants.append((number, wanted))
+        return merged
+
+    def _plan_round(self, gathers: list[_Gather],
+                    now_ms: int) -> list[tuple[PopRecord, tuple[_Gather, _Reads]]]:
+        """One receive decision per queue at most (each at most RECORD_EVENTS_MAX
+        deliveries), for the gathers still wanting messages; queues that give nothing leave
+        the gather's order. The lock is held."""
+        planned: list[tuple[PopRecord, tuple[_Gather, _Reads]]] = []
+        touched: set[QueueKey] = set()
+        for gather in gathers:
+            left = gather.wanted - len(gather.delivered)
+            if gather.refused is not None:
+                continue
+            for queue_id in list(gather.order):
+                if left <= 0:
+                    break
+                key = QueueKey(gather.group, gather.topic, queue_id)
+                if key in touched:
+                    continue
+                try:
+                    state = self.registry.state(key) or self._create(key)
+                except PopRefused as error:
+                    gather.refused = error
+                    break
+                reads = self._candidates(key, state, min(left, RECORD_EVENTS_MAX))
+                try:
+                    event = state.plan_receive(
+                        now_ms=now_ms, max_messages=min(left, RECORD_EVENTS_MAX),
+                        invisible_ms=gather.invisible_ms, candidates=reads.candidates,
+                        tag_filter=gather.tags, policy=gather.policy)
+                except ConsumptionError as error:  # the queue changed under the read
+                    log.warning("receive of %s skipped: %s", key, error)
+                    event = None
+                if event is None or not event.scanned and not event.deliveries:
+                    gather.order.remove(queue_id)
+                    continue
+                touched.add(key)
+                left -= len(event.deliveries)
+                planned.append((PopRecord(key, (event,), now_ms), (gather, reads)))
+        return planned
+
+    def _write_round(self, planned: list[tuple[PopRecord, tuple[_Gather, _Reads]]],
+                     ack_records: list[tuple[PopRecord, list[Outcome]]]) -> None:
+        """A round's dead-letter copies, then its records in one append; each stored record
+        applied here and its deliveries handed to its gather. The lock is held."""
+        for gather in {id(gather): gather for _, (gather, _) in planned}.values():
+            dead = [self.copies.dead_letter(gather.group, message, scanned.attempts_before)
+                    for record, (owner, reads) in planned if owner is gather
+                    for event in record.events if isinstance(event, Received)
+                    for scanned in event.scanned if scanned.disposition is Disposition.DEAD
+                    and (message := reads.message(scanned.queue_offset)) is not None]
+            try:
+                gather.completions.extend(_copied(self.copies.put, dead))
+            except PopRefused as error:
+                gather.refused = error
+        planned = [item for item in planned if item[1][0].refused is None]
+        records = [record for record, _ in planned] + [record for record, _ in ack_records]
+        if not records:
+            return
+        results = self._store.put_system_messages([_message_of(record) for record in records])
+        owners: list[tuple[_Gather, _Reads] | list[Outcome]] = \
+            [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
+        for record, owner, (result, completion) in zip(records, owners, results, strict=True):
+            if not result.status.is_stored:
+                self.refused_writes += 1
+                refusal = PopRefused(result.status.value, result.detail or
+                                     "the broker did not store the consumption record")
+                if isinstance(owner, list):
+                    for outcome in owner:
+                        outcome.refused = refusal
+                else:
+                    owner[0].refused = refusal
+                continue
+            self.registry.apply(record)
+            if isinstance(owner, list):
+                for outcome in owner:
+                    outcome.completions.append(completion)
+            else:
+                gather, reads = owner
+                gather.completions.append(completion)
+                self._deliver(record, gather, reads)
+
+    def _deliver(self, record: PopRecord, gather: _Gather, reads: _Reads) -> None:
+        key = record.key
+        for event in record.events:
+            assert isinstance(event, Received)
+            for delivery in event.deliveries:
+                message = reads.message(delivery.queue_offset)
+                if message is None:
+                    continue  # gone (retention): its handle would name nothing readable
+                handle = self.codec.encode(ReceiptHandle(
+                    key.group, key.topic, key.queue_id, delivery.queue_offset,
+                    delivery.attempt, delivery.delivery_id))
+                gather.delivered.append(Delivered(handle, delivery.attempt, message,
+                                                  origin_of(message),
+                                                  delivery.invisible_until_ms))
+
+    def _decoded(self, ask: AckAsk) -> list[ReceiptHandle | HandleResult]:
+        """Each handle of an ack decoded, or its INVALID result (400)."""
+        decoded: list[ReceiptHandle | HandleResult] = []
+        for text in ask.handles:
+            try:
+                decoded.append(self.codec.decode_for(text, group=ask.group, topic=ask.topic))
+            except HandleError as error:
+                decoded.append(HandleResult(text, "INVALID_RECEIPT_HANDLE", str(error)))
+        return decoded
+
+    def _plan_acks(self, acks: Sequence[AckAsk], decoded: list[list[ReceiptHandle |
+                                                                       HandleResult]],
+                   now_ms: int) -> tuple[list[AckAnswer], list[tuple[PopRecord, list[Outcome]]]]:
+        """Each handle OK, or STALE (409: not in flight under that delivery, or acked by an
+        earlier ack of the batch); the events of each queue as records (at most
+        ACK_EVENTS_MAX events each), with the outcomes of the acks they carry. The lock is
+        held."""
+        answers: list[AckAnswer] = []
+        events: dict[QueueKey, list[Event]] = {}
+        owners: dict[QueueKey, list[Outcome]] = {}
+        taken: dict[tuple[QueueKey, int], int] = {}  # -> the ack that took it
+        for number, (ask, handles) in enumerate(zip(acks, decoded, strict=True)):
+            outcome = Outcome([])
+            results: list[HandleResult] = []
+            for text, handle in zip(ask.handles, handles, strict=True):
+                if isinstance(handle, HandleResult):
+                    results.append(handle)
+                    continue
+                key = QueueKey(ask.group, ask.topic, handle.queue_id)
                 state = self.registry.state(key)
-                events: list[Event] = []
-                for number, handle in items:
-                    decision = None if state is None else state.plan_ack(
-                        queue_offset=handle.queue_offset, delivery_id=handle.delivery_id)
-                    if decision is None or decision.status is AckStatus.STALE:
-                        results[number] = _stale(handles[number], handle)
-                    else:
-                        assert decision.event is not None
-                        events.append(decision.event)
-                        results[number] = HandleResult(handles[number], "OK")
-                records += [PopRecord(key, tuple(events[start:start + ACK_EVENTS_MAX]), now_ms)
-                            for start in range(0, len(events), ACK_EVENTS_MAX)]
-            outcome = self._write_all(records)
-        return [result for result in results if result is not None], outcome
+                taker = taken.get((key, handle.queue_offset))
+                decision = None if state is None or taker not in (None, number) \
+                    else state.plan_ack(queue_offset=handle.queue_offset,
+                                        delivery_id=handle.delivery_id)
+                if decision is None or decision.event is None:
+                    results.append(_stale(text, handle))
+                    continue
+                if taker is None:  # (the same handle twice in one ack: one event)
+                    taken[(key, handle.queue_offset)] = number
+                    events.setdefault(key, []).append(decision.event)
+                if outcome not in owners.setdefault(key, []):
+                    owners[key].append(outcome)
+                results.append(HandleResult(text, "OK"))
+            answers.append((results, outcome))
+        records = [(PopRecord(key, tuple(items[start:start + ACK_EVENTS_MAX]), now_ms),
+                    owners[key])
+                   for key, items in events.items()
+                   for start in range(0, len(items), ACK_EVENTS_MAX)]
+        return answers, records
 
     def change(self, group: str, topic: str, text: str,
                invisible_ms: int) -> tuple[HandleResult, Outcome]:
@@ -400,21 +528,6 @@ class GroupConsumption:
                 message.properties.get(PROPERTY_ORDER_KEY),
                 int(attempts) if attempts and attempts.isdigit() else 0))
         return reads
-
-    def _write_all(self, records: list[PopRecord]) -> Outcome:
-        """Append records in one append and apply them here (the lock is held); a refusal
-        (nothing written) raises."""
-        if not records:
-            return Outcome([])
-        results = self._store.put_system_messages([_message_of(record) for record in records])
-        for result, _ in results:
-            if not result.status.is_stored:
-                self.refused_writes += 1
-                raise PopRefused(result.status.value, result.detail or
-                                 "the broker did not store the consumption records")
-        for record in records:
-            self.registry.apply(record)
-        return Outcome([completion for _, completion in results])
 
     def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int) -> PutCompletion:
         """Append one pop record and apply it here (the lock is held); a refusal raises."""

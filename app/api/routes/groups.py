@@ -18,9 +18,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from app.api import metadata_writes
-from app.api.asgi_body import read_body
-from app.api.body_guard import carries_body
-from app.api.body_guard import too_large as body_too_large
 from app.api.deps import BrokerDep, GatewayDep, GroupPath, QueueIdPath, TopicPath, requires
 from app.api.errors import ApiError
 from app.api.gateway import Gateway
@@ -30,8 +27,9 @@ from app.api.lean_lane import (
     LeanHandler,
     LeanRoute,
     admit,
-    authorization,
+    admitted_body,
     name_matching,
+    plain_json,
     query_of,
     send_json,
     whole_number,
@@ -200,12 +198,7 @@ async def commit_lean(scope: Scope, path_params: dict[str, str], receive: Receiv
     """The commit's checks in the order the body guard and FastAPI make them: the token, the
     body's size (413) and the body, then the parameters and the body's fields."""
     headers = scope["headers"]
-    gateway.auth.check(authorization(scope), TokenScope.CONSUME)
-    has_body, content_length = carries_body(headers)
-    if not has_body:
-        raise Fallback
-    body = await read_body(receive, content_length,
-                           gateway.settings.max_metadata_body_size_bytes, body_too_large)
+    body = await admitted_body(scope, receive, gateway, TokenScope.CONSUME)
     commit = _plain_commit(headers, body)
     if commit is None:
         raise Fallback(body)
@@ -227,13 +220,8 @@ def _plain_commit(headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int,
     """The body's OffsetCommit fields (offset, allow_backwards) when it is JSON of exactly
     that shape and its content type is JSON or absent; None for anything FastAPI must
     judge."""
-    for name, value in headers:
-        if name == b"content-type" and \
-                value.split(b";", 1)[0].strip().lower() != b"application/json":
-            return None
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    parsed, document = plain_json(headers, body)
+    if not parsed:
         return None
     if type(document) is not dict or not document.keys() <= _COMMIT_FIELDS:
         return None

@@ -30,7 +30,13 @@ from app.api.schemas.receive import (
     ReceiveResult,
 )
 from app.broker.broker import Broker
-from app.broker.consumption import Delivered, HandleResult, PopRefused
+from app.broker.consumption_types import (
+    AckAsk,
+    Delivered,
+    HandleResult,
+    PopRefused,
+    ReceiveAsk,
+)
 from app.broker.metadata_log import MetadataWriteFailed
 from app.settings import Scope as TokenScope
 from store import MessageStore, PutMessageStatus
@@ -98,29 +104,37 @@ async def receive_messages(group: GroupPath, topic: TopicPath, request: ReceiveR
     receivable (after `wait_ms`, when given). 429 POP_IN_FLIGHT_MAX_REACHED when the group
     holds pop_in_flight_per_group_max messages in flight (fewer are answered when some
     fit)."""
+    http_status, body = await receive_answer(
+        gateway, group, topic, max_messages=request.max_messages,
+        invisible_ms=request.invisible_ms, wait_ms=request.wait_ms, tags=request.tags,
+        body_encoding=request.body_encoding)
+    return Response(body, status_code=http_status, media_type=_JSON)
+
+
+async def receive_answer(gateway: Any, group: str, topic: str, *, max_messages: int,
+                         invisible_ms: int, wait_ms: int, tags: str | None,
+                         body_encoding: str) -> tuple[int, bytes]:
+    """A receive's answer (HTTP status, JSON body), for both lanes; refusals raise."""
     broker, queue_count = _pop_broker(gateway, group, topic)
-    _check_invisible(broker, request.invisible_ms, release_allowed=False)
-    tags = parsed_tags(request.tags)
+    _check_invisible(broker, invisible_ms, release_allowed=False)
+    tag_filter = parsed_tags(tags)
     await _ensure_topics(broker, group, topic)
-    consumption = broker.consumption
-    deadline_s = time.monotonic() + min(request.wait_ms,
-                                        broker.settings.long_poll_wait_ms_max) / 1000
-    while True:
-        try:
-            delivered, outcome = consumption.receive(
-                group, topic, queue_count, max_messages=request.max_messages,
-                invisible_ms=request.invisible_ms, tags=tags)
-        except PopRefused as error:
-            raise _refusal(error) from None
-        left_s = deadline_s - time.monotonic()
-        if delivered or left_s <= 0 or not broker.is_running:
-            break
-        await _wait_any(broker.store, _queues(broker, group, topic, queue_count),
-                        min(left_s * 1000, _WAIT_SLICE_MS))
-    status = await outcome.status()
+    ask = ReceiveAsk(group, topic, queue_count, max_messages, invisible_ms, tag_filter)
+    deadline_s = time.monotonic() + min(wait_ms, broker.settings.long_poll_wait_ms_max) / 1000
+    try:
+        while True:
+            delivered, outcome = await broker.pop_batches.receive(ask)
+            left_s = deadline_s - time.monotonic()
+            if delivered or left_s <= 0 or not broker.is_running:
+                break
+            await _wait_any(broker.store, _queues(broker, group, topic, queue_count),
+                            min(left_s * 1000, _WAIT_SLICE_MS))
+        status = await outcome.status()
+    except PopRefused as error:
+        raise _refusal(error) from None
     document = {"status": status.value,
-                "messages": [_received(item, request.body_encoding) for item in delivered]}
-    return Response(orjson.dumps(document), status_code=_ok_status(status), media_type=_JSON)
+                "messages": [_received(item, body_encoding) for item in delivered]}
+    return _ok_status(status), orjson.dumps(document)
 
 
 @router.post(PATH + ":ack", operation_id="ack-messages", response_model=AckResult,
@@ -137,12 +151,19 @@ async def ack_messages(group: GroupPath, topic: TopicPath, request: AckRequest,
     that handle (redelivered, changed or acked since: a stale handle never acks a later
     delivery); 400 INVALID_RECEIPT_HANDLE for garbage or a handle of another group or topic.
     All alike: that status (a problem+json for 400 and 409, listing `results`); else 207."""
+    http_status, body = await ack_answer(gateway, group, topic, request.receipt_handles)
+    return Response(body, status_code=http_status, media_type=_JSON)
+
+
+async def ack_answer(gateway: Any, group: str, topic: str,
+                     handles: list[str]) -> tuple[int, bytes]:
+    """An ack's answer (HTTP status, JSON body), for both lanes; refusals raise."""
     broker, _ = _pop_broker(gateway, group, topic)
     try:
-        results, outcome = broker.consumption.ack(group, topic, request.receipt_handles)
+        results, outcome = await broker.pop_batches.ack(AckAsk(group, topic, handles))
+        status = await outcome.status()
     except PopRefused as error:
         raise _refusal(error) from None
-    status = await outcome.status()
     outcomes = [_handle_outcome(result, status) for result in results]
     statuses = {item["status"] for item in outcomes}
     if len(statuses) == 1 and (code := results[0].code) != "OK":
@@ -150,8 +171,8 @@ async def ack_messages(group: GroupPath, topic: TopicPath, request: AckRequest,
                        f"every one of the {len(results)} handles: {results[0].detail}",
                        results=outcomes)
     http_status = statuses.pop() if len(statuses) == 1 else 207
-    return Response(orjson.dumps({"status": status.value, "results": outcomes}),
-                    status_code=200 if http_status == 201 else http_status, media_type=_JSON)
+    return (200 if http_status == 201 else http_status,
+            orjson.dumps({"status": status.value, "results": outcomes}))
 
 
 @router.post(PATH + ":change-invisibility", operation_id="change-invisibility",
@@ -166,12 +187,19 @@ async def change_invisibility(group: GroupPath, topic: TopicPath,
     handle, and the one sent is stale from then on (409 if used). `invisible_ms` 0 releases
     the message: it is receivable again after the group's backoff, with the next delivery
     attempt (or goes to the dead letters after its last), and no handle is answered."""
+    http_status, body = await change_answer(gateway, group, topic, request.receipt_handle,
+                                            request.invisible_ms)
+    return Response(body, status_code=http_status, media_type=_JSON)
+
+
+async def change_answer(gateway: Any, group: str, topic: str, handle: str,
+                        invisible_ms: int) -> tuple[int, bytes]:
+    """A change of invisibility's answer (HTTP status, JSON body), for both lanes."""
     broker, _ = _pop_broker(gateway, group, topic)
-    _check_invisible(broker, request.invisible_ms, release_allowed=True)
+    _check_invisible(broker, invisible_ms, release_allowed=True)
     await _ensure_topics(broker, group, topic)
     try:
-        result, outcome = broker.consumption.change(group, topic, request.receipt_handle,
-                                                    request.invisible_ms)
+        result, outcome = broker.consumption.change(group, topic, handle, invisible_ms)
     except PopRefused as error:
         raise _refusal(error) from None
     if result.code != "OK":
@@ -180,7 +208,7 @@ async def change_invisibility(group: GroupPath, topic: TopicPath,
     document = {"status": status.value, "receipt_handle": result.new_handle,
                 "invisible_until_ms": result.invisible_until_ms,
                 "released": result.new_handle is None}
-    return Response(orjson.dumps(document), status_code=_ok_status(status), media_type=_JSON)
+    return _ok_status(status), orjson.dumps(document)
 
 
 def _ok_status(status: PutMessageStatus) -> int:

@@ -3,6 +3,7 @@ FastAPI's routes answer, and none of them queries the metadata database."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 from sqlalchemy import event
 
 from app.api.asgi_route import TwinlogAPI
+from app.api.deps import ScopeCheck
 from app.api.lean_lane import query_of
 from tests.support.app import Served, app_settings, serving
 from tests.support.store import wait_dispatched
@@ -236,3 +238,90 @@ def test_query_parameters_parse_as_starlette_parses_them() -> None:
         assert query_of({"query_string": query.encode()}) == dict(
             parse_qsl(query, keep_blank_values=True)), query
     assert query_of({"query_string": b""}) == {} and query_of({}) == {}
+
+
+async def test_the_lean_group_consumption_answers_as_fastapi_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Receive, ack and change of invisibility (answers, refusals, bodies of other shapes or
+    types, no token) answer the same from both lanes, each lane with its own group on the
+    same topic; the lean lane runs no FastAPI dependency (the token check on a worker
+    thread)."""
+    async with serving(_settings(tmp_path)) as served:
+        await _prepare(served)
+        client = served.client
+        dependency_calls = [0]
+        check = ScopeCheck.__call__
+
+        @functools.wraps(check)  # FastAPI reads the dependency's parameters from it
+        def counted(self: ScopeCheck, *args: Any, **kwargs: Any) -> None:
+            dependency_calls[0] += 1
+            check(self, *args, **kwargs)
+
+        monkeypatch.setattr(ScopeCheck, "__call__", counted)
+
+        async def answers(group: str) -> list[tuple[int, str | None, Any]]:
+            created = await client.post("/v1/groups", headers=HEADERS, json={"name": group})
+            assert created.status_code == 201, created.text
+            path = f"/v1/groups/{group}/topics/R/messages"
+            handles: list[str] = []
+            found = []
+
+            async def post(action: str, body: bytes, headers: dict[str, str] = HEADERS,
+                           ) -> None:
+                response = await client.post(
+                    f"{path}:{action}", content=body,
+                    headers={"Content-Type": "application/json", **headers})
+                document = json.loads(response.content)
+                handles.extend(message["receipt_handle"]
+                               for message in document.get("messages", ()))
+                if isinstance(document.get("receipt_handle"), str):  # a change's new handle
+                    handles.append(document["receipt_handle"])
+                text = json.dumps(document).replace(group, "G")
+                for number, handle in enumerate(handles):
+                    text = text.replace(handle, f"H{number}")
+                document = json.loads(text)
+                document.pop("instance", None)
+                for message in document.get("messages", ()):
+                    message.pop("invisible_until_ms")
+                    message.pop("store_timestamp_ms", None)
+                document.pop("invisible_until_ms", None)
+                found.append((response.status_code, response.headers.get("content-type"),
+                              document))
+
+            receive = b'{"max_messages": 3, "invisible_ms": 60000, "body_encoding": "utf8"}'
+            await post("receive", receive)
+            await post("receive", b'{"max_messages": 2, "tags": "t"}')
+            for body in (b'{"max_messages": 0}', b'{"max_messages": "2"}',
+                         b'{"invisible_ms": 5}', b'{"tags": "a || "}', b'{"extra": 1}',
+                         b'{"body_encoding": "hex"}', b'{"wait_ms": -1}', b"[1]", b"{"):
+                await post("receive", body)
+            await post("receive", receive, {**HEADERS, "Content-Type": "text/plain"})
+            await post("receive", receive, {})
+            first, second, third, fourth = handles[:4]
+            await post("ack", json.dumps({"receipt_handles": [first]}).encode())
+            await post("ack", json.dumps({"receipt_handles": [first]}).encode())
+            await post("ack", json.dumps({"receipt_handles": [second, "garbage"]}).encode())
+            for body in (b'{"receipt_handles": []}', b'{"receipt_handles": [1]}',
+                         b'{"receipt_handles": "x"}', b"{}"):
+                await post("ack", body)
+            change = {"receipt_handle": third, "invisible_ms": 60_000}
+            await post("change-invisibility", json.dumps(change).encode())
+            await post("change-invisibility", json.dumps(change).encode())
+            await post("change-invisibility", json.dumps(
+                {"receipt_handle": fourth, "invisible_ms": 0}).encode())
+            await post("change-invisibility", json.dumps({"receipt_handle": fourth}).encode())
+            await post("change-invisibility", b'{"receipt_handle": "x", "invisible_ms": 1.5}')
+            return found
+
+        lean = await answers("popA")
+        lean_dependency_calls, dependency_calls[0] = dependency_calls[0], 0
+        with _fastapi_lane_only(served.app):
+            fastapi = await answers("popB")
+        assert lean == fastapi
+        assert [status for status, _, _ in lean] == [
+            200, 200, 400, 400, 400, 400, 400, 400, 400, 400, 400, 415, 401,
+            200, 409, 207, 400, 400, 400, 400, 200, 409, 200, 400, 400], lean
+        # The lean lane left only the refused bodies to FastAPI (each solves the check once).
+        fallbacks = 8 + 4 + 2  # refused receive, ack and change bodies
+        assert lean_dependency_calls == fallbacks, lean_dependency_calls
+        assert dependency_calls[0] > lean_dependency_calls
