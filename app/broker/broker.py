@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
+from app.broker.dledger_snapshots import DLedgerMetadataSnapshots
 from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
 from app.broker.leader_sync import LeaderSync
@@ -133,12 +134,16 @@ class Broker:
         self.metadata_log = MetadataLog(self.store, dledger=self.dledger)
         # Classic modes: retention keeps the last metadata snapshot's file, and a master
         # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
+        # DLedger mode: the leader writes them through its member, and every member's
+        # retention keeps its last one's file (app/broker/dledger_snapshots.py).
+        part_bytes_max = min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2)
         self.metadata_snapshots = MetadataSnapshots(
             self.store, self.metadata_log, lambda: self.metadata_store,
-            part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2))
-        if self.dledger is None:
-            self.store.retention.metadata_floor = self.store.metadata_retention_floor
-            self.store.retention.on_metadata_floor = self._snapshot_for_retention
+            part_bytes_max=part_bytes_max) if self.dledger is None else \
+            DLedgerMetadataSnapshots(self.store, self.dledger, self.metadata_log,
+                                     lambda: self.metadata_store, part_bytes_max=part_bytes_max)
+        self.store.retention.metadata_floor = self.store.metadata_retention_floor
+        self.store.retention.on_metadata_floor = self._snapshot_for_retention
         # ... and, on a master, one once metadata_snapshot_records_max records follow the last.
         self._metadata_snapshot_check = IntervalService(
             "metadata-snapshots", _METADATA_SNAPSHOT_CHECK_INTERVAL_MS, self.snapshot_if_due)
@@ -216,8 +221,7 @@ class Broker:
                 self._periodic_snapshots.start()
             self.sample_put_rates()  # the first sample now; the sampler's come every interval
             self._rate_sampler.start()
-            if self.dledger is None:
-                self._metadata_snapshot_check.start()
+            self._metadata_snapshot_check.start()
         except BaseException:
             self._stop_parts()
             self.state = BrokerState.STOPPED
@@ -593,7 +597,7 @@ class Broker:
             self._writable_queue_counts.pop(change.name, None)
 
     def snapshot_if_due(self) -> bool:
-        """The master's check (classic modes): a metadata snapshot once
+        """The master's (a DLedger leader's) check: a metadata snapshot once
         metadata_snapshot_records_max records follow the last (MetadataSnapshots)."""
         if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
             return False
@@ -601,8 +605,8 @@ class Broker:
             self.settings.metadata_snapshot_records_max)
 
     def _snapshot_for_retention(self) -> bool:
-        """Retention reached the last metadata snapshot's file: a master writes a newer one
-        (True once dispatched); a slave waits for its master's."""
+        """Retention reached the last metadata snapshot's file: a master (a DLedger leader)
+        writes a newer one (True once dispatched); a slave (follower) waits for its master's."""
         if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
             return False
         return self.metadata_snapshots.write()

@@ -246,6 +246,11 @@ class StoredLog:
         self._staged.clear()
         self._staged_queue_offsets.clear()
 
+    def next_queue_offsets(self) -> dict[tuple[str, int], int]:
+        """Every queue's next queue offset after the log's end and the records encoded since
+        `start_encoding` (on the host thread, as `encode`): where a record encoded now goes."""
+        return {**self._queue_offsets, **self._staged_queue_offsets}
+
     def encode(self, message: Message) -> bytes | tuple[PutMessageStatus, str]:
         """The record as it would be written after the log's end and the records encoded
         since `start_encoding` (appended or not), or why it is refused. The log does not
