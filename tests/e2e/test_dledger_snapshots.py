@@ -4,17 +4,16 @@ snapshot in its log, with no bootstrap pull."""
 
 from __future__ import annotations
 
-import shutil
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.test_dledger_state import QUIET, RETAINED, _fill, _tables
+from tests.e2e.test_dledger_state import QUIET, RETAINED, _tables, wipe_a_follower_past_retention
 from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 from tests.support.ports import refused_port
-from tests.support.queue_reads import produce, queue
+from tests.support.queue_reads import queue
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -37,25 +36,7 @@ def test_a_wiped_member_takes_the_tables_from_the_log_snapshot_without_the_pull(
     the snapshot in its log, and applies the records after it."""
     group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET, **RETAINED)
     try:
-        group.start_all()
-        leader = group.wait_leader()
-        created = leader.client.post("/v1/topics", json={"name": "Kept", "read_queue_count": 2,
-                                                         "write_queue_count": 2})
-        assert created.status_code == 201, created.text
-        for number in range(3):
-            produce(leader, "Kept", f"kept-{number}", queue_id=0)
-        committed = leader.client.put("/v1/groups/G/offsets/Kept/queues/0",
-                                      json={"offset": 1})
-        assert committed.status_code == 200, committed.text
-        _fill(leader, 0, 70)
-        fresh = next(m for m in group.members.values() if m is not leader)
-        wait_for(lambda: fresh.dledger()["committed_index"] == leader.dledger()["end_index"],
-                 15, "the follower caught up")
-        assert group.stop(fresh.node_id) == 0
-        shutil.rmtree(fresh.data_dir)
-        _fill(leader, 70, 100)
-        wait_for(lambda: leader.dledger()["base_index"] > 0, 40,
-                 f"retention removed the first files (leader: {leader.dledger()})")
+        leader, fresh = wipe_a_follower_past_retention(group)
         with ExitStack() as ports:
             group.settings["dledger_http_peers"] = ";".join(
                 f"{node_id}-127.0.0.1:{ports.enter_context(refused_port())}"
