@@ -8,14 +8,14 @@ from pathlib import Path
 
 from ha.dledger.stored.stored_log import StoredLog
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage
-from store import BrokerRole, Message
+from store import Message
 from tests.support.dledger.stored import leader_append, open_storage
 from tests.support.store import wait_until
 
 
 def _three_dispatched(data_dir: Path) -> tuple[StoredDLedgerStorage, StoredLog]:
     """A no-op and 3 messages to T/0, committed and dispatched."""
-    storage, log = open_storage(data_dir, broker_role=BrokerRole.SLAVE)
+    storage, log = open_storage(data_dir)
     leader_append(log, 1, None)
     for number in range(3):
         leader_append(log, 1, Message("T", b"m-%d" % number, queue_id=0))
@@ -38,7 +38,7 @@ def test_a_reset_cuts_the_queue_entries_a_previous_run_dispatched_past_the_commi
     storage, _ = _three_dispatched(tmp_path)
     storage.close()
 
-    storage, log = open_storage(tmp_path, broker_role=BrokerRole.SLAVE)
+    storage, log = open_storage(tmp_path)
     assert log.committed_index == 0
     log.reset(20, 3)
     range_after = storage.store.queue_offset_range("T", 0)
