@@ -13,7 +13,7 @@ import pytest
 from tests.e2e.test_dledger_state import QUIET, RETAINED, _tables, wipe_a_follower_past_retention
 from tests.support.dledger_group import DLedgerGroup, Member, wait_for
 from tests.support.ports import refused_port
-from tests.support.queue_reads import queue
+from tests.support.queue_reads import produce, queue
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -33,7 +33,8 @@ def test_a_wiped_member_takes_the_tables_from_the_log_snapshot_without_the_pull(
     leader: it writes a snapshot through the group and removes them (its base moves). The
     wiped member is started with HTTP peers that refuse every connection (its bootstrap pull
     never reaches the leader): reset to the leader's base, it holds the leader's tables from
-    the snapshot in its log, and applies the records after it."""
+    the snapshot in its log, and applies the records after it; elected, it continues a
+    queue whose records all lie below its base at the leader's next offset there."""
     group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET, **RETAINED)
     try:
         leader, fresh = wipe_a_follower_past_retention(group)
@@ -54,5 +55,13 @@ def test_a_wiped_member_takes_the_tables_from_the_log_snapshot_without_the_pull(
             assert again.status_code == 200, again.text
             wait_for(lambda: _tables(fresh) == _tables(leader), 15,
                      "the wiped member applies the records after the snapshot")
+            # Kept/0's three messages all lie below the base: the wiped member started that
+            # queue at the leader's next offset there (the snapshot's queue start), so
+            # elected it continues the queue instead of starting it again at 0.
+            moved = leader.client.post("/admin/dledger/transfer-leadership",
+                                       json={"target_id": fresh.node_id})
+            assert moved.status_code == 200, moved.text
+            wait_for(lambda: group.leader() is fresh, 20, "the wiped member leads")
+            assert produce(fresh, "Kept", "after", queue_id=0)["queue_offset"] == 3
     finally:
         group.stop_all()

@@ -40,11 +40,19 @@ from store.record import (
     RecordError,
     check_entry_record,
     decode_head,
+    decode_record,
     encode_message,
     with_offsets,
 )
 from store.status import AppendRawStatus, PutMessageStatus
-from store.system_topics import METADATA_TOPIC, deleted_topic, forget_topic
+from store.system_topics import (
+    METADATA_TOPIC,
+    OP_SNAPSHOT,
+    PROPERTY_OP,
+    deleted_topic,
+    forget_topic,
+    queue_starts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -400,6 +408,14 @@ class StoredLog:
             deleted = deleted_topic(head.topic, head.properties)
             if deleted is not None:
                 forget_topic(self._queue_offsets, deleted)
+            op = head.properties.get(PROPERTY_OP, "")
+            if op == OP_SNAPSHOT:
+                # As dispatch starts the queues a snapshot names that this log holds no
+                # record of (a member reset to its leader's base): elected, it continues
+                # them at the leader's next offsets, not at 0.
+                for topic, queue_id, next_offset in queue_starts(op,
+                                                                 decode_record(payload).body):
+                    self._queue_offsets.setdefault((topic, queue_id), next_offset)
 
     def _place(self, payload: bytes, end_position: int) -> RecordPlace:
         """Refuse a payload that is not one whole valid record for a log ending at
