@@ -52,7 +52,7 @@ from store.system_topics import (
 from store.timers.lane_reader import read_lane
 from store.timers.names import SCHEDULE_TOPIC, TIMER_LOG_TOPIC, TIMER_TOPIC
 from store.timers.scheduler import TimerScheduler, Writer
-from store.timers.state import TimerState
+from store.timers.state import SavedStates, TimerState
 from store.tombstones import Tombstones, revived_start
 from store.waits.completion import Pending, PutCompletion
 from store.waits.deadlines import DeadlineService
@@ -101,6 +101,7 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
         self._wake_dispatch = self.dispatch.wake
         # Delayed messages: every replica derives lane progress and cancels from its log.
         self.timer_state = TimerState()
+        self.timer_copies = SavedStates()  # what a cut of the log derives the state from
         self._timer_save_failing = False
         self.dispatch.on_timer_record = self.timer_state.apply_raw
         plan = config.timers
@@ -372,15 +373,21 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
             self.commit_log.set_queue_offsets(self.queues.queue_offsets())
         if cleared_bytes:
             # The timer state may hold what the cut records did (a delivery, a cancel): it is
-            # derived again from the whole log (records and entries present stay as they are).
-            self.dispatch.rewind(self._reset_timer_state)
+            # derived again, from the newest saved copy below the cut (or the whole log).
+            self.dispatch.rewind(lambda: self._rederive_timer_state(offset))
         self.commit_log.flush()  # the directory too, for the files the cut removed
         self.queues.flush()
         return cleared_bytes
 
-    def _reset_timer_state(self) -> tuple[int, int]:
-        """A cut's second step: the timer state goes, and dispatch starts again at the log's
-        first offset so that it is derived anew (DispatchService.rewind)."""
+    def _rederive_timer_state(self, offset: int) -> tuple[int, int]:
+        """A cut's second step: the timer state is loaded from the newest copy a save left at
+        or below the cut (SavedStates), and dispatch starts again at the offset it covers; with
+        none, the state goes and dispatch starts at the log's first offset
+        (DispatchService.rewind). Records below the cut are the ones the copy saw."""
+        self.timer_copies.cut(offset)
+        copy = self.timer_copies.newest_within(offset, self.commit_log.min_offset)
+        if copy is not None and self.timer_state.load_encoded(copy[1]) == copy[0]:
+            return 0, copy[0]
         self.timer_state.reset()
         return 0, self.commit_log.min_offset
 

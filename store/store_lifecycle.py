@@ -28,7 +28,7 @@ from store.replication_guard import ReplicationGuard
 from store.retention import RetentionService
 from store.service import ServiceThread
 from store.status import PutMessageStatus
-from store.timers.state import TimerState, save_state
+from store.timers.state import SavedStates, TimerState, save_state
 from store.tombstones import Tombstones
 from store.waits.deadlines import DeadlineService
 
@@ -88,6 +88,7 @@ class StoreLifecycle:
     tombstones: Tombstones
     arrivals: Arrivals
     timer_state: TimerState
+    timer_copies: SavedStates
     flush: FlushService
     retention: RetentionService
     deadlines: DeadlineService
@@ -172,7 +173,14 @@ class StoreLifecycle:
 
     def save_timer_state(self) -> None:
         """Save the timer state with the dispatch offset it covers (at every checkpoint)."""
-        encoded = self.dispatch.at_position(self.timer_state.encode)
+        covered: list[int] = []
+
+        def encode(covered_offset: int) -> bytes:
+            covered.append(covered_offset)
+            return self.timer_state.encode(covered_offset)
+
+        encoded = self.dispatch.at_position(encode)
+        self.timer_copies.add(covered[0], encoded)
         try:
             save_state(self.paths.timer_state, encoded, self._disk)
         except OSError as error:

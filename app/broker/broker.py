@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 from app.broker import pop_snapshots
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
 from app.broker.dledger_member import build_dledger, leader_http_address
+from app.broker.dledger_snapshots import snapshots_for_mode
 from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
-from app.broker.metadata_snapshots import MetadataSnapshots
 from app.broker.pop_batches import PopBatches
 from app.broker.put_rates import PutRates, PutRateSampler
 from app.broker.slave_sync import SlaveSync
@@ -122,13 +122,14 @@ class Broker:
                                               lambda: self.metadata_store)
         # Classic modes: retention keeps the last metadata snapshot's file, and a master
         # writes a newer snapshot when retention reaches it (app/broker/metadata_snapshots.py).
-        self.metadata_snapshots = MetadataSnapshots(
-            self.store, self.metadata_log, lambda: self.metadata_store,
+        # DLedger mode: the leader writes them through its member, and every member's
+        # retention keeps its last one's file (app/broker/dledger_snapshots.py).
+        self.metadata_snapshots = snapshots_for_mode(
+            self.store, self.dledger, self.metadata_log, lambda: self.metadata_store,
             part_bytes_max=min(SNAPSHOT_PART_BYTES_MAX, settings.message_size_max_bytes // 2),
             pop_images=lambda: pop_snapshots.images(self.consumption))
-        if self.dledger is None:
-            self.store.retention.metadata_floor = self.store.metadata_retention_floor
-            self.store.retention.on_metadata_floor = self._snapshot_for_retention
+        self.store.retention.metadata_floor = self.store.metadata_retention_floor
+        self.store.retention.on_metadata_floor = self._snapshot_for_retention
         # ... and, on a master, one once metadata_snapshot_records_max records follow the last.
         self._metadata_snapshot_check = IntervalService(
             "metadata-snapshots", _METADATA_SNAPSHOT_CHECK_INTERVAL_MS, self.snapshot_if_due)
@@ -210,8 +211,7 @@ class Broker:
                 self._periodic_snapshots.start()
             self.put_rates.sample()  # the first sample now; the sampler's come every interval
             self.put_rates.service.start()
-            if self.dledger is None:
-                self._metadata_snapshot_check.start()
+            self._metadata_snapshot_check.start()
         except BaseException:
             self._stop_parts()
             self.state = BrokerState.STOPPED
@@ -554,7 +554,7 @@ class Broker:
             self.writable_topics.deleted(change.name)
 
     def snapshot_if_due(self) -> bool:
-        """The master's check (classic modes): a metadata snapshot once
+        """The master's (a DLedger leader's) check: a metadata snapshot once
         metadata_snapshot_records_max records follow the last (MetadataSnapshots)."""
         if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
             return False
@@ -562,8 +562,8 @@ class Broker:
             self.settings.metadata_snapshot_records_max)
 
     def _snapshot_for_retention(self) -> bool:
-        """Retention reached the last metadata snapshot's file: a master writes a newer one
-        (True once dispatched); a slave waits for its master's."""
+        """Retention reached the last metadata snapshot's file: a master (a DLedger leader)
+        writes a newer one (True once dispatched); a slave (follower) waits for its master's."""
         if self.metadata is None or self.is_slave or self.state is not BrokerState.RUNNING:
             return False
         return self.metadata_snapshots.write()

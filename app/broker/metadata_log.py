@@ -150,14 +150,15 @@ class MetadataLog:
         return [completion for _, completion in results], end_offset
 
 
-    @staticmethod
-    def _put_through(member: DLedgerCommitLog,
+    def _put_through(self, member: DLedgerCommitLog,
                      changes: Sequence[MetadataChange]) -> list[DLedgerPut]:
         """DLedger mode: one change, one entry, which commits whole or not at all (a batch of
         topics is one TopicsPut: app/api/metadata_writes.py). Several entries could commit in
-        part: a leader change may keep a prefix of them."""
+        part: a leader change may keep a prefix of them. Queued under the append lock, as a
+        classic append, so a snapshot being queued is never passed."""
         assert len(changes) == 1, "one metadata change per entry in DLedger mode"
-        return [member.put(record_of(changes[0]))]
+        with self.append_lock:
+            return [member.put(record_of(changes[0]))]
 
 
 def _committed(decided: Sequence[tuple[PutMessageResult, PutMessageStatus]]

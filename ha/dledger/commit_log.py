@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +169,42 @@ class DLedgerCommitLog:
 
         put.future = self.server.host.append(encode, term)
         return put
+
+    def put_run(self, count: int,
+                build: Callable[[dict[tuple[str, int], int]], Sequence[Message] | str],
+                term: int) -> list[DLedgerPut]:
+        """`count` records appended as consecutive entries of `term` (nothing between them),
+        built on the host thread right before the first is encoded, from every queue's next
+        queue offset there (StoredLog.next_queue_offsets): a metadata snapshot, whose queue
+        starts must be those at its place in the log. `build` answers exactly `count`
+        messages, or why it cannot (every put refused, nothing appended). A put whose
+        predecessor was not appended is refused too: the log holds a prefix of the run."""
+        puts = [DLedgerPut(self._store_host, self.put_counts) for _ in range(count)]
+        storage = self.storage
+        built: list[Message] = []
+
+        def encoder(position: int) -> Callable[[], bytes]:
+            def encode() -> bytes:  # on the host thread, in order
+                if position == 0:
+                    messages = build(storage.log.next_queue_offsets())
+                    if isinstance(messages, str):
+                        raise RecordRefused(PutMessageStatus.SERVICE_NOT_AVAILABLE, messages)
+                    assert len(messages) == count, (len(messages), count)
+                    built.extend(messages)
+                elif puts[position - 1].record is None:
+                    raise RecordRefused(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                        "a put before this one in its run was not appended")
+                encoded = storage.log.encode(built[position])
+                if isinstance(encoded, tuple):
+                    raise RecordRefused(*encoded)
+                puts[position].record = encoded
+                return encoded
+            return encode
+
+        futures = self.server.host.append_run([encoder(n) for n in range(count)], term)
+        for put, future in zip(puts, futures, strict=True):
+            put.future = future
+        return puts
 
     def transfer_leadership(self, target_id: str) -> Future[TransferStatus]:
         return self.server.host.transfer_leadership(target_id)

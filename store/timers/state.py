@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,9 @@ from store.timers.names import (
 log = logging.getLogger(__name__)
 
 _VERSION = 1
+# Saved states kept in memory for a cut of the log (SavedStates): checkpoints come every few
+# seconds, so these reach back over the recent tail a slave's cut removes.
+SAVED_COPIES_MAX = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,17 @@ class TimerState:
         then the state is empty and the whole log must be dispatched through it)."""
         self.reset()
         try:
-            document = orjson.loads(path.read_bytes())
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return self.load_encoded(raw, str(path))
+
+    def load_encoded(self, raw: bytes, source: str = "a saved timer state") -> int | None:
+        """`load` from what `encode` made: the offset it covers, or None (unreadable: the
+        state is left empty)."""
+        self.reset()
+        try:
+            document = orjson.loads(raw)
             if document.get("version") != _VERSION:
                 raise ValueError(f"version {document.get('version')!r}")
             covered = int(document["covered_offset"])
@@ -148,16 +161,42 @@ class TimerState:
             cancels = {int(offset): int(due) for offset, due in document["cancels"].items()}
             delivered, rolled = int(document["delivered_total"]), int(document["rolled_total"])
             dropped = Counter({str(k): int(v) for k, v in document["dropped"].items()})
-        except FileNotFoundError:
-            return None
         except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as error:
             log.warning("%s is unreadable (%s): the timer state is rebuilt from the log",
-                        path, error)
+                        source, error)
             return None
         with self._lock:
             self._progress, self._cancels = progress, cancels
             self._delivered_total, self._rolled_total, self._dropped = delivered, rolled, dropped
         return covered
+
+
+class SavedStates:
+    """The timer state as the last `copies_max` saves encoded it, each with the dispatch
+    offset it covers. A cut of the log derives the state again from the newest copy at or
+    below the cut and redispatches from there, not from the log's first offset (a copy
+    past the cut holds what the cut records did, and goes)."""
+
+    def __init__(self, copies_max: int = SAVED_COPIES_MAX) -> None:
+        self._copies: deque[tuple[int, bytes]] = deque(maxlen=copies_max)
+
+    def add(self, covered_offset: int, encoded: bytes) -> None:
+        while self._copies and self._copies[-1][0] >= covered_offset:
+            self._copies.pop()  # the log went back since: offsets only grow in the deque
+        self._copies.append((covered_offset, encoded))
+
+    def cut(self, offset: int) -> None:
+        """The log was cut back to `offset`: copies covering records past it go."""
+        while self._copies and self._copies[-1][0] > offset:
+            self._copies.pop()
+
+    def newest_within(self, offset: int, min_offset: int) -> tuple[int, bytes] | None:
+        """The newest copy covering at most `offset`, and at least `min_offset` (what the
+        log still holds: redispatch starts there)."""
+        for covered_offset, encoded in reversed(self._copies):
+            if min_offset <= covered_offset <= offset:
+                return covered_offset, encoded
+        return None
 
 
 def save_state(path: Path, encoded: bytes, disk: Disk = REAL_DISK) -> None:

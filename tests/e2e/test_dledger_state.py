@@ -441,6 +441,32 @@ def _fill(leader: Member, first: int, count: int) -> None:
         produce(leader, "Fill", f"{number}-{FILL_BODY}")
 
 
+def wipe_a_follower_past_retention(group: DLedgerGroup) -> tuple[Member, Member]:
+    """Topic Kept (2 queues) and group G's offset 1 on its queue 0 go in the first file; a
+    follower is stopped and wiped once it caught up; 200 KB more go in, until retention
+    removed the first files on the leader (its base moved). Returns the leader and the
+    wiped member (stopped)."""
+    group.start_all()
+    leader = group.wait_leader()
+    created = leader.client.post("/v1/topics", json={"name": "Kept", "read_queue_count": 2,
+                                                     "write_queue_count": 2})
+    assert created.status_code == 201, created.text
+    for number in range(3):
+        produce(leader, "Kept", f"kept-{number}", queue_id=0)
+    committed = leader.client.put("/v1/groups/G/offsets/Kept/queues/0", json={"offset": 1})
+    assert committed.status_code == 200, committed.text
+    _fill(leader, 0, 70)  # past the first two files, on every member
+    fresh = next(m for m in group.members.values() if m is not leader)
+    wait_for(lambda: fresh.dledger()["committed_index"] == leader.dledger()["end_index"],
+             15, "the follower caught up")
+    assert group.stop(fresh.node_id) == 0
+    shutil.rmtree(fresh.data_dir)
+    _fill(leader, 70, 100)
+    wait_for(lambda: leader.dledger()["base_index"] > 0, 40,
+             f"retention removed the first files (leader: {leader.dledger()})")
+    return leader, fresh
+
+
 def test_an_empty_member_after_retention_takes_the_tables_and_applies_only_later_records(
         tmp_path: Path) -> None:
     """Topic Kept (2 queues) and group G's offset 1 on its queue 0 are records of the first
@@ -451,25 +477,7 @@ def test_an_empty_member_after_retention_takes_the_tables_and_applies_only_later
     queue from the base on, and applies the records that follow (a later commit)."""
     group = DLedgerGroup(tmp_path, default_queue_count=1, **QUIET, **RETAINED)
     try:
-        group.start_all()
-        leader = group.wait_leader()
-        created = leader.client.post("/v1/topics", json={"name": "Kept", "read_queue_count": 2,
-                                                         "write_queue_count": 2})
-        assert created.status_code == 201, created.text
-        for number in range(3):
-            produce(leader, "Kept", f"kept-{number}", queue_id=0)
-        committed = leader.client.put("/v1/groups/G/offsets/Kept/queues/0",
-                                      json={"offset": 1})
-        assert committed.status_code == 200, committed.text
-        _fill(leader, 0, 70)  # past the first two files, on every member
-        fresh = next(m for m in group.members.values() if m is not leader)
-        wait_for(lambda: fresh.dledger()["committed_index"] == leader.dledger()["end_index"],
-                 15, "the follower caught up")
-        assert group.stop(fresh.node_id) == 0
-        shutil.rmtree(fresh.data_dir)
-        _fill(leader, 70, 100)
-        wait_for(lambda: leader.dledger()["base_index"] > 0, 40,
-                 f"retention removed the first files (leader: {leader.dledger()})")
+        leader, fresh = wipe_a_follower_past_retention(group)
         assert leader.dledger()["min_offset"] > 0
         group.start(fresh.node_id)
         wait_for(lambda: fresh.dledger()["committed_index"] == leader.dledger()["end_index"],

@@ -60,10 +60,18 @@ class VoteRequest:
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
+    """A grant carries the voter's commit mark: its commit index and that entry's term and
+    payload CRC (0, 0, None: at or below its base, nothing to compare). A candidate whose log
+    lacks that entry or holds another there forks from the committed prefix and does not
+    count the grant (DLedgerNode `_forks_from_commit`)."""
+
     source_id: str
     term: int
     granted: bool
     pre_vote: bool
+    commit_index: int = 0
+    commit_term: int = 0
+    commit_crc: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

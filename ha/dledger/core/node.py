@@ -199,16 +199,50 @@ class DLedgerNode(LeaderRules, FollowerRules):
             self._persist_hard_state()
             self._reset_timer()
         answer_term = request.term if granted and request.pre_vote else member.term
+        commit_index, commit_term, commit_crc = self._commit_mark() if granted else (0, 0, None)
         self._send_after_writes(request.source_id,
                                 VoteResponse(member.self_id, answer_term, granted,
-                                             request.pre_vote))
+                                             request.pre_vote, commit_index, commit_term,
+                                             commit_crc))
+
+    def _commit_mark(self) -> tuple[int, int, int | None]:
+        """Our commit index, its entry's term and payload CRC; (0, 0, None) at the base."""
+        index = self.commit_index
+        term = self.log.term_at(index)
+        if index <= self.log.base_index or term is None:
+            return 0, 0, None
+        return index, term, self.log.crc_at(index)
+
+    def _forks_from_commit(self, response: VoteResponse) -> bool:
+        """Whether our log forks from the voter's committed prefix: it lacks the voter's
+        committed entry or holds another at its index. Raft's up-to-date check compares only
+        the last (index, term): a member that led alone under another peer list can pass it
+        with entries of the group's own term that the group never had (PushRequest.prev_crc
+        tells them apart on the next push, too late: it may lead by then). A candidate that
+        holds the committed prefix never fails this check (leader completeness: its log
+        holds every committed entry, and an entry of its last term lies past them all), so
+        not counting such a grant costs a correct election nothing. Found, it is reported as
+        `diverged` until a leader's push matches our log again."""
+        index = response.commit_index
+        if index <= self.log.base_index:
+            return False  # nothing to compare: compacted here (or the voter's base)
+        held_term = self.log.term_at(index)
+        held_crc = self.log.crc_at(index)
+        forked = held_term != response.commit_term or (
+            held_crc is not None and response.commit_crc is not None
+            and held_crc != response.commit_crc)
+        if forked:
+            self.diverged = (f"our log does not hold {response.source_id}'s committed entry "
+                             f"{index} (term {response.commit_term}): the logs forked, its "
+                             f"vote is not counted")
+        return forked
 
     def _on_vote_response(self, response: VoteResponse) -> None:
         member = self.member
         if response.term > member.term and not (response.pre_vote and response.granted):
             self._become_follower(response.term, None)
             return
-        if not response.granted:
+        if not response.granted or self._forks_from_commit(response):
             return
         if member.role is Role.PRE_CANDIDATE and response.pre_vote \
                 and response.term == member.term + 1:

@@ -246,6 +246,27 @@ class DLedgerHost(ServiceThread):
         self.wake()
         return future
 
+    def append_run(self, encodes: Sequence[Callable[[], bytes]],
+                   term: int | None = None) -> list[AppendFuture[AppendResult]]:
+        """Client appends queued together, in order, with nothing between them: each encode
+        runs right after the one before on the host thread, so their entries are
+        consecutive in the log (a metadata snapshot's parts). All are queued or, past the
+        pending or inbox bound, none (each answered LEADER_PENDING_FULL)."""
+        futures: list[AppendFuture[AppendResult]] = [AppendFuture() for _ in encodes]
+        with self._lock:
+            if self.state is not HostState.RUNNING:
+                return [_resolved(future, AppendStatus.NOT_LEADER) for future in futures]
+            if len(self._futures) + len(encodes) > self.config.pending_appends_max \
+                    or len(self._inbox) + len(encodes) > self.config.inbox_max:
+                return [_resolved(future, AppendStatus.LEADER_PENDING_FULL)
+                        for future in futures]
+            for encode, future in zip(encodes, futures, strict=True):
+                self._inbox.append(_Append(self._next_request_id, encode, future, term))
+                self._futures[self._next_request_id] = future
+                self._next_request_id += 1
+        self.wake()
+        return futures
+
     def transfer_leadership(self, target_id: str) -> Future[TransferStatus]:
         """Hand leadership to `target_id` (the admin request); the future completes with the
         node's TransferStatus, IN_PROGRESS at once while another transfer runs."""

@@ -40,6 +40,7 @@ LENGTH = struct.Struct(">I")
 _HEAD = struct.Struct(">Bq")  # flags, term (after type and id)
 _VOTE_REQUEST = struct.Struct(">qq")  # last_index, last_term
 _PUSH_REQUEST = struct.Struct(">qqqI")  # prev_index, prev_term, commit_index, entry count
+_VOTE_COMMIT = struct.Struct(">qq")  # commit_index, commit_term (with FLAG_COMMIT)
 _PREV_CRC = struct.Struct(">I")  # the payload CRC at prev_index (with FLAG_PREV_CRC)
 _ENTRY = struct.Struct(">qI")  # term, payload size
 _PUSH_RESPONSE = struct.Struct(">qqqqq")  # prev, match, hint index, hint term, last index
@@ -51,9 +52,11 @@ FLAG_TRANSFER = 0x02  # vote request: the election a leader asked for (TimeoutNo
 FLAG_FROM_BASE = 0x01  # push request
 FLAG_PREV_CRC = 0x02  # push request: prev_crc follows the fixed fields
 FLAG_SUCCESS = 0x01  # push response
+FLAG_COMMIT = 0x04  # vote response: the voter's commit index and term follow
+FLAG_COMMIT_CRC = 0x08  # vote response: and the payload CRC at its commit index
 _FLAGS_ALLOWED = {
     TYPE_VOTE_REQUEST: FLAG_PRE_VOTE | FLAG_TRANSFER,
-    TYPE_VOTE_RESPONSE: FLAG_PRE_VOTE | FLAG_GRANTED,
+    TYPE_VOTE_RESPONSE: FLAG_PRE_VOTE | FLAG_GRANTED | FLAG_COMMIT | FLAG_COMMIT_CRC,
     TYPE_PUSH_REQUEST: FLAG_FROM_BASE | FLAG_PREV_CRC,
     TYPE_PUSH_RESPONSE: FLAG_SUCCESS,
     TYPE_TIMEOUT_NOW: 0,
@@ -75,8 +78,7 @@ def encode_message(message: Message) -> bytes:
         head = _head(TYPE_VOTE_REQUEST, message.source_id, flags, message.term)
         return head + _VOTE_REQUEST.pack(message.last_index, message.last_term)
     if isinstance(message, VoteResponse):
-        flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_GRANTED * message.granted
-        return _head(TYPE_VOTE_RESPONSE, message.source_id, flags, message.term)
+        return _encode_vote_response(message)
     if isinstance(message, PushRequest):
         return _encode_push_request(message)
     if isinstance(message, TimeoutNow):
@@ -102,6 +104,18 @@ def encode_frame(body: bytes, tag: bytes) -> bytes:
 def _head(message_type: int, source_id: str, flags: int, term: int) -> bytes:
     raw_id = source_id.encode("ascii")
     return bytes([message_type]) + _ID_SIZE.pack(len(raw_id)) + raw_id + _HEAD.pack(flags, term)
+
+
+def _encode_vote_response(message: VoteResponse) -> bytes:
+    flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_GRANTED * message.granted
+    mark = b""
+    if message.commit_index:
+        flags |= FLAG_COMMIT
+        mark = _VOTE_COMMIT.pack(message.commit_index, message.commit_term)
+        if message.commit_crc is not None:
+            flags |= FLAG_COMMIT_CRC
+            mark += _PREV_CRC.pack(message.commit_crc)
+    return _head(TYPE_VOTE_RESPONSE, message.source_id, flags, message.term) + mark
 
 
 def _encode_push_request(message: PushRequest) -> bytes:
@@ -263,7 +277,17 @@ def _decode_vote_request(reader: _Reader, source_id: str, flags: int, term: int)
 
 
 def _decode_vote_response(reader: _Reader, source_id: str, flags: int, term: int) -> Message:
-    return VoteResponse(source_id, term, bool(flags & FLAG_GRANTED), bool(flags & FLAG_PRE_VOTE))
+    commit_index = commit_term = 0
+    commit_crc = None
+    if flags & FLAG_COMMIT:
+        commit_index, commit_term = reader.unpack(_VOTE_COMMIT)
+        _check_non_negative(commit_index, commit_term)
+        if flags & FLAG_COMMIT_CRC:
+            commit_crc = reader.unpack(_PREV_CRC)[0]
+    elif flags & FLAG_COMMIT_CRC:
+        raise WireError("a vote response's commit CRC without its commit index")
+    return VoteResponse(source_id, term, bool(flags & FLAG_GRANTED), bool(flags & FLAG_PRE_VOTE),
+                        commit_index, commit_term, commit_crc)
 
 
 def _decode_push_request(reader: _Reader, source_id: str, flags: int, term: int) -> Message:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 
-from ha.dledger.core.actions import Action
+from ha.dledger.core.actions import Action, AppendStatus, CompleteAppend
 from ha.dledger.core.config import DLedgerConfig
 from ha.dledger.core.member import Role
 from ha.dledger.simulation.invariants import Invariants
@@ -113,6 +113,84 @@ class ForkSimulation(Simulation):
             super()._run(node_id, actions)
         finally:
             self.invariants = group_invariants
+
+
+class ElectedForkSimulation(ForkSimulation):
+    """The forked member rejoins while the group has no live leader: the group's leader is
+    stopped at the rejoin and started again `leader_down_ticks` later, so the forked member
+    campaigns before any leader contacts it. Checked after every event: the forked member
+    never leads while its log contradicts a live member's committed prefix (it lacks a
+    committed entry, or holds another at its index); and at the end, the group took client
+    appends again once its leader was back."""
+
+    replay_command = ("python -c 'from ha.dledger.simulation.fork import "
+                      "ElectedForkSimulation; ElectedForkSimulation({seed}).run()'")
+
+    def __init__(self, seed: int, leader_down_ticks: int = 60) -> None:
+        super().__init__(seed)
+        self.leader_back_tick = self.rejoin_tick + leader_down_ticks
+        self.stopped_leader_id: str | None = None
+        self.forked_leader_terms: list[int] = []
+        self.acknowledged_after_back = 0
+
+    def run(self) -> SimResult:
+        self._schedule(self.leader_back_tick, "leader_back", ())
+        return super().run()
+
+    def _handle(self, kind: str, payload: tuple[object, ...]) -> None:
+        if kind == "rejoin":
+            leaders = [i for i in self._leaders() if i != self.forked_id]
+            if leaders:
+                self.stopped_leader_id = leaders[0]
+                self._crash(leaders[0], restart=False)
+            super()._handle(kind, payload)
+        elif kind == "leader_back":
+            if self.stopped_leader_id is not None:
+                self._start(self.stopped_leader_id)
+        else:
+            super()._handle(kind, payload)
+
+    def _on_heal(self) -> None:
+        """The heal (right after the rejoin) starts every member but the stopped leader."""
+        self.cut_links.clear()
+        for node_id in self.ids:
+            if node_id != self.stopped_leader_id or self.now >= self.leader_back_tick:
+                self._start(node_id)
+
+    def _run(self, node_id: str, actions: list[Action]) -> None:
+        super()._run(node_id, actions)
+        if node_id == self.forked_id and not self.alone:
+            self._check_forked_leader()
+
+    def _check_forked_leader(self) -> None:
+        node = self.members[self.forked_id or ""].node
+        if node is None or node.role is not Role.LEADER \
+                or node.term in self.forked_leader_terms:
+            return
+        self.forked_leader_terms.append(node.term)
+        for other_id in self.ids:
+            other = self.members[other_id].node
+            if other_id == self.forked_id or other is None:
+                continue
+            index = other.commit_index
+            if index <= max(node.log.base_index, other.log.base_index):
+                continue
+            held = node.log.entry(index) if index <= node.log.last_index else None
+            committed = other.log.entry(index)
+            assert held is not None and (held.term, held.payload) == (
+                committed.term, committed.payload), (
+                f"forked member {self.forked_id} leads term {node.term} with a log that "
+                f"contradicts {other_id}'s committed entry {index}")
+
+    def _complete(self, node_id: str, action: CompleteAppend) -> None:
+        super()._complete(node_id, action)
+        if action.status is AppendStatus.OK and self.now >= self.leader_back_tick:
+            self.acknowledged_after_back += 1
+
+    def _check_converged(self) -> None:
+        super()._check_converged()
+        assert self.acknowledged_after_back > 0, (
+            "liveness: no client append was acknowledged once the group's leader was back")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
-from ha.dledger.stored.state_files import LogBase
+from ha.dledger.stored.state_files import LogBase, write_log_base
 from ha.dledger.stored.stored_log import next_position
 from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
+from store.files.disk import Disk
 from store.index.entry_index import EntryIndex, IndexEntry, payload_crc
 from store.message_store import MessageStore
 from store.record import RecordError, decode_record
@@ -36,10 +38,12 @@ class LogRecoveryReport:
     cut_bytes: int  # commit-log bytes past the last kept record
 
 
-def recover_log(store: MessageStore, index: EntryIndex, base: LogBase
-                ) -> tuple[IndexEntry | None, LogRecoveryReport]:
+def recover_log(store: MessageStore, index: EntryIndex, base: LogBase, base_path: Path,
+                disk: Disk) -> tuple[LogBase, IndexEntry | None, LogRecoveryReport]:
     """Keep the valid prefix of the index, cut the rest of it and of the commit log, and make
-    what is kept durable (a killed process may have left it in the page cache only)."""
+    what is kept durable (a killed process may have left it in the page cache only). The
+    base first moves past the entries retention removed (`_past_retention`)."""
+    base = _past_retention(store, index, base, base_path, disk)
     file_size_bytes = store.config.mapped_file_size_bytes
     last: IndexEntry | None = None
     previous_term, end = base.term, base.end_position
@@ -60,7 +64,28 @@ def recover_log(store: MessageStore, index: EntryIndex, base: LogBase
     report = LogRecoveryReport(base.index, entry_index - 1, end, problem, cut_bytes)
     if problem is not None or cut_bytes:
         log.warning("dledger recovery: %s", report)
-    return last, report
+    return base, last, report
+
+
+def _past_retention(store: MessageStore, index: EntryIndex, base: LogBase, base_path: Path,
+                    disk: Disk) -> LogBase:
+    """Retention removes a file, then the host compacts the log to the entries it held (at
+    its next tick): a stop or crash between the two leaves indexed entries whose records are
+    gone. They were committed (retention removes only dispatched files, and dispatch stops
+    at the commit), so the base moves past them, as the compaction would have; checked as
+    records, they would cut the whole log after them."""
+    min_offset = store.commit_log.min_offset
+    moved = base
+    while (found := index.read(moved.index + 1)) is not None \
+            and 0 <= found.position < min_offset:
+        moved = LogBase(moved.index + 1, found.term, found.end_position)
+    if moved != base:
+        log.warning("dledger recovery: entries %d-%d lie below the commit log's first retained "
+                    "offset %d (retention removed them before the log was compacted): the "
+                    "base moves to %d", base.index + 1, moved.index, min_offset, moved.index)
+        write_log_base(base_path, moved, disk)
+        index.delete_files_below(moved.index + 1)
+    return moved
 
 
 def _cut_commit_log(store: MessageStore, end: int) -> int:

@@ -40,11 +40,19 @@ from store.record import (
     RecordError,
     check_entry_record,
     decode_head,
+    decode_record,
     encode_message,
     with_offsets,
 )
 from store.status import AppendRawStatus, PutMessageStatus
-from store.system_topics import METADATA_TOPIC, deleted_topic, forget_topic
+from store.system_topics import (
+    METADATA_TOPIC,
+    OP_SNAPSHOT,
+    PROPERTY_OP,
+    deleted_topic,
+    forget_topic,
+    queue_starts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +254,11 @@ class StoredLog:
         self._staged.clear()
         self._staged_queue_offsets.clear()
 
+    def next_queue_offsets(self) -> dict[tuple[str, int], int]:
+        """Every queue's next queue offset after the log's end and the records encoded since
+        `start_encoding` (on the host thread, as `encode`): where a record encoded now goes."""
+        return {**self._queue_offsets, **self._staged_queue_offsets}
+
     def encode(self, message: Message) -> bytes | tuple[PutMessageStatus, str]:
         """The record as it would be written after the log's end and the records encoded
         since `start_encoding` (appended or not), or why it is refused. The log does not
@@ -395,6 +408,14 @@ class StoredLog:
             deleted = deleted_topic(head.topic, head.properties)
             if deleted is not None:
                 forget_topic(self._queue_offsets, deleted)
+            op = head.properties.get(PROPERTY_OP, "")
+            if op == OP_SNAPSHOT:
+                # As dispatch starts the queues a snapshot names that this log holds no
+                # record of (a member reset to its leader's base): elected, it continues
+                # them at the leader's next offsets, not at 0.
+                for topic, queue_id, next_offset in queue_starts(op,
+                                                                 decode_record(payload).body):
+                    self._queue_offsets.setdefault((topic, queue_id), next_offset)
 
     def _place(self, payload: bytes, end_position: int) -> RecordPlace:
         """Refuse a payload that is not one whole valid record for a log ending at
@@ -469,6 +490,7 @@ class StoredLog:
         """Drop the whole log; the next entry follows (base_index, base_term), and its record
         starts a file (it is the first record of the leader's first retained file)."""
         assert base_index >= self.committed_index, (base_index, self.committed_index)
+        self._cut_unconfirmed_dispatch()
         # Entries go before the new base is written: a crash between leaves an empty log at
         # the old base, never old entries under the new base.
         self._store.clear_log()
@@ -478,6 +500,27 @@ class StoredLog:
         self._last_index, self._last_term, self._end_position = base_index, base_term, -1
         self.committed_index = base_index
         self._recount_queue_offsets()
+
+    def _cut_unconfirmed_dispatch(self) -> None:
+        """Before a reset: records a previous run dispatched past what this run's leader
+        confirmed (our commit) may be a fork's (a member that led alone under another peer
+        list). The log is about to go whole, but their consume-queue and key-index entries
+        and the metadata they made would stay, and the leader's records after its base take
+        the same queue offsets: they are cut, as `truncate_from` cuts a fork. A queue left
+        without entries is started by the leader's snapshot after its base."""
+        store = self._store
+        committed_end = self.end_of(self.committed_index)
+        if committed_end < store.commit_log.min_offset:
+            committed_end = store.commit_log.min_offset
+        indexed_end = max(store.dispatch.dispatched_offset, self._indexed_end_at_open)
+        if indexed_end <= committed_end or committed_end > store.commit_log.max_offset:
+            return
+        log.warning("dledger: reset to the leader's base; the records dispatched from %d to %d "
+                    "were never confirmed by this run's leader: their consume-queue entries "
+                    "and metadata are cut", committed_end, indexed_end)
+        store.truncate_log(committed_end)
+        self._indexed_end_at_open = min(self._indexed_end_at_open, committed_end)
+        self.forks_cut_count += 1
 
     def compact_to(self, index: int) -> None:
         """Forget entries up to `index` (committed; their records were removed by retention,

@@ -72,7 +72,8 @@ class StoredDLedgerStorage:
             index = EntryIndex(self._paths.dledger_index_dir, self._index_entries_per_file,
                                self._disk)
             index.load()
-            last, self.recovery = recover_log(store, index, base)
+            base, last, self.recovery = recover_log(store, index, base,
+                                                    self._paths.dledger_log_base, self._disk)
             stored_log = StoredLog(store, index, base, last, self._paths.dledger_log_base,
                                    self._disk)
         except BaseException:

@@ -10,7 +10,7 @@ from typing import Any
 from ha.dledger.core.messages import Entry
 from ha.dledger.stored.stored_log import StoredLog
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage
-from store import Message, StoreConfig
+from store import BrokerRole, Message, StoreConfig
 from tests.support.store import small_config
 
 FILE_SIZE_BYTES = 40 * 1024
@@ -25,6 +25,9 @@ def dledger_config(data_dir: Path, **overrides: Any) -> StoreConfig:
         # Only the tests make bytes durable (sync), apart from the flush thread's first round.
         "flush_interval_ms": 3_600_000,
         "flush_consume_queue_interval_ms": 3_600_000,
+        # A member's store is a slave's (app/broker/dledger_member.py): its log is cut back
+        # (truncate_log) when a fork is repaired or it is reset to its leader's base.
+        "broker_role": BrokerRole.SLAVE,
     }
     settings.update(overrides)
     return small_config(data_dir, **settings)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from ha.dledger.core.actions import Send, TruncateFrom
 from ha.dledger.core.entry_log import EntryLog
+from ha.dledger.core.member import Role
 from ha.dledger.core.messages import Entry, PushRequest, payload_crc
+from ha.dledger.core.node import DLedgerNode
 from tests.support.dledger.harness import Group, entries, make_node
 
 IDS = ["n0", "n1", "n2"]
@@ -60,3 +62,45 @@ def test_a_push_that_contradicts_the_committed_prefix_is_refused_and_reported() 
     actions = follower.receive(PushRequest("n0", 1, 1, 1, (), 2))
     assert [a for a in actions if isinstance(a, Send)]
     assert follower.diverged is None
+
+
+def _campaign(candidate: DLedgerNode, voter: DLedgerNode) -> Group:
+    """The candidate times out and asks for pre-votes; the voter answers."""
+    group = Group([candidate, voter])
+    group.cut = {(node.member.self_id, "n0") for node in (candidate, voter)}  # n0 is down
+    while candidate.role is Role.FOLLOWER:
+        group.tick(candidate.member.self_id)
+    group.deliver()
+    return group
+
+
+def test_a_grant_from_a_voter_whose_committed_entry_the_candidate_lacks_is_not_counted(
+) -> None:
+    """n1 led term 2 alone (entries 3-6 its own) and campaigns; n2 holds the group's term-2
+    entries 3-4, committed. Raft's up-to-date check passes (same last term, n1 further on)
+    and n2 grants, with its commit mark (entry 4, term 2, its CRC): n1's entry 4 is another,
+    so n1 does not count the grant, never gets past the pre-vote, and reports the fork. A
+    voter whose committed entries n1 holds is counted as before."""
+    common = entries(1, 1)
+
+    def candidate() -> DLedgerNode:
+        return make_node("n1", IDS, log=EntryLog(entries=common + forked(2, 2, 2, 2,
+                                                                          first_index=3)),
+                         term=2)
+
+    voter = make_node("n2", IDS, log=EntryLog(entries=common + entries(2, 2, first_index=3)),
+                      term=2)
+    voter.commit_index = 4
+    forked_candidate = candidate()
+    group = _campaign(forked_candidate, voter)
+    grants = [a.message for s, a in group.actions if s == "n2" and isinstance(a, Send)]
+    assert [(g.granted, g.commit_index) for g in grants] == [(True, 4)]  # type: ignore[union-attr]
+    assert forked_candidate.role is Role.PRE_CANDIDATE and forked_candidate.term == 2
+    assert forked_candidate.diverged is not None and "entry 4" in forked_candidate.diverged
+
+    behind = make_node("n2", IDS, log=EntryLog(entries=common), term=2)
+    behind.commit_index = 2
+    counted = candidate()
+    _campaign(counted, behind)
+    assert counted.role is Role.LEADER or counted.role is Role.CANDIDATE
+    assert counted.diverged is None

@@ -48,9 +48,20 @@ def _push_requests(draw: st.DrawFn) -> PushRequest:
                        draw(st.booleans()), draw(st.none() | st.integers(0, (1 << 32) - 1)))
 
 
+@st.composite
+def _vote_responses(draw: st.DrawFn) -> VoteResponse:
+    """With the voter's commit mark (index >= 1, its CRC known or not) or without one."""
+    response = VoteResponse(draw(_ids), draw(_numbers), draw(st.booleans()), draw(st.booleans()))
+    if not draw(st.booleans()):
+        return response
+    return VoteResponse(response.source_id, response.term, response.granted, response.pre_vote,
+                        draw(st.integers(1, (1 << 63) - 1)), draw(_numbers),
+                        draw(st.none() | st.integers(0, (1 << 32) - 1)))
+
+
 _messages: st.SearchStrategy[Message] = st.one_of(
     st.builds(VoteRequest, _ids, _numbers, _numbers, _numbers, st.booleans(), st.booleans()),
-    st.builds(VoteResponse, _ids, _numbers, st.booleans(), st.booleans()),
+    _vote_responses(),
     _push_requests(),
     st.builds(PushResponse, _ids, _numbers, st.booleans(), _numbers, _numbers, _numbers,
               _numbers, _numbers),
