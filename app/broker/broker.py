@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
+from app.broker.dledger_consumption import dledger_consumption, watch_cuts
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, RememberedPut, rebuild
@@ -157,7 +158,9 @@ class Broker:
                                                    self.save_delay_offsets)
         # Group consumption (receive / ack, app/broker/consumption.py): its states follow the
         # log's pop records on every replica; the master's tick ends expired deliveries.
-        self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store)
+        self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store) \
+            if self.dledger is None else dledger_consumption(
+                settings, self.dledger, lambda: self.metadata_store, self._pop_term)
         self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
                                            self.expire_deliveries)
 
@@ -202,6 +205,7 @@ class Broker:
                 self.replication.start()
                 self._start_timers()
             if self.dledger is not None:
+                watch_cuts(self.dledger, self.consumption)
                 rebuild(self.idempotency, self.store)
                 self._start_dledger_timers(self.dledger)  # active once it leads, caught up
                 self._start_leader_sync(self.dledger)
@@ -341,8 +345,13 @@ class Broker:
         return ended
 
     def takes_pop_decisions(self) -> bool:
-        """Whether this broker decides receives and acks: a running classic master."""
-        return self.dledger is None and not self._is_slave and self.is_running
+        """Whether this broker decides receives and acks: a running master, or the DLedger
+        leader taking writes."""
+        return not self.is_slave and self.is_running
+
+    def _pop_term(self) -> int | None:
+        """DLedger: the term group consumption writes in (None: it writes nothing)."""
+        return self._writable_term if self.takes_dledger_writes else None
 
     def pop_topics_exist(self, group: str, topic: str) -> bool:
         metadata = self.metadata_store
@@ -364,7 +373,9 @@ class Broker:
             if missing:
                 plan = metadata.plan_create_topics([NewTopic(name, wanted[name], wanted[name])
                                                     for name in missing])
-                self.metadata_log.write_blocking(plan)
+                # One record: a DLedger entry commits whole or not at all.
+                self.metadata_log.write_blocking(
+                    plan if len(plan) == 1 else [TopicsPut(tuple(plan))])
 
     def _start_dledger_timers(self, member: DLedgerCommitLog) -> None:
         """DLedger mode: the scheduler writes through the member, fenced by the term it is

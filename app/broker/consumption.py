@@ -8,8 +8,11 @@ sees them; dispatch reaches the same records later and applies them as nothing h
 events on every replica. Nothing waits under the lock: the guarantees of the appends (a slave's
 ack on a SYNC_MASTER) are awaited after it, and the answer keeps the produce promise.
 
-Classic modes only: a retry waits as a delayed message, which the DLedger mode does not
-deliver yet.
+In DLedger mode the records and copies go through the group member (`appender`,
+app/broker/dledger_consumption.py): a decision is applied here once its record is in the
+leader's log, and the lock dispatch applies under (`state_lock`) is then another one, since
+the member's host thread, which dispatches commits, must never wait for a decision waiting
+on it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ from typing import TypeVar
 
 from app.broker.consumption_copies import Copies, CopyRefused, origin_of
 from app.settings import Settings
-from store import GetMessageStatus, Message, MessageStore, PutMessageStatus, StoredMessage
+from store import (
+    GetMessageStatus,
+    Message,
+    MessageStore,
+    PutMessageResult,
+    PutMessageStatus,
+    StoredMessage,
+)
 from store.clock import ClockMs, wall_ms
 from store.consumption.events import Candidate, Changed, Disposition, Event
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
@@ -47,6 +57,8 @@ from store.waits.completion import PutCompletion
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+# Puts messages in one append: each one's result (stored or refused) and its guarantees.
+Appender = Callable[[Sequence[Message]], list[tuple[PutMessageResult, PutCompletion]]]
 
 REPLAY_BATCH_MESSAGES = 256
 # Every fifth receive visits the retry queues first (RocketMQ reads them 20% of the time), so a
@@ -106,16 +118,24 @@ class Outcome:
 class GroupConsumption:
     def __init__(self, settings: Settings, store: MessageStore,
                  metadata: Callable[[], MetadataStore], *,
-                 clock_ms: ClockMs = wall_ms) -> None:
+                 clock_ms: ClockMs = wall_ms, appender: Appender | None = None,
+                 copy_appender: Appender | None = None) -> None:
+        """`appender` puts the pop records, `copy_appender` the retry and dead-letter copies
+        (default: this broker's store; DLedger: the group member)."""
         self._settings = settings
         self._store = store
         self._metadata = metadata
         self.clock_ms = clock_ms
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # decisions
+        # Changes of the registry and readers outside decisions: the decision lock itself,
+        # unless appends wait on the thread that dispatches (DLedger mode).
+        self.state_lock = self.lock if appender is None else threading.RLock()
+        self.appender = appender
+        self._put_records = appender or store.put_system_messages
         self.registry = ConsumptionRegistry(window_max=settings.pop_window_max,
                                             states_max=settings.pop_queue_states_max)
         self.codec = HandleCodec(settings.pop_handle_key.encode())
-        self.copies = Copies(store, self.retry_queue_count)
+        self.copies = Copies(store, self.retry_queue_count, copy_appender)
         self._turns: dict[tuple[str, str], itertools.count[int]] = {}
         self.refused_writes = 0
         # When the master ended expired deliveries, after their invisible time.
@@ -126,7 +146,7 @@ class GroupConsumption:
     def apply_record(self, record: SystemRecord) -> list[OffsetSet]:
         """Apply one pop record in log order; the group offset it moved, if any."""
         pop = decode(record.body)
-        with self.lock:
+        with self.state_lock:
             self.registry.apply(pop)
             committed = self.registry.committed_move(pop.key)
         if committed is None:
@@ -152,7 +172,7 @@ class GroupConsumption:
                     return count
                 if is_pop_op(message.properties.get(PROPERTY_OP, "")):
                     pop = decode(message.body)
-                    with self.lock:
+                    with self.state_lock:
                         self.registry.apply(pop)
                         self.registry.committed_move(pop.key)
                     count += 1
@@ -160,7 +180,7 @@ class GroupConsumption:
         return count
 
     def reset(self) -> None:
-        with self.lock:
+        with self.state_lock:
             self.registry.reset()
 
     # -- decisions (the master) ----------------------------------------------------------------
@@ -339,16 +359,16 @@ class GroupConsumption:
                 return 0
             try:
                 self.copies.put([copy for _, copies in planned for copy in copies])
-                results = self._store.put_system_messages(
-                    [_message_of(record) for record, _ in planned])
+                results = self._put_records([_message_of(record) for record, _ in planned])
             except CopyRefused as error:
                 log.warning("expiry not written (tried again next tick): %s", error.detail)
                 return 0
             ended = 0
-            for (record, _), (result, _) in zip(planned, results, strict=True):
-                if result.status.is_stored:
-                    self.registry.apply(record)
-                    ended += len(record.events)
+            with self.state_lock:
+                for (record, _), (result, _) in zip(planned, results, strict=True):
+                    if result.status.is_stored:
+                        self.registry.apply(record)
+                        ended += len(record.events)
             return ended
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -372,7 +392,8 @@ class GroupConsumption:
             bounds = self._store.queue_offset_range(topic, queue_id)
             start = bounds[0] if bounds is not None else 0
         try:
-            return self.registry.create(key, start)
+            with self.state_lock:
+                return self.registry.create(key, start)
         except RegistryFull as error:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
@@ -399,29 +420,23 @@ class GroupConsumption:
 
     def _write_all(self, records: list[PopRecord]) -> Outcome:
         """Append records in one append and apply them here (the lock is held); a refusal
-        (nothing written) raises."""
+        raises, once the records stored before it are applied (DLedger: a run of appends is a
+        prefix)."""
         if not records:
             return Outcome([])
-        results = self._store.put_system_messages([_message_of(record) for record in records])
-        for result, _ in results:
-            if not result.status.is_stored:
-                self.refused_writes += 1
-                raise PopRefused(result.status.value, result.detail or
-                                 "the broker did not store the consumption records")
-        for record in records:
-            self.registry.apply(record)
+        results = self._put_records([_message_of(record) for record in records])
+        with self.state_lock:
+            for record, (result, _) in zip(records, results, strict=True):
+                if not result.status.is_stored:
+                    self.refused_writes += 1
+                    raise PopRefused(result.status.value, result.detail or
+                                     "the broker did not store the consumption records")
+                self.registry.apply(record)
         return Outcome([completion for _, completion in results])
 
     def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int) -> PutCompletion:
         """Append one pop record and apply it here (the lock is held); a refusal raises."""
-        record = PopRecord(key, events, now_ms)
-        result, completion = self._store.put_system_message(_message_of(record))
-        if not result.status.is_stored:
-            self.refused_writes += 1
-            raise PopRefused(result.status.value, result.detail or
-                             "the broker did not store the consumption record")
-        self.registry.apply(record)
-        return completion
+        return self._write_all([PopRecord(key, events, now_ms)]).completions[0]
 
 
 class _Reads:

@@ -48,9 +48,6 @@ _JSON = "application/json"
 def _pop_broker(gateway: Any, group: str, topic: str) -> tuple[Broker, int]:
     """The master, with the group and topic checked: the topic's read queue count."""
     broker: Broker = gateway.master_broker()
-    if broker.dledger is not None:
-        raise ApiError("POP_NOT_SUPPORTED", "group consumption needs delayed messages for its "
-                       "retries, which DLedger mode does not deliver yet")
     metadata = broker.metadata_store
     config = metadata.find_group(name=group)
     if config is None:
@@ -79,7 +76,11 @@ def _check_invisible(broker: Broker, invisible_ms: int, *, release_allowed: bool
                        setting="pop_invisible_ms_max")
 
 
-def _refusal(error: PopRefused) -> ApiError:
+def _refusal(error: PopRefused, gateway: Any) -> ApiError:
+    broker = gateway.broker
+    if broker is not None and broker.is_slave:  # a DLedger leader that lost its term
+        refused: ApiError = gateway.not_a_master()
+        return refused
     if error.code in PutMessageStatus.__members__:
         return from_put_status(PutMessageStatus[error.code], error.detail)
     return ApiError(error.code, error.detail, setting=error.setting)
@@ -111,7 +112,7 @@ async def receive_messages(group: GroupPath, topic: TopicPath, request: ReceiveR
                 group, topic, queue_count, max_messages=request.max_messages,
                 invisible_ms=request.invisible_ms, tags=tags)
         except PopRefused as error:
-            raise _refusal(error) from None
+            raise _refusal(error, gateway) from None
         left_s = deadline_s - time.monotonic()
         if delivered or left_s <= 0 or not broker.is_running:
             break
@@ -141,7 +142,7 @@ async def ack_messages(group: GroupPath, topic: TopicPath, request: AckRequest,
     try:
         results, outcome = broker.consumption.ack(group, topic, request.receipt_handles)
     except PopRefused as error:
-        raise _refusal(error) from None
+        raise _refusal(error, gateway) from None
     status = await outcome.status()
     outcomes = [_handle_outcome(result, status) for result in results]
     statuses = {item["status"] for item in outcomes}
@@ -173,7 +174,7 @@ async def change_invisibility(group: GroupPath, topic: TopicPath,
         result, outcome = broker.consumption.change(group, topic, request.receipt_handle,
                                                     request.invisible_ms)
     except PopRefused as error:
-        raise _refusal(error) from None
+        raise _refusal(error, gateway) from None
     if result.code != "OK":
         raise ApiError(result.code, result.detail)
     status = await outcome.status()
