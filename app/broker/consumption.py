@@ -17,6 +17,7 @@ on it.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import threading
@@ -52,6 +53,7 @@ from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
 from store.metadata.log_records import OffsetSet
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
+from store.tag_reads import get_tagged_messages
 from store.timers.scheduler import Lateness
 from store.waits.completion import PutCompletion
 
@@ -227,7 +229,7 @@ class GroupConsumption:
         """One receive decision on one queue (at most `wanted` deliveries: a record stays
         small); whether it did anything. The lock is held."""
         state = self.registry.state(key) or self._create(key)
-        reads = self._candidates(key, state, wanted)
+        reads = self._candidates(key, state, wanted, tags)
         try:
             event = state.plan_receive(now_ms=now_ms, max_messages=wanted,
                                        invisible_ms=invisible_ms, candidates=reads.candidates,
@@ -398,22 +400,34 @@ class GroupConsumption:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
 
-    def _candidates(self, key: QueueKey, state: QueueState, wanted: int) -> _Reads:
+    def _candidates(self, key: QueueKey, state: QueueState, wanted: int,
+                    tags: TagFilter) -> _Reads:
         """The messages a receive may hand out: the window's waiting ones are read as
-        needed (`_Reads.message`); new ones from the scan offset, at most the window's room."""
+        needed (`_Reads.message`); new ones from the scan offset, at most the window's room.
+        With a tag filter, an entry whose tags code is none of the tags' is a candidate
+        without a tag (filtered out) and its record is not read."""
         topic, queue_id = _stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT
         reads = _Reads(self._store, topic, queue_id)
         count = min(state.room, max(wanted, 32))
         if count <= 0:
             return reads
-        result = self._store.get_messages(topic, queue_id, state.scan_offset, count)
-        for message in result.messages:
-            if message.queue_offset != state.scan_offset + len(reads.candidates):
+        result = self._store.get_messages(topic, queue_id, state.scan_offset, count) \
+            if tags.tags is None else get_tagged_messages(
+                self._store, topic, queue_id, state.scan_offset, count, tags.tags)
+        # Both in queue-offset order; an unread (passed) entry has no message.
+        read: list[tuple[int, StoredMessage | None]] = [
+            (message.queue_offset, message) for message in result.messages]
+        for offset, message in heapq.merge(read, ((offset, None) for offset in result.passed),
+                                           key=lambda item: item[0]):
+            if offset != state.scan_offset + len(reads.candidates):
                 break
-            reads.found[message.queue_offset] = message
+            if message is None:
+                reads.candidates.append(Candidate(offset))
+                continue
+            reads.found[offset] = message
             attempts = message.properties.get(PROPERTY_ATTEMPTS)
             reads.candidates.append(Candidate(
-                message.queue_offset, message.properties.get("TAGS"),
+                offset, message.properties.get("TAGS"),
                 message.properties.get(PROPERTY_ORDER_KEY),
                 int(attempts) if attempts and attempts.isdigit() else 0))
         return reads

@@ -46,6 +46,7 @@ from store.consumption.tags import TAG_EXPRESSION_LENGTH_MAX, TagExpressionError
 from store.encoded_reads import Encoded, EncodedRead, Encoder
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
 from store.reads import READ_BYTES_MAX
+from store.tag_reads import get_tagged_messages
 
 router = APIRouter(tags=["consume"], dependencies=[requires(TokenScope.CONSUME)])
 PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
@@ -175,8 +176,10 @@ def filtered_read(store: MessageStore, topic: str, queue_id: int, offset: int,
                   max_messages: int, encoder: Encoder, tags: TagFilter) -> EncodedRead:
     """A read with a tag filter: the messages of other tags are left out and next_offset
     passes them. Each kept one is encoded for this answer only (the cache keeps what every
-    reader of the queue gets)."""
-    plain = store.get_messages(topic, queue_id, offset, max_messages)
+    reader of the queue gets). Entries whose tags code is none of the tags' are passed
+    without reading their records; a record read is kept when its tag matches."""
+    assert tags.tags is not None
+    plain = get_tagged_messages(store, topic, queue_id, offset, max_messages, tags.tags)
     kept = [message for message in plain.messages if tags.matches(message.tags)]
     read = EncodedRead(plain.status, plain.next_offset, plain.min_offset, plain.max_offset)
     if kept:  # (an encoder is not asked for none: its one-dumps split answers [b""])
