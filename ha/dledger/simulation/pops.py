@@ -28,6 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import ClassVar
 
 from ha.dledger.core.member import Role
@@ -47,7 +48,7 @@ from store.consumption.registry import ConsumptionRegistry
 from store.consumption.tags import TagFilter
 
 POP_PREFIX = b"\x00pop:"
-MESSAGE_COUNT = 120
+MESSAGE_COUNT = 80
 KEY = QueueKey("g", "t", 0)
 # Ticks stand for milliseconds: two retries, backoff from 2 ticks doubling to 16.
 POLICY = RetryPolicy(retry_times_max=2, backoff=BackoffKind.EXPONENTIAL, initial_backoff_ms=2,
@@ -65,7 +66,9 @@ def _payload(events: tuple[Event, ...], now: int) -> bytes:
     return POP_PREFIX + encode(PopRecord(KEY, events, now))
 
 
+@lru_cache(maxsize=4096)
 def _record(payload: bytes) -> PopRecord:
+    """Decoded once for every member (a record is immutable)."""
     return decode(payload[len(POP_PREFIX):])
 
 
@@ -203,11 +206,13 @@ class MemberPops:
         if not self.decide_at_once and (node.commit_index < self.takeover_end
                                         or self.applied_index < self.takeover_end):
             return
+        if rng.random() < 0.5:
+            return  # the consumers' pace: about every other tick
         state = self.registry.state(KEY) or self.registry.create(KEY, 0)
         expired = tuple(state.plan_expiry(now_ms=now, policy=POLICY))
         if expired and not self._decided(expired, now, append):
             return
-        if rng.random() < 0.5:
+        if rng.random() < 0.6:
             received = state.plan_receive(
                 now_ms=now, max_messages=rng.randint(1, 3), invisible_ms=rng.randint(3, 20),
                 candidates=_candidates(state), tag_filter=EVERYTHING, policy=POLICY)

@@ -14,7 +14,7 @@ from ha.dledger.simulation.sim import Simulation, SimulationFailure
 
 def test_every_message_ends_acked_or_dead_lettered_and_cuts_rebuild_the_states() -> None:
     cut_rebuilds = 0
-    for seed in range(20):
+    for seed in range(0, 40, 2):  # the seeds that carry group consumption
         simulation = Simulation(seed)
         simulation.run()
         truth = simulation.pop_truth
