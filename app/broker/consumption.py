@@ -140,6 +140,8 @@ class GroupConsumption:
         self.copies = Copies(store, self.retry_queue_count, copy_appender)
         self._turns: dict[tuple[str, str], itertools.count[int]] = {}
         self.refused_writes = 0
+        # The lowest delivery id a decision hands out now (DLedger: from the leader's term).
+        self.delivery_id_floor: Callable[[], int] = lambda: 0
         # When the master ended expired deliveries, after their invisible time.
         self.expiry_lateness = Lateness()
 
@@ -233,7 +235,8 @@ class GroupConsumption:
         try:
             event = state.plan_receive(now_ms=now_ms, max_messages=wanted,
                                        invisible_ms=invisible_ms, candidates=reads.candidates,
-                                       tag_filter=tags, policy=policy)
+                                       tag_filter=tags, policy=policy,
+                                       delivery_id_floor=self.delivery_id_floor())
         except ConsumptionError as error:  # the queue changed under the read
             log.warning("receive of %s skipped: %s", key, error)
             return False
@@ -307,7 +310,8 @@ class GroupConsumption:
             now_ms = self.clock_ms()
             decision = None if state is None else state.plan_change(
                 queue_offset=handle.queue_offset, delivery_id=handle.delivery_id,
-                invisible_ms=invisible_ms, now_ms=now_ms, policy=policy)
+                invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
+                delivery_id_floor=self.delivery_id_floor())
             if decision is None or decision.event is None:
                 return _stale(text, handle), outcome
             event = decision.event

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from ha.dledger.commit_log import DLedgerCommitLog, DLedgerPut
 
 log = logging.getLogger(__name__)
+# A leader's delivery ids start at its term << 32: a receive a previous leader answered
+# COMMIT_INDETERMINATE whose record the group lost handed out ids the next leader's committed
+# states never saw; the same id handed out again would let that stale handle ack the new
+# delivery (RocketMQ #9583, #11174). 2^32 decisions a queue and term are out of reach.
+TERM_DELIVERY_ID_SHIFT = 32
 
 
 class DLedgerPopAppender:
@@ -153,6 +158,11 @@ def dledger_consumption(settings: Settings, member: DLedgerCommitLog,
         rebuild(consumption, member.store)
 
     appender.on_lost = lost
+
+    def delivery_id_floor() -> int:
+        return (term() or 0) << TERM_DELIVERY_ID_SHIFT
+
+    consumption.delivery_id_floor = delivery_id_floor
     return consumption
 
 

@@ -215,7 +215,8 @@ class MemberPops:
         if rng.random() < 0.6:
             received = state.plan_receive(
                 now_ms=now, max_messages=rng.randint(1, 3), invisible_ms=rng.randint(3, 20),
-                candidates=_candidates(state), tag_filter=EVERYTHING, policy=POLICY)
+                candidates=_candidates(state), tag_filter=EVERYTHING, policy=POLICY,
+                delivery_id_floor=node.term << 32)
             if (received.scanned or received.deliveries) \
                     and self._decided((received,), now, append):
                 held += [(d.queue_offset, d.delivery_id) for d in received.deliveries]

@@ -7,6 +7,7 @@ lacks it) leaves the states as the committed log gives them."""
 # ruff: noqa: F811 (the `clock` fixture of test_receive, imported, is a test argument)
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -156,3 +157,26 @@ async def _setup_more(served: Served, topic: str) -> None:
                                         json={"body_encoding": "utf8", "body": "second"})
     assert response.status_code == 201, response.text
     wait_dispatched(served.broker.store)
+
+
+async def test_a_leaders_delivery_ids_start_at_its_term(served: Served,
+                                                        clock: FakeClock) -> None:
+    """A leader hands out delivery ids from its term << 32 on: a handle from a receive a
+    previous leader answered but its group lost names an id this leader never hands out, so
+    it stays stale (the kill -9 test met such a handle acking a new delivery)."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": "x"}, {"body": "y"}])
+    broker = served.broker
+    assert broker.dledger is not None
+    term = broker.dledger.leading_term()
+    assert term is not None and term >= 1
+    received = await _receive(served, group, topic, max_messages=2)
+    codec = broker.consumption.codec
+    ids = [codec.decode_for(item["receipt_handle"], group=group, topic=topic).delivery_id
+           for item in received]
+    assert all(delivery_id >> 32 == term for delivery_id in ids), ids
+    handle = codec.decode_for(received[0]["receipt_handle"], group=group, topic=topic)
+    lost = codec.encode(dataclasses.replace(handle, delivery_id=1))  # a previous term's id
+    stale = await _ack(served, group, topic, [lost])
+    assert stale.status_code == 409
+    acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
+    assert acked.status_code == 200
