@@ -32,6 +32,9 @@ class GetMessagesResult:
     min_offset: int
     max_offset: int
     messages: list[StoredMessage] = field(default_factory=list)
+    # A read with a tags-code filter: the queue offsets it passed without reading their
+    # records (store/tag_reads.py).
+    passed: list[int] = field(default_factory=list)
 
 
 def get_messages(
@@ -89,24 +92,29 @@ Entry = tuple[int, int, int]  # a consume-queue entry: commit-log offset, size, 
 def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
               max_bytes: int, read_records: Callable[[list[int]], list[R | None]],
               found: list[R], first_entries: list[Entry | None] | None = None,
-              limit_offset: int | None = None) -> int:
+              limit_offset: int | None = None,
+              wanted_code: Callable[[int], bool] | None = None,
+              passed: list[int] | None = None) -> int:
     """The records of the queue's entries from `queue_offset` (below `high`) appended to
     `found`, at most `max_count` and `max_bytes` (past it only as the first), read with
     `read_records` (commit-log offsets to records, None for one gone); the queue offset the
     next read starts at.
     `first_entries`: `queue.entries(queue_offset, max_count)`, when the caller has them.
-    With `limit_offset`, the read stops before the first record that ends past it."""
+    With `limit_offset`, the read stops before the first record that ends past it.
+    With `wanted_code`, an entry whose tags code it refuses is passed without reading its
+    record: its queue offset goes to `passed`, and counts toward `max_count`."""
+    passed = [] if passed is None else passed
     size_total = 0
     offset = queue_offset
     # The entries in runs (one pass over the queue's files each), their records read together
     # (one pass over the log's files). More than one run only when entries were invalid or a
     # record was gone (removed by retention between the two reads: skipped, and the read
     # goes on right after it, as entry by entry).
-    while offset < high and len(found) < max_count:
+    while offset < high and len(found) + len(passed) < max_count:
         if first_entries is not None:
             entries, first_entries = first_entries, None
         else:
-            entries = queue.entries(offset, max_count - len(found))
+            entries = queue.entries(offset, max_count - len(found) - len(passed))
         if not entries:
             break  # the queue lost its start to retention meanwhile
         wanted: list[tuple[int, int]] = []  # (queue offset, commit-log offset)
@@ -114,10 +122,14 @@ def read_runs(queue: ConsumeQueue, queue_offset: int, high: int, max_count: int,
         full = False
         for entry in entries:
             if entry is not None:
-                commit_log_offset, size, _ = entry
+                commit_log_offset, size, code = entry
                 if limit_offset is not None and commit_log_offset + size > limit_offset:
                     full = True
                     break
+                if wanted_code is not None and not wanted_code(code):
+                    passed.append(offset)
+                    offset += 1
+                    continue
                 if (found or wanted) and wanted_bytes + size > max_bytes:
                     full = True
                     break

@@ -25,6 +25,7 @@ from store import GetMessageStatus, MessageStore
 from store.consumption.tags import TagFilter
 from store.encoded_reads import Encoded, EncodedRead, Encoder
 from store.reads import READ_BYTES_MAX
+from store.tag_reads import get_tagged_messages
 
 # Records a plain read decodes between two turns of the event loop.
 CHUNK_MESSAGES = 8
@@ -91,12 +92,15 @@ def _chunk(store: MessageStore, topic: str, queue_id: int, offset: int, max_mess
                                  CHUNK_MESSAGES, max_bytes)
         return ChunkedRead(part, len(part.records),
                            sum([record.total_size for record in part.records]))
-    plain = store.get_messages(topic, queue_id, offset,
-                               min(max_messages, FILTERED_CHUNK_MESSAGES), max_bytes)
+    # Entries whose tags code is none of the tags' are passed without reading their records
+    # (store/tag_reads.py); a record read is kept when its tag matches.
+    assert tags.tags is not None
+    plain = get_tagged_messages(store, topic, queue_id, offset,
+                                min(max_messages, FILTERED_CHUNK_MESSAGES), tags.tags, max_bytes)
     part = EncodedRead(plain.status, plain.next_offset, plain.min_offset, plain.max_offset)
     kept = [message for message in plain.messages if tags.matches(message.tags)]
     if kept:  # (an encoder is not asked for none: its one-dumps split answers [b""])
         part.records = [Encoded(data, message.total_size, message.store_timestamp_ms)
                         for message, data in zip(kept, encoder(kept), strict=True)]
-    return ChunkedRead(part, len(plain.messages),
+    return ChunkedRead(part, len(plain.messages) + len(plain.passed),
                        sum([message.total_size for message in plain.messages]))

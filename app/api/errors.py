@@ -125,8 +125,6 @@ PROBLEMS: dict[str, ProblemKind] = {
         RETRY_AFTER_S),
     "POP_QUEUE_STATES_MAX_REACHED": ProblemKind(
         429, "The broker keeps as many group consumption states as allowed", RETRY_AFTER_S),
-    "POP_NOT_SUPPORTED": ProblemKind(
-        409, "This broker's mode does not serve group consumption (DLedger, for now)"),
     "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),
     "TOPIC_ALREADY_EXISTS": ProblemKind(409, "The topic already exists"),
     "TOPIC_NOT_WRITABLE": ProblemKind(403, "The topic does not accept writes"),

@@ -44,7 +44,7 @@ def topic_counts(broker: Broker, group: str, topic: str) -> dict[str, Any]:
     read_queues = config.read_queue_count if config is not None else 0
     retry = retry_topic(group, topic)
     ready = in_flight = retrying = 0
-    with consumption.lock:
+    with consumption.state_lock:
         keys = {key.queue_id: key for key in registry.keys_of(group, topic)}
         retry_queues = {queue_id & ~RETRY_QUEUE_BIT for queue_id in keys
                         if is_retry_queue(queue_id)}
@@ -69,7 +69,7 @@ def topic_counts(broker: Broker, group: str, topic: str) -> dict[str, Any]:
 
 def group_counts(broker: Broker, group: str, topic: str | None) -> list[dict[str, Any]]:
     registry = broker.consumption.registry
-    with broker.consumption.lock:
+    with broker.consumption.state_lock:
         topics = registry.topics_of(group)
     return [topic_counts(broker, group, name) for name in topics
             if topic is None or name == topic]
@@ -83,7 +83,7 @@ def pop_metrics(broker: Broker) -> Iterator[Metric]:
     ended = CounterMetricFamily(
         "twinlog_pop_messages_ended", "Group consumption: deliveries ended, by how (acked, "
         "retried, dead_lettered, filtered)", labels=["group", "topic", "outcome"])
-    with broker.consumption.lock:
+    with broker.consumption.state_lock:
         pairs = registry.group_topics()
     # Four label sets a pair at most: the families stay within SERIES_MAX (docs/metrics.md).
     for group, topic in sorted(pairs)[:SERIES_MAX // 4]:

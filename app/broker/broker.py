@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from app.broker import pop_snapshots
 from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
+from app.broker.dledger_consumption import dledger_consumption, watch_cuts
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_snapshots import snapshots_for_mode
 from app.broker.dledger_timers import DLedgerTimerWriter
@@ -148,7 +149,9 @@ class Broker:
                                                    self.save_delay_offsets)
         # Group consumption (receive / ack, app/broker/consumption.py): its states follow the
         # log's pop records on every replica; the master's tick ends expired deliveries.
-        self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store)
+        self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store) \
+            if self.dledger is None else dledger_consumption(
+                settings, self.dledger, lambda: self.metadata_store, self._pop_term)
         # The receives and acks of one event-loop turn are decided together (fewer appends).
         self.pop_batches = PopBatches(self.consumption.decide)
         self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
@@ -197,6 +200,7 @@ class Broker:
                 self.replication.start()
                 self._start_timers()
             if self.dledger is not None:
+                watch_cuts(self.dledger, self.consumption)
                 rebuild(self.idempotency, self.store)
                 self._start_dledger_timers(self.dledger)  # active once it leads, caught up
                 self._start_leader_sync(self.dledger)
@@ -335,8 +339,13 @@ class Broker:
         return ended
 
     def takes_pop_decisions(self) -> bool:
-        """Whether this broker decides receives and acks: a running classic master."""
-        return self.dledger is None and not self._is_slave and self.is_running
+        """Whether this broker decides receives and acks: a running master, or the DLedger
+        leader taking writes."""
+        return not self.is_slave and self.is_running
+
+    def _pop_term(self) -> int | None:
+        """DLedger: the term group consumption writes in (None: it writes nothing)."""
+        return self._writable_term if self.takes_dledger_writes else None
 
     def pop_topics_exist(self, group: str, topic: str) -> bool:
         return self.writable_topics.pop_topics_exist(group, topic)

@@ -8,12 +8,16 @@ sees them; dispatch reaches the same records later and applies them as nothing h
 events on every replica. Nothing waits under the lock: the guarantees of the appends (a slave's
 ack on a SYNC_MASTER) are awaited after it, and the answer keeps the produce promise.
 
-Classic modes only: a retry waits as a delayed message, which the DLedger mode does not
-deliver yet.
+In DLedger mode the records and copies go through the group member (`appender`,
+app/broker/dledger_consumption.py): a decision is applied here once its record is in the
+leader's log, and the lock dispatch applies under (`state_lock`) is then another one, since
+the member's host thread, which dispatches commits, must never wait for a decision waiting
+on it.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import threading
@@ -33,7 +37,13 @@ from app.broker.consumption_types import (
     ReceiveAsk,
 )
 from app.settings import Settings
-from store import GetMessageStatus, Message, MessageStore, StoredMessage
+from store import (
+    GetMessageStatus,
+    Message,
+    MessageStore,
+    PutMessageResult,
+    StoredMessage,
+)
 from store.clock import ClockMs, wall_ms
 from store.consumption.events import Candidate, Changed, Disposition, Event, Received
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
@@ -48,15 +58,19 @@ from store.consumption.registry import (
     follow_record,
     is_retry_queue,
 )
+from store.consumption.tags import TagFilter
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
 from store.metadata.log_records import OffsetSet
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
+from store.tag_reads import get_tagged_messages
 from store.timers.scheduler import Lateness
 from store.waits.completion import PutCompletion
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+# Puts messages in one append: each one's result (stored or refused) and its guarantees.
+Appender = Callable[[Sequence[Message]], list[tuple[PutMessageResult, PutCompletion]]]
 
 REPLAY_BATCH_MESSAGES = 256
 # Every fifth receive visits the retry queues first (RocketMQ reads them 20% of the time), so a
@@ -105,18 +119,27 @@ class _Gather:
 class GroupConsumption:
     def __init__(self, settings: Settings, store: MessageStore,
                  metadata: Callable[[], MetadataStore], *,
-                 clock_ms: ClockMs = wall_ms) -> None:
+                 clock_ms: ClockMs = wall_ms, appender: Appender | None = None,
+                 copy_appender: Appender | None = None) -> None:
+        """`appender` puts the pop records, `copy_appender` the retry and dead-letter copies
+        (default: this broker's store; DLedger: the group member)."""
         self._settings = settings
         self._store = store
         self._metadata = metadata
         self.clock_ms = clock_ms
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # decisions
+        # Changes of the registry and readers outside decisions: the decision lock itself,
+        # unless appends wait on the thread that dispatches (DLedger mode).
+        self.state_lock = self.lock if appender is None else threading.RLock()
+        self.appender = appender
         self.registry = ConsumptionRegistry(window_max=settings.pop_window_max,
                                             states_max=settings.pop_queue_states_max)
         self.codec = HandleCodec(settings.pop_handle_key.encode())
-        self.copies = Copies(store, self.retry_queue_count)
+        self.copies = Copies(store, self.retry_queue_count, copy_appender)
         self._turns: dict[tuple[str, str], itertools.count[int]] = {}
         self.refused_writes = 0
+        # The lowest delivery id a decision hands out now (DLedger: from the leader's term).
+        self.delivery_id_floor: Callable[[], int] = lambda: 0
         # When the master ended expired deliveries, after their invisible time.
         self.expiry_lateness = Lateness()
 
@@ -125,7 +148,7 @@ class GroupConsumption:
     def apply_record(self, record: SystemRecord) -> list[OffsetSet]:
         """Apply one pop record in log order; the group offset it moved, if any."""
         pop = decode(record.body)
-        with self.lock:
+        with self.state_lock:
             self.registry.apply(pop)
             committed = self.registry.committed_move(pop.key)
         if committed is None:
@@ -150,11 +173,11 @@ class GroupConsumption:
                 if message.queue_offset >= below_queue_offset:
                     return count
                 op = message.properties.get(PROPERTY_OP, "")
-                with self.lock:  # a snapshot's states load where records below are gone
+                with self.state_lock:  # a snapshot's states load where records below are gone
                     follow_record(self.registry, message.queue_offset, op, message.body)
                 if is_pop_op(op):
                     pop = decode(message.body)
-                    with self.lock:
+                    with self.state_lock:
                         self.registry.apply(pop)
                         self.registry.committed_move(pop.key)
                     count += 1
@@ -162,7 +185,7 @@ class GroupConsumption:
         return count
 
     def reset(self) -> None:
-        with self.lock:
+        with self.state_lock:
             self.registry.reset()
 
     # -- decisions (the master) ----------------------------------------------------------------
@@ -278,12 +301,13 @@ class GroupConsumption:
                 except PopRefused as error:
                     gather.refused = error
                     break
-                reads = self._candidates(key, state, min(left, RECORD_EVENTS_MAX))
+                reads = self._candidates(key, state, min(left, RECORD_EVENTS_MAX), gather.tags)
                 try:
                     event = state.plan_receive(
                         now_ms=now_ms, max_messages=min(left, RECORD_EVENTS_MAX),
                         invisible_ms=gather.invisible_ms, candidates=reads.candidates,
-                        tag_filter=gather.tags, policy=gather.policy)
+                        tag_filter=gather.tags, policy=gather.policy,
+                        delivery_id_floor=self.delivery_id_floor())
                 except ConsumptionError as error:  # the queue changed under the read
                     log.warning("receive of %s skipped: %s", key, error)
                     event = None
@@ -313,7 +337,7 @@ class GroupConsumption:
         records = [record for record, _ in planned] + [record for record, _ in ack_records]
         if not records:
             return
-        results = self._store.put_system_messages([_message_of(record) for record in records])
+        results = self._put_records([_message_of(record) for record in records])
         owners: list[tuple[_Gather, _Reads] | list[Outcome]] = \
             [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
         for record, owner, (result, completion) in zip(records, owners, results, strict=True):
@@ -327,7 +351,8 @@ class GroupConsumption:
                 else:
                     owner[0].refused = refusal
                 continue
-            self.registry.apply(record)
+            with self.state_lock:
+                self.registry.apply(record)
             if isinstance(owner, list):
                 for outcome in owner:
                     outcome.completions.append(completion)
@@ -417,7 +442,8 @@ class GroupConsumption:
             now_ms = self.clock_ms()
             decision = None if state is None else state.plan_change(
                 queue_offset=handle.queue_offset, delivery_id=handle.delivery_id,
-                invisible_ms=invisible_ms, now_ms=now_ms, policy=policy)
+                invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
+                delivery_id_floor=self.delivery_id_floor())
             if decision is None or decision.event is None:
                 return _stale(text, handle), outcome
             event = decision.event
@@ -471,16 +497,16 @@ class GroupConsumption:
                 return 0
             try:
                 self.copies.put([copy for _, copies in planned for copy in copies])
-                results = self._store.put_system_messages(
-                    [_message_of(record) for record, _ in planned])
+                results = self._put_records([_message_of(record) for record, _ in planned])
             except CopyRefused as error:
                 log.warning("expiry not written (tried again next tick): %s", error.detail)
                 return 0
             ended = 0
-            for (record, _), (result, _) in zip(planned, results, strict=True):
-                if result.status.is_stored:
-                    self.registry.apply(record)
-                    ended += len(record.events)
+            with self.state_lock:
+                for (record, _), (result, _) in zip(planned, results, strict=True):
+                    if result.status.is_stored:
+                        self.registry.apply(record)
+                        ended += len(record.events)
             return ended
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -504,40 +530,61 @@ class GroupConsumption:
             bounds = self._store.queue_offset_range(topic, queue_id)
             start = bounds[0] if bounds is not None else 0
         try:
-            return self.registry.create(key, start)
+            with self.state_lock:
+                return self.registry.create(key, start)
         except RegistryFull as error:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
 
-    def _candidates(self, key: QueueKey, state: QueueState, wanted: int) -> _Reads:
+    def _candidates(self, key: QueueKey, state: QueueState, wanted: int,
+                    tags: TagFilter) -> _Reads:
         """The messages a receive may hand out: the window's waiting ones are read as
-        needed (`_Reads.message`); new ones from the scan offset, at most the window's room."""
+        needed (`_Reads.message`); new ones from the scan offset, at most the window's room.
+        With a tag filter, an entry whose tags code is none of the tags' is a candidate
+        without a tag (filtered out) and its record is not read."""
         topic, queue_id = _stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT
         reads = _Reads(self._store, topic, queue_id)
         count = min(state.room, max(wanted, 32))
         if count <= 0:
             return reads
-        result = self._store.get_messages(topic, queue_id, state.scan_offset, count)
-        for message in result.messages:
-            if message.queue_offset != state.scan_offset + len(reads.candidates):
+        result = self._store.get_messages(topic, queue_id, state.scan_offset, count) \
+            if tags.tags is None else get_tagged_messages(
+                self._store, topic, queue_id, state.scan_offset, count, tags.tags)
+        # Both in queue-offset order; an unread (passed) entry has no message.
+        read: list[tuple[int, StoredMessage | None]] = [
+            (message.queue_offset, message) for message in result.messages]
+        for offset, message in heapq.merge(read, ((offset, None) for offset in result.passed),
+                                           key=lambda item: item[0]):
+            if offset != state.scan_offset + len(reads.candidates):
                 break
-            reads.found[message.queue_offset] = message
+            if message is None:
+                reads.candidates.append(Candidate(offset))
+                continue
+            reads.found[offset] = message
             attempts = message.properties.get(PROPERTY_ATTEMPTS)
             reads.candidates.append(Candidate(
-                message.queue_offset, message.properties.get("TAGS"),
+                offset, message.properties.get("TAGS"),
                 message.properties.get(PROPERTY_ORDER_KEY),
                 int(attempts) if attempts and attempts.isdigit() else 0))
         return reads
 
+    def _put_records(self, messages: Sequence[Message]
+                     ) -> list[tuple[PutMessageResult, PutCompletion]]:
+        """Put pop records in one append: through the group member (DLedger) or the store."""
+        if self.appender is not None:
+            return self.appender(messages)
+        return self._store.put_system_messages(messages)
+
     def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int) -> PutCompletion:
         """Append one pop record and apply it here (the lock is held); a refusal raises."""
         record = PopRecord(key, events, now_ms)
-        result, completion = self._store.put_system_message(_message_of(record))
+        ((result, completion),) = self._put_records([_message_of(record)])
         if not result.status.is_stored:
             self.refused_writes += 1
             raise PopRefused(result.status.value, result.detail or
                              "the broker did not store the consumption record")
-        self.registry.apply(record)
+        with self.state_lock:
+            self.registry.apply(record)
         return completion
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 
-from store import Message, MessageStore, StoredMessage
+from store import Message, MessageStore, PutMessageResult, StoredMessage
 from store.consumption.events import DeadLettered, Event, Retried
 from store.consumption.names import (
     DLQ_PREFIX,
@@ -66,9 +66,14 @@ def copy_of(message: StoredMessage, topic: str, queue_id: int, attempts: int,
 
 class Copies:
     def __init__(self, store: MessageStore,
-                 retry_queue_count: Callable[[str], int] = lambda group: 1) -> None:
+                 retry_queue_count: Callable[[str], int] = lambda group: 1,
+                 appender: Callable[[Sequence[Message]],
+                                    list[tuple[PutMessageResult, PutCompletion]]] | None = None
+                 ) -> None:
+        """`appender` puts the copies (default: the store; DLedger: the group member)."""
         self._store = store
         self.retry_queue_count = retry_queue_count
+        self._put = appender or store.put_messages
         self.dead_lettered_puts = 0
         self.retry_puts = 0
 
@@ -110,7 +115,7 @@ class Copies:
         if not copies:
             return []
         completions = []
-        for result, completion in self._store.put_messages(copies):
+        for result, completion in self._put(copies):
             if not result.status.is_stored:
                 raise CopyRefused(result.status.value, result.detail or "copy not stored")
             completions.append(completion)

@@ -26,7 +26,7 @@ PopImages = tuple[list[PopQueueImage], list[PopCountsImage]]
 
 def images(consumption: GroupConsumption) -> PopImages:
     """Every queue state and count, as the registry holds them now."""
-    with consumption.lock:
+    with consumption.state_lock:
         return consumption.registry.images()
 
 
@@ -35,7 +35,7 @@ def follow(consumption: GroupConsumption, record: SystemRecord,
     """One metadata record dispatch hands (`change`: what the tables decoded of it, None for
     a pop record or one they passed): the registry notes its place, or takes a snapshot
     part (loaded when it lacks what the records before the snapshot held)."""
-    with consumption.lock:
+    with consumption.state_lock:
         registry = consumption.registry
         if isinstance(change, MetadataSnapshot):
             registry.snapshot_part(record.queue_offset, change.part, change.parts,
@@ -55,5 +55,5 @@ def bootstrap(consumption: GroupConsumption, export: dict[str, Any]) -> bool:
         log.warning("slave sync: the master's group consumption states are not readable "
                     "(%s); the next snapshot in the log brings them", error)
         return False
-    with consumption.lock:
+    with consumption.state_lock:
         return consumption.registry.bootstrap(queues, counts, queue_offset)

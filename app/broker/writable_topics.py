@@ -10,6 +10,7 @@ from app.broker.metadata_log import MetadataLog
 from store import MessageStore
 from store.consumption.names import dlq_topic, retry_topic
 from store.metadata import MetadataStore, TopicConfig, TopicNotFound
+from store.metadata.log_records import TopicsPut
 from store.metadata.topics import NewTopic, check_writable
 
 
@@ -90,4 +91,6 @@ class WritableTopics:
             if missing:
                 plan = metadata.plan_create_topics([NewTopic(name, wanted[name], wanted[name])
                                                     for name in missing])
-                self._metadata_log.write_blocking(plan)
+                # One record: a DLedger entry commits whole or not at all.
+                self._metadata_log.write_blocking(
+                    plan if len(plan) == 1 else [TopicsPut(tuple(plan))])

@@ -31,6 +31,7 @@ from store.message_store import MessageStore
 from store.record import Message
 from store.status import PutMessageResult, PutMessageStatus
 from store.waits.completion import await_decision
+from store.waits.once import Once
 
 # A record holds its body plus the topic and at most 32 KiB of properties and a fixed header.
 _RECORD_OVERHEAD_BYTES_MAX = 64 * 1024
@@ -71,6 +72,9 @@ class DLedgerPut:
     counts: PutCounts
     record: bytes | None = field(default=None)  # set by the encode, on the host thread
     future: AppendFuture[AppendResult] = field(init=False)  # host.append's, set by put()
+    # True once the record is encoded at the leader's log end (in its log while it leads that
+    # term), False when the put ended without that: decided before `future` is.
+    encoded: Once[bool] = field(default_factory=Once)
     _outcome: tuple[PutMessageResult, PutMessageStatus] | None = None
 
     def __await__(self) -> Generator[Any, None, tuple[PutMessageResult, PutMessageStatus]]:
@@ -81,6 +85,14 @@ class DLedgerPut:
             # The decided value itself is not needed here: outcome() reads the future.
             yield from await_decision(self.future.add_callback)
         return self.outcome()
+
+    @property
+    def end_offset(self) -> int | None:
+        """Where its record ends in the commit log, once encoded."""
+        if self.record is None:
+            return None
+        total_size, _, _, commit_log_offset = _PLACE.unpack_from(self.record)
+        return int(commit_log_offset + total_size)
 
     def outcome(self) -> tuple[PutMessageResult, PutMessageStatus]:
         """The put's result and status (counted once); call once `future` is done."""
@@ -165,9 +177,15 @@ class DLedgerCommitLog:
             if isinstance(encoded, tuple):
                 raise RecordRefused(*encoded)
             put.record = encoded
+            put.encoded.set(True)
             return encoded
 
         put.future = self.server.host.append(encode, term)
+
+        def decided(_value: object) -> None:
+            put.encoded.set(put.record is not None)
+
+        put.future.add_callback(decided)
         return put
 
     def put_run(self, count: int,

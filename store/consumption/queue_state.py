@@ -147,15 +147,16 @@ class QueueState:
     # -- decisions -----------------------------------------------------------------------------
     def plan_receive(self, *, now_ms: int, max_messages: int, invisible_ms: int,
                      candidates: list[Candidate], tag_filter: TagFilter,
-                     policy: RetryPolicy) -> Received:
+                     policy: RetryPolicy, delivery_id_floor: int = 0) -> Received:
         """Up to `max_messages` deliveries: waiting messages that are ready first (in offset
         order), then new candidates, which must start at the scan offset and be contiguous; at
-        most `room` of them are taken."""
+        most `room` of them are taken. Delivery ids start at `delivery_id_floor` at least (a
+        new leader's: never an id a record its log lost may have handed out)."""
         if max_messages < 1 or invisible_ms < 1:
             raise ConsumptionError("max_messages and invisible_ms must be positive")
         blocked: set[str] = set()
         deliveries: list[Delivery] = []
-        delivery_id = self.next_delivery_id
+        delivery_id = max(self.next_delivery_id, delivery_id_floor)
 
         def offer(offset: int, order_key: str | None, attempts_before: int, ready: bool) -> None:
             nonlocal delivery_id
@@ -202,9 +203,10 @@ class QueueState:
         return AckDecision(AckStatus.OK, Acked(queue_offset, delivery_id))
 
     def plan_change(self, *, queue_offset: int, delivery_id: int, invisible_ms: int,
-                    now_ms: int, policy: RetryPolicy) -> AckDecision:
-        """A new invisible time for a delivery in flight; 0 releases it for a retry after the
-        policy's backoff (or dead-letters it, if that was its last attempt)."""
+                    now_ms: int, policy: RetryPolicy, delivery_id_floor: int = 0) -> AckDecision:
+        """A new invisible time for a delivery in flight (its new delivery id at least
+        `delivery_id_floor`); 0 releases it for a retry after the policy's backoff (or
+        dead-letters it, if that was its last attempt)."""
         if invisible_ms < 0:
             raise ConsumptionError("invisible_ms must be >= 0")
         if not self._holds(queue_offset, delivery_id):
@@ -213,8 +215,8 @@ class QueueState:
         if invisible_ms == 0:
             return AckDecision(AckStatus.OK, self._ended(
                 queue_offset, entry, now_ms + policy.backoff_ms(entry.attempt), policy))
-        delivery = Delivery(queue_offset, entry.attempt, self.next_delivery_id,
-                            now_ms + invisible_ms)
+        delivery = Delivery(queue_offset, entry.attempt,
+                            max(self.next_delivery_id, delivery_id_floor), now_ms + invisible_ms)
         return AckDecision(AckStatus.OK, Changed(delivery_id, delivery))
 
     def plan_expiry(self, *, now_ms: int, policy: RetryPolicy) -> list[Retried | DeadLettered]:

@@ -54,9 +54,6 @@ _JSON = "application/json"
 def _pop_broker(gateway: Any, group: str, topic: str) -> tuple[Broker, int]:
     """The master, with the group and topic checked: the topic's read queue count."""
     broker: Broker = gateway.master_broker()
-    if broker.dledger is not None:
-        raise ApiError("POP_NOT_SUPPORTED", "group consumption needs delayed messages for its "
-                       "retries, which DLedger mode does not deliver yet")
     metadata = broker.metadata_store
     config = metadata.find_group(name=group)
     if config is None:
@@ -85,7 +82,11 @@ def _check_invisible(broker: Broker, invisible_ms: int, *, release_allowed: bool
                        setting="pop_invisible_ms_max")
 
 
-def _refusal(error: PopRefused) -> ApiError:
+def _refusal(error: PopRefused, gateway: Any) -> ApiError:
+    broker = gateway.broker
+    if broker is not None and broker.is_slave:  # a DLedger leader that lost its term
+        refused: ApiError = gateway.not_a_master()
+        return refused
     if error.code in PutMessageStatus.__members__:
         return from_put_status(PutMessageStatus[error.code], error.detail)
     return ApiError(error.code, error.detail, setting=error.setting)
@@ -131,7 +132,7 @@ async def receive_answer(gateway: Any, group: str, topic: str, *, max_messages: 
                             min(left_s * 1000, _WAIT_SLICE_MS))
         status = await outcome.status()
     except PopRefused as error:
-        raise _refusal(error) from None
+        raise _refusal(error, gateway) from None
     document = {"status": status.value,
                 "messages": [_received(item, body_encoding) for item in delivered]}
     return _ok_status(status), orjson.dumps(document)
@@ -163,7 +164,7 @@ async def ack_answer(gateway: Any, group: str, topic: str,
         results, outcome = await broker.pop_batches.ack(AckAsk(group, topic, handles))
         status = await outcome.status()
     except PopRefused as error:
-        raise _refusal(error) from None
+        raise _refusal(error, gateway) from None
     outcomes = [_handle_outcome(result, status) for result in results]
     statuses = {item["status"] for item in outcomes}
     if len(statuses) == 1 and (code := results[0].code) != "OK":
@@ -201,7 +202,7 @@ async def change_answer(gateway: Any, group: str, topic: str, handle: str,
     try:
         result, outcome = broker.consumption.change(group, topic, handle, invisible_ms)
     except PopRefused as error:
-        raise _refusal(error) from None
+        raise _refusal(error, gateway) from None
     if result.code != "OK":
         raise ApiError(result.code, result.detail)
     status = await outcome.status()

@@ -42,6 +42,7 @@ from ha.dledger.core.messages import Message, VoteRequest
 from ha.dledger.core.node import DLedgerNode
 from ha.dledger.simulation.invariants import Invariants, InvariantViolation
 from ha.dledger.simulation.metadata import MetadataTables, encode_payload, plan_change
+from ha.dledger.simulation.pops import MemberPops, PopTruth, fingerprint
 from ha.dledger.simulation.timers import MemberTimers
 from ha.seeded_runs import main as seeded_main
 from ha.seeded_runs import run_pooled
@@ -133,6 +134,7 @@ class SimMember:
     tables: MetadataTables = field(default_factory=MetadataTables)
     # Delayed messages: the timer state from the committed log, and the leader's scheduler.
     timers: MemberTimers = field(default_factory=MemberTimers)
+    pops: MemberPops = field(default_factory=MemberPops)  # group consumption's states
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,8 @@ class Simulation:
         self._transfers_awaiting = dict.fromkeys(self.ids, 0)
         self.transfers: dict[str, int] = {}  # TransferStatus value -> how many
         self.pre_votes_after_first_leader = 0
+        self.pop_truth = PopTruth()
+        self.pop_held: list[tuple[int, int]] = []  # deliveries the group's consumers hold
 
     # ----- running -----
 
@@ -260,6 +264,7 @@ class Simulation:
         member = self.members[node_id]
         member.node = None
         member.timers.crashed()
+        member.pops.crashed()
         member.disk.queue.clear()  # whatever was not durable is lost
         member.disk_flush_scheduled = False
         # Its clients see the connection drop; their appends are indeterminate.
@@ -283,6 +288,11 @@ class Simulation:
         self._run(node_id, node.tick())
         self.members[node_id].timers.run_scheduler(
             node, self.now, lambda records: self._scheduler_append(node_id, node, records))
+        if self.seed % 2 == 0:  # group consumption in every other seed (its appends cost)
+            self.members[node_id].pops.lead(
+                node, self.now, self.rng, self.pop_held,
+                lambda payload: self._pop_append(node_id, node, payload),
+                0.3 if self._faulty() else 0.0)
         self._schedule(1, "tick", (node_id, incarnation))
 
     def _scheduler_append(self, node_id: str, node: DLedgerNode, records: list[bytes]) -> int:
@@ -294,6 +304,12 @@ class Simulation:
                       and not action.status.indeterminate)
         self._run(node_id, actions)
         return len(records) - refused
+
+    def _pop_append(self, node_id: str, node: DLedgerNode, payload: bytes) -> int | None:
+        """A pop record appended by the leader: the index it took, or None (refused)."""
+        before = node.log.last_index
+        taken = self._scheduler_append(node_id, node, [payload])
+        return node.log.last_index if taken and node.log.last_index > before else None
 
     def _on_dispatch(self, node_id: str, incarnation: int) -> None:
         node = self._live(node_id, incarnation)
@@ -491,6 +507,9 @@ class Simulation:
         self._apply_metadata(node_id, node, commit_index)
         self.members[node_id].timers.apply_committed(node_id, node, commit_index,
                                                       self.invariants)
+        self.pop_truth.advance(self.invariants.committed)
+        self.members[node_id].pops.apply_committed(node_id, node, commit_index,
+                                                    self.invariants.committed)
 
     def _apply_metadata(self, node_id: str, node: DLedgerNode, commit_index: int) -> None:
         """The node's dispatch: its committed metadata records applied to its tables, in log
@@ -519,6 +538,9 @@ class Simulation:
     def _write(self, node_id: str, member: SimMember, node: DLedgerNode, write: Write) -> None:
         if isinstance(write, AppendEntries):
             self.invariants.entries_appended(node_id, write.entries, node.log)
+        elif not isinstance(write, PersistTermVote):  # a truncation or a reset to a base
+            member.pops.cut(write.index if isinstance(write, TruncateFrom) else 0,
+                            self.invariants.committed)
         member.disk.queue.append(write)
         if not member.disk_flush_scheduled:
             member.disk_flush_scheduled = True
@@ -531,6 +553,8 @@ class Simulation:
         """After healing, every node holds every acknowledged append as committed, and has
         delivered every delayed message put (all are due by then) exactly once."""
         due_by = self.fault_ticks + DELAY_TICKS_MAX
+        if self.seed % 2 == 0:
+            self.pop_truth.check_done()
         for node_id in self.ids:
             node = self.members[node_id].node
             assert node is not None
@@ -540,6 +564,9 @@ class Simulation:
             assert set(model.delivered) == set(model.puts), (
                 f"{node_id} delivered {sorted(set(model.delivered) - set(model.puts))[:5]}, "
                 "never put")
+            pops = self.members[node_id].pops
+            assert not pops.ahead and fingerprint(pops.registry) == fingerprint(
+                self.pop_truth.registry), f"pops: {node_id}'s states are not the log's"
             for index, (term, payload) in self.invariants.acknowledged.items():
                 assert node.commit_index >= index, (
                     f"liveness: {node_id} commit {node.commit_index} < acknowledged {index}")

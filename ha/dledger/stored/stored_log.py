@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ha.dledger.core.messages import Entry
@@ -129,6 +129,10 @@ class StoredLog:
         # Where the records the consume queues index end, as a previous run left them: at
         # a start dispatch restarts lower (from its checkpoint) and waits for the commit.
         self._indexed_end_at_open = _indexed_end(store)
+        # Called with the offset the log was cut back to (-1: all of it) after a truncation
+        # or a reset: a layer that applied records of its own before they committed (group
+        # consumption on a leader) learns that some may be gone.
+        self.on_cut: Callable[[int], None] | None = None
 
     # -- the NodeLog views -----------------------------------------------------------------
 
@@ -485,6 +489,8 @@ class StoredLog:
         self._last_index, self._last_term = previous, previous_term
         self._end_position = previous_end
         self._recount_queue_offsets()
+        if self.on_cut is not None:
+            self.on_cut(previous_end)
 
     def reset(self, base_index: int, base_term: int) -> None:
         """Drop the whole log; the next entry follows (base_index, base_term), and its record
@@ -500,6 +506,8 @@ class StoredLog:
         self._last_index, self._last_term, self._end_position = base_index, base_term, -1
         self.committed_index = base_index
         self._recount_queue_offsets()
+        if self.on_cut is not None:
+            self.on_cut(-1)
 
     def _cut_unconfirmed_dispatch(self) -> None:
         """Before a reset: records a previous run dispatched past what this run's leader

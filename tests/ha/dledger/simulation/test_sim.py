@@ -168,7 +168,11 @@ def test_a_scheduler_kept_across_a_change_of_term_is_caught(
 
     monkeypatch.setattr(MemberTimers, "run_scheduler", kept)
     message = _run_until_caught(20)
-    assert "timers:" in message and "delivered 2 times" in message
+    # Either symptom: an entry consumed twice, or (its cursor past entries the new term's
+    # log does not hold) a due message never delivered (seed 0 since pop records joined
+    # the runs).
+    assert ("timers:" in message and "delivered 2 times" in message) or \
+        ("liveness:" in message and "never delivered" in message), message
 
 
 def test_a_scheduler_moving_past_a_refused_append_is_caught(
