@@ -38,7 +38,7 @@ from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.pop_batches import PopBatches
 from app.broker.put_rates import PutRates, PutRateSampler
-from app.broker.slave_sync import SlaveSync
+from app.broker.slave_sync import SlaveSync, queue_max_offset, start_queues
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.broker.writable_topics import WritableTopics
 from app.settings import ReplicationMode, Settings
@@ -381,29 +381,16 @@ class Broker:
     def _start_slave_sync(self, master_http_address: str) -> None:
         self.slave_sync = self._started_sync(master_http_address)
 
-    def _queue_max_offset(self, topic: str, queue_id: int) -> int:
-        bounds = self.store.queue_offset_range(topic, queue_id)
-        return bounds[1] if bounds is not None else 0
-
-    def _start_queues(self, master_min_offset: int,
-                      starts: list[tuple[str, int, int]]) -> int:
-        """Slave sync's bootstrap: a log that is empty (it begins at its master's min offset)
-        or begins there starts every queue at the master's next offset there; returns how
-        many queues started."""
-        store = self.store
-        if store.max_offset > store.min_offset and store.min_offset != master_min_offset:
-            return 0
-        return sum(store.queues.start_at(topic, queue_id, queue_offset)
-                   for topic, queue_id, queue_offset in starts)
-
     def _started_sync(self, master_http_address: str) -> SlaveSync:
         settings = self.settings
         sync = SlaveSync(
             master_http_address, self.metadata_store,
             interval_s=settings.slave_sync_interval_s, timeout_s=settings.slave_sync_timeout_s,
             auth_token=settings.master_auth_token, ca_file=settings.master_ca_file,
-            broker_group=settings.broker_group, queue_max_offset=self._queue_max_offset,
-            log_min_offset=lambda: self.store.min_offset, start_queues=self._start_queues,
+            broker_group=settings.broker_group,
+            queue_max_offset=functools.partial(queue_max_offset, self.store),
+            log_min_offset=lambda: self.store.min_offset,
+            start_queues=functools.partial(start_queues, self.store),
             load_pops=lambda export: pop_snapshots.bootstrap(self.consumption, export),
             tables_in_the_log=True)
         sync.start()

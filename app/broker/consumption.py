@@ -17,7 +17,6 @@ on it.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import threading
@@ -36,18 +35,17 @@ from app.broker.consumption_types import (
     ReceiveAnswer,
     ReceiveAsk,
 )
+from app.broker.pop_candidates import Reads, candidates, stored_topic
 from app.settings import Settings
 from store import (
     GetMessageStatus,
     Message,
     MessageStore,
     PutMessageResult,
-    StoredMessage,
 )
 from store.clock import ClockMs, wall_ms
-from store.consumption.events import Candidate, Changed, Disposition, Event, Received
+from store.consumption.events import Changed, Disposition, Event, Received
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
-from store.consumption.names import PROPERTY_ATTEMPTS, PROPERTY_ORDER_KEY, retry_topic
 from store.consumption.policy import BackoffKind, RetryPolicy
 from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
@@ -56,14 +54,11 @@ from store.consumption.registry import (
     ConsumptionRegistry,
     RegistryFull,
     follow_record,
-    is_retry_queue,
 )
-from store.consumption.tags import TagFilter
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
 from store.metadata.log_records import OffsetSet
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
-from store.tag_reads import get_tagged_messages
 from store.timers.scheduler import Lateness
 from store.waits.completion import PutCompletion
 
@@ -154,7 +149,7 @@ class GroupConsumption:
         if committed is None:
             return []
         key = pop.key
-        return [OffsetSet(key.group, _stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT,
+        return [OffsetSet(key.group, stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT,
                           committed, False, pop.at_ms)]
 
     def replay(self, below_queue_offset: int) -> int:
@@ -280,11 +275,11 @@ class GroupConsumption:
         return merged
 
     def _plan_round(self, gathers: list[_Gather],
-                    now_ms: int) -> list[tuple[PopRecord, tuple[_Gather, _Reads]]]:
+                    now_ms: int) -> list[tuple[PopRecord, tuple[_Gather, Reads]]]:
         """One receive decision per queue at most (each at most RECORD_EVENTS_MAX
         deliveries), for the gathers still wanting messages; queues that give nothing leave
         the gather's order. The lock is held."""
-        planned: list[tuple[PopRecord, tuple[_Gather, _Reads]]] = []
+        planned: list[tuple[PopRecord, tuple[_Gather, Reads]]] = []
         touched: set[QueueKey] = set()
         for gather in gathers:
             left = gather.wanted - len(gather.delivered)
@@ -301,7 +296,8 @@ class GroupConsumption:
                 except PopRefused as error:
                     gather.refused = error
                     break
-                reads = self._candidates(key, state, min(left, RECORD_EVENTS_MAX), gather.tags)
+                reads = candidates(self._store, key, state, min(left, RECORD_EVENTS_MAX),
+                                   gather.tags)
                 try:
                     event = state.plan_receive(
                         now_ms=now_ms, max_messages=min(left, RECORD_EVENTS_MAX),
@@ -319,7 +315,7 @@ class GroupConsumption:
                 planned.append((PopRecord(key, (event,), now_ms), (gather, reads)))
         return planned
 
-    def _write_round(self, planned: list[tuple[PopRecord, tuple[_Gather, _Reads]]],
+    def _write_round(self, planned: list[tuple[PopRecord, tuple[_Gather, Reads]]],
                      ack_records: list[tuple[PopRecord, list[Outcome]]]) -> None:
         """A round's dead-letter copies, then its records in one append; each stored record
         applied here and its deliveries handed to its gather. The lock is held."""
@@ -338,7 +334,7 @@ class GroupConsumption:
         if not records:
             return
         results = self._put_records([_message_of(record) for record in records])
-        owners: list[tuple[_Gather, _Reads] | list[Outcome]] = \
+        owners: list[tuple[_Gather, Reads] | list[Outcome]] = \
             [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
         for record, owner, (result, completion) in zip(records, owners, results, strict=True):
             if not result.status.is_stored:
@@ -361,7 +357,7 @@ class GroupConsumption:
                 gather.completions.append(completion)
                 self._deliver(record, gather, reads)
 
-    def _deliver(self, record: PopRecord, gather: _Gather, reads: _Reads) -> None:
+    def _deliver(self, record: PopRecord, gather: _Gather, reads: Reads) -> None:
         key = record.key
         for event in record.events:
             assert isinstance(event, Received)
@@ -521,7 +517,7 @@ class GroupConsumption:
             topic_queues + retries
 
     def _create(self, key: QueueKey) -> QueueState:
-        topic, queue_id = _stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT
+        topic, queue_id = stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT
         committed = self._metadata().consumer_offset(group_name=key.group, topic=topic,
                                                      queue_id=queue_id)
         if committed is not None:
@@ -535,38 +531,6 @@ class GroupConsumption:
         except RegistryFull as error:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
-
-    def _candidates(self, key: QueueKey, state: QueueState, wanted: int,
-                    tags: TagFilter) -> _Reads:
-        """The messages a receive may hand out: the window's waiting ones are read as
-        needed (`_Reads.message`); new ones from the scan offset, at most the window's room.
-        With a tag filter, an entry whose tags code is none of the tags' is a candidate
-        without a tag (filtered out) and its record is not read."""
-        topic, queue_id = _stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT
-        reads = _Reads(self._store, topic, queue_id)
-        count = min(state.room, max(wanted, 32))
-        if count <= 0:
-            return reads
-        result = self._store.get_messages(topic, queue_id, state.scan_offset, count) \
-            if tags.tags is None else get_tagged_messages(
-                self._store, topic, queue_id, state.scan_offset, count, tags.tags)
-        # Both in queue-offset order; an unread (passed) entry has no message.
-        read: list[tuple[int, StoredMessage | None]] = [
-            (message.queue_offset, message) for message in result.messages]
-        for offset, message in heapq.merge(read, ((offset, None) for offset in result.passed),
-                                           key=lambda item: item[0]):
-            if offset != state.scan_offset + len(reads.candidates):
-                break
-            if message is None:
-                reads.candidates.append(Candidate(offset))
-                continue
-            reads.found[offset] = message
-            attempts = message.properties.get(PROPERTY_ATTEMPTS)
-            reads.candidates.append(Candidate(
-                offset, message.properties.get("TAGS"),
-                message.properties.get(PROPERTY_ORDER_KEY),
-                int(attempts) if attempts and attempts.isdigit() else 0))
-        return reads
 
     def _put_records(self, messages: Sequence[Message]
                      ) -> list[tuple[PutMessageResult, PutCompletion]]:
@@ -588,30 +552,9 @@ class GroupConsumption:
         return completion
 
 
-class _Reads:
-    """The messages of one queue a receive read (by queue offset), and its candidates."""
-
-    def __init__(self, store: MessageStore, topic: str, queue_id: int) -> None:
-        self._store, self._topic, self._queue_id = store, topic, queue_id
-        self.candidates: list[Candidate] = []
-        self.found: dict[int, StoredMessage] = {}
-
-    def message(self, queue_offset: int) -> StoredMessage | None:
-        message = self.found.get(queue_offset)
-        if message is None:
-            result = self._store.get_messages(self._topic, self._queue_id, queue_offset, 1)
-            if result.messages and result.messages[0].queue_offset == queue_offset:
-                message = result.messages[0]
-        return message
-
-
 def _message_of(record: PopRecord) -> Message:
     return Message(METADATA_TOPIC, encode(record), properties={PROPERTY_OP: record.op},
                    queue_id=0)
-
-
-def _stored_topic(key: QueueKey) -> str:
-    return retry_topic(key.group, key.topic) if is_retry_queue(key.queue_id) else key.topic
 
 
 def _stale(text: str, handle: ReceiptHandle) -> HandleResult:

@@ -33,6 +33,7 @@ from app.broker.sync_transport import (
     SyncTransport,
     refusal,
 )
+from store import MessageStore
 from store.clock import wall_ms
 from store.metadata import MetadataError, MetadataStore
 from store.metadata.models import LogPosition
@@ -265,3 +266,20 @@ class SlaveSync(ServiceThread):
             sync_count=state.sync_count,
             tables_applied=dict(state.tables_applied),
         )
+
+
+def queue_max_offset(store: MessageStore, topic: str, queue_id: int) -> int:
+    """The slave's own next offset of a queue (0 for none): a synced offset never passes it."""
+    bounds = store.queue_offset_range(topic, queue_id)
+    return bounds[1] if bounds is not None else 0
+
+
+def start_queues(store: MessageStore, master_min_offset: int,
+                 starts: list[tuple[str, int, int]]) -> int:
+    """The bootstrap: a log that is empty (it begins at its master's min offset) or begins
+    there starts every queue at the master's next offset there; returns how many queues
+    started."""
+    if store.max_offset > store.min_offset and store.min_offset != master_min_offset:
+        return 0
+    return sum(store.queues.start_at(topic, queue_id, queue_offset)
+               for topic, queue_id, queue_offset in starts)
