@@ -131,6 +131,23 @@ class ConsumerOffsetTable:
             self._dirty.add(key)
             return True
 
+    def apply_passed(self, key: OffsetKey, queue_offset: int, *, reset: bool, now_ms: int,
+                     log_offset: int) -> bool:
+        """`apply` then `passed` (the record at `log_offset` holds this offset), in one lock
+        hold: dispatch's apply of an offset record."""
+        with self._lock:
+            if self._ahead:
+                ahead = self._ahead.get(key)
+                if ahead is not None and ahead[2] <= log_offset:
+                    del self._ahead[key]
+            current = self._entries.get(key)
+            if current is not None and (current[0] == queue_offset
+                                        or (not reset and current[0] > queue_offset)):
+                return False
+            self._entries[key] = (queue_offset, now_ms)
+            self._dirty.add(key)
+            return True
+
     def apply_ahead(self, key: OffsetKey, queue_offset: int, *, now_ms: int,
                     log_offset: int) -> bool:
         """A forward commit whose record was just appended at `log_offset`, shown before its

@@ -100,6 +100,9 @@ class MetadataStoreBase:
         # commit-log offsets: dispatch applies these objects rather than decode the records
         # again (at most APPENDED_CHANGES_MAX: past it, records are decoded).
         self._appended: dict[int, OffsetSet] = {}
+        # Held around every use of `_appended`: the appender adds while dispatch takes and
+        # drops (iterating a dict another thread grows raises, and failed dispatch for 1 s).
+        self._appended_lock = threading.Lock()
         # Reentrant: export and delete hold it while they flush offsets, which takes it again.
         self._write_lock = threading.RLock()
         self._state = MetadataStoreState.CREATED

@@ -45,9 +45,7 @@ class LogRecordsMixin(MetadataStoreBase):
         """Apply one metadata record of the log (dispatch's `on_system_record`, in log order).
         Raises MetadataRecordError for a record this build cannot read: dispatch then stays
         at it (and says so) rather than go on with tables that would differ from the log."""
-        appended = self._appended.pop(record.commit_log_offset, None) if self._appended \
-            else None
-        self._drop_appended_below(record.commit_log_offset)
+        appended = self._take_appended(record.commit_log_offset) if self._appended else None
         change = decode(record.op, record.body) if appended is None else appended
         with self._write_lock:
             if record.queue_offset < self._applied.queue_offset:
@@ -56,6 +54,17 @@ class LogRecordsMixin(MetadataStoreBase):
             if record.queue_offset > self._applied.queue_offset and \
                     not (isinstance(change, MetadataSnapshot) and change.part == 0):
                 self._lacking = True  # records below it are not in the tables
+            if type(change) is OffsetSet:
+                # The hot path (every commit, on every replica): applied and passed in one
+                # hold of the offset table's lock.
+                self._check_open()
+                self._offsets.apply_passed(
+                    OffsetKey(change.group_name, change.topic, change.queue_id),
+                    change.queue_offset, reset=change.reset, now_ms=change.at_ms,
+                    log_offset=record.commit_log_offset)
+                self._applied = AppliedPosition(record.queue_offset + 1,
+                                                record.commit_log_offset, self._clock_ms())
+                return change
             if not isinstance(change, MetadataSnapshot) or self._loads(change,
                                                                        record.queue_offset):
                 self.apply_change(change)
@@ -82,21 +91,26 @@ class LogRecordsMixin(MetadataStoreBase):
         applied = self._applied
         if applied.queue_offset > 0 and applied.commit_log_offset >= log_offset:
             return  # dispatch applied it (and maybe later records) already
-        if len(self._appended) < APPENDED_CHANGES_MAX:
-            self._appended[log_offset] = change
+        with self._appended_lock:
+            if len(self._appended) < APPENDED_CHANGES_MAX:
+                self._appended[log_offset] = change
         self._offsets.apply_ahead(OffsetKey(change.group_name, change.topic, change.queue_id),
                                   change.queue_offset, now_ms=change.at_ms,
                                   log_offset=log_offset)
 
-    def _drop_appended_below(self, log_offset: int) -> None:
-        """Kept changes whose records dispatch passed before they were kept (it was faster
-        than the appender) go: they are kept in log order, so from the first on."""
-        appended = self._appended
-        while appended:
-            first = next(iter(appended))
-            if first >= log_offset:
-                return
-            appended.pop(first, None)
+    def _take_appended(self, log_offset: int) -> OffsetSet | None:
+        """The change kept for the record at `log_offset`, if any; kept changes whose records
+        dispatch passed before they were kept (it was faster than the appender) go: they are
+        kept in log order, so from the first on."""
+        with self._appended_lock:
+            appended = self._appended
+            change = appended.pop(log_offset, None)
+            while appended:
+                first = next(iter(appended))
+                if first >= log_offset:
+                    break
+                del appended[first]
+            return change
 
     def _passed(self, change: MetadataChange, log_offset: int) -> None:
         """The record at `log_offset` is applied: a commit shown ahead of it goes."""
@@ -108,8 +122,9 @@ class LogRecordsMixin(MetadataStoreBase):
         """The log was cut back to `log_offset` (store/system_feed.py): commits shown ahead
         of their records' apply go when the cut removed their records."""
         self._offsets.cut_ahead(log_offset)
-        for offset in [offset for offset in self._appended if offset >= log_offset]:
-            del self._appended[offset]
+        with self._appended_lock:
+            for offset in [offset for offset in self._appended if offset >= log_offset]:
+                del self._appended[offset]
 
     def apply_derived(self, record: SystemRecord, moved: Sequence[OffsetSet]) -> None:
         """A record of the metadata topic that another layer applies (group consumption's

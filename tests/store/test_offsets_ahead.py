@@ -19,7 +19,15 @@ from app.broker.metadata_log import MetadataLog, MetadataWriteFailed, record_of
 from store import BrokerRole, MessageStore, PutMessageStatus
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, MetadataTable, store_log
-from store.metadata.log_records import GroupPut, MetadataChange, OffsetSet, TopicPut, decode
+from store.metadata.log_records import (
+    GroupPut,
+    MetadataChange,
+    OffsetSet,
+    TopicPut,
+    decode,
+    encode,
+    op_of,
+)
 from tests.support.store import wait_dispatched, wait_until
 
 # Short: on the old code the answer waited this long for an apply the gate never lets through.
@@ -171,3 +179,45 @@ def test_the_apply_of_a_commit_shown_ahead_takes_its_change_without_decoding(
     # The default timeout: this test's is short for the ones that expect it to pass.
     MetadataLog(master).write_blocking([OffsetSet("g", "T", 0, 2, True, 4)])
     assert len(decoded) == 1 and _offset(metadata) == 2
+
+
+class _GrownWhileIterated(dict[int, OffsetSet]):
+    """The kept changes, with a seam: once, when dispatch iterates them, `step` runs (the
+    appender on another thread, as it can run on the event loop at any moment)."""
+
+    step: Callable[[], None] | None = None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        iterator = super().__iter__()
+        step, self.step = self.step, None
+        if step is not None:
+            step()
+        return iterator
+
+
+def test_dispatch_drops_kept_changes_while_the_appender_keeps_one(
+        metadata: MetadataStore) -> None:
+    """Dispatch drops a kept change whose record it passed first while the appender keeps
+    the next commit: neither sees the other's half-done work (on the old code the appender
+    grew the dict dispatch was iterating: RuntimeError, and dispatch failed for a second)."""
+    for offset, change in enumerate([TopicPut("T", 1, 1, 6, 1, 1),
+                                     GroupPut("g", True, False, 1, 16, 1, 1)]):
+        metadata.apply_record(SystemRecord(offset * 100, offset, op_of(change),
+                                           encode(change)))
+    kept = _GrownWhileIterated()
+    metadata._appended = kept  # the seam; what the appender keeps goes in it
+    metadata.apply_ahead(OffsetSet("g", "T", 0, 3, False, 2), 1000)  # passed by dispatch
+    appender = threading.Thread(target=metadata.apply_ahead,
+                                args=(OffsetSet("g", "T", 0, 5, False, 3), 3000))
+
+    def keep_the_next_commit() -> None:
+        appender.start()
+        appender.join(0.5)  # on the old code it is done at once; now it waits for dispatch
+
+    kept.step = keep_the_next_commit
+    applied = OffsetSet("g", "T", 0, 4, False, 2)
+    metadata.apply_record(SystemRecord(2000, 2, op_of(applied), encode(applied)))
+    appender.join(5)
+    assert not appender.is_alive()
+    assert list(kept) == [3000]
+    assert metadata.get_consumer_offset(group_name="g", topic="T", queue_id=0) == 5
