@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ha.dledger.stored.state_files import LogBase, write_log_base
-from ha.dledger.stored.stored_log import next_position
+from ha.dledger.stored.placement import next_position
 from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
 from store.files.disk import Disk

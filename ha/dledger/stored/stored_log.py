@@ -25,7 +25,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ha.dledger.core.messages import Entry
-from ha.dledger.core.storage import LogWriteError
+from ha.dledger.stored.placement import (
+    EntryRecordError,
+    EntryWriteError,
+    indexed_end,
+    next_position,
+)
 from ha.dledger.stored.recent_entries import RecentEntries
 from ha.dledger.stored.state_files import LogBase, write_log_base
 from store.files.disk import Disk
@@ -65,40 +70,6 @@ RECENT_BYTES_MAX = 2 * SLICE_BYTES_MAX
 RecordPlace = tuple[tuple[str, int], int, int]
 
 
-def next_position(end_position: int, size_bytes: int, file_size_bytes: int) -> int:
-    """Where a record of `size_bytes` goes after a log ending at `end_position`: there if it
-    fits the file with the blank to spare, else the next file's start (-1: any file start,
-    when no record follows the last reset)."""
-    if end_position < 0:
-        return -1
-    room = file_size_bytes - end_position % file_size_bytes
-    return end_position if size_bytes + END_FILE_MIN_BLANK_LENGTH <= room \
-        else end_position + room
-
-
-def _indexed_end(store: MessageStore) -> int:
-    """The end of the last record any consume queue indexes (0: none)."""
-    end = 0
-    for queue in store.queues.all():
-        if queue.max_queue_offset > queue.min_queue_offset:
-            last = queue.get(queue.max_queue_offset - 1)
-            if last is not None:
-                end = max(end, last[0] + last[1])
-    return end
-
-
-class EntryRecordError(ValueError):
-    """An entry's payload is not a record for this log's next position: refused, not written."""
-
-
-class EntryWriteError(LogWriteError):
-    """The disk refused an entry (no new file, a failed msync): nothing of it is kept."""
-
-    def __init__(self, status: AppendRawStatus, detail: str) -> None:
-        super().__init__(f"{status.value}: {detail}")
-        self.status = status
-
-
 class StoredLog:
     def __init__(self, store: MessageStore, index: EntryIndex, base: LogBase,
                  last: IndexEntry | None, base_path: Path, disk: Disk) -> None:
@@ -128,7 +99,7 @@ class StoredLog:
         self.forks_cut_count = 0
         # Where the records the consume queues index end, as a previous run left them: at
         # a start dispatch restarts lower (from its checkpoint) and waits for the commit.
-        self._indexed_end_at_open = _indexed_end(store)
+        self._indexed_end_at_open = indexed_end(store)
         # Called with the offset the log was cut back to (-1: all of it) after a truncation
         # or a reset: a layer that applied records of its own before they committed (group
         # consumption on a leader) learns that some may be gone.

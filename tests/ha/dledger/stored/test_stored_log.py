@@ -11,8 +11,9 @@ import pytest
 from ha.dledger.core.entry_log import EntryLog
 from ha.dledger.core.messages import Entry
 from ha.dledger.stored import stored_log
+from ha.dledger.stored.placement import EntryRecordError, EntryWriteError
 from ha.dledger.stored.state_files import read_hard_state
-from ha.dledger.stored.stored_log import EntryRecordError, EntryWriteError, StoredLog
+from ha.dledger.stored.stored_log import StoredLog
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage
 from store import AppendRawStatus, Message, MessageStore, StoreCorruptError, store_dledger
 from store.files.mapped_file import MappedFile

@@ -33,7 +33,8 @@ from hypothesis.stateful import (
 )
 
 from ha.dledger.core.messages import Entry
-from ha.dledger.stored.stored_log import StoredLog, next_position
+from ha.dledger.stored.placement import next_position
+from ha.dledger.stored.stored_log import StoredLog
 from ha.dledger.stored.stored_storage import StoredDLedgerStorage
 from store import Lifecycle, Message
 from store.files import durability
