@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ha.dledger.stored.state_files import LogBase, write_log_base
 from ha.dledger.stored.placement import next_position
+from ha.dledger.stored.state_files import LogBase, write_log_base
 from store.commit_log import CommitLog
 from store.errors import OffsetNotAvailableError
 from store.files.disk import Disk
