@@ -28,7 +28,11 @@ import time
 from typing import TYPE_CHECKING
 
 from app.broker import pop_snapshots
-from app.broker.consumption import EXPIRY_EVENTS_PER_ROUND_MAX, GroupConsumption
+from app.broker.consumption import (
+    EXPIRY_EVENTS_PER_ROUND_MAX,
+    GroupConsumption,
+    epoch_delivery_id_floor,
+)
 from app.broker.dledger_consumption import dledger_consumption, watch_cuts
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_snapshots import snapshots_for_mode
@@ -37,7 +41,7 @@ from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
 from app.broker.leader_sync import LeaderSync
 from app.broker.metadata_log import MetadataLog
 from app.broker.pop_batches import PopBatches
-from app.broker.put_rates import PutRates, PutRateSampler
+from app.broker.put_rates import PutRateSampler
 from app.broker.slave_sync import SlaveSync, queue_max_offset, start_queues
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
 from app.broker.writable_topics import WritableTopics
@@ -152,6 +156,9 @@ class Broker:
         self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store) \
             if self.dledger is None else dledger_consumption(
                 settings, self.dledger, lambda: self.metadata_store, self._pop_term)
+        if self.dledger is None:  # a promoted slave never hands out its old master's ids
+            self.consumption.delivery_id_floor = \
+                lambda: epoch_delivery_id_floor(self.replication)
         # The receives and acks of one event-loop turn are decided together (fewer appends).
         self.pop_batches = PopBatches(self.consumption.decide)
         self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
@@ -301,7 +308,7 @@ class Broker:
         if self.metadata is not None:
             # Records dispatched from here on are applied at the next start (the metadata's
             # persisted position is below them).
-            steps.append(self._detach_system_records)
+            steps.append(self.store.detach_system_records)
             steps.append(self.metadata.stop)
         if self.dledger is not None and self.dledger.is_started:
             steps.append(self.dledger.stop)  # the store's clean shutdown is part of it
@@ -571,9 +578,6 @@ class Broker:
         self.consumption.reset()
         self.writable_topics.clear()
 
-    def _detach_system_records(self) -> None:
-        self.store.detach_system_records()
-
     def ensure_writable_topic(self, topic: str) -> int:
         """The topic's write queue count, creating it if allowed (WritableTopics.ensure)."""
         return self.writable_topics.ensure(topic)
@@ -591,6 +595,3 @@ class Broker:
             return self.dledger.put_counts.stored_bytes_total
         return self.store.put_bytes_total
 
-
-    def sample_put_rates(self) -> PutRates:
-        return self.put_rates.sample()

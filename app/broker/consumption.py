@@ -37,6 +37,7 @@ from app.broker.consumption_types import (
 )
 from app.broker.pop_candidates import Reads, candidates, stored_topic
 from app.settings import Settings
+from ha import Replication
 from store import (
     GetMessageStatus,
     Message,
@@ -67,6 +68,10 @@ _T = TypeVar("_T")
 # Puts messages in one append: each one's result (stored or refused) and its guarantees.
 Appender = Callable[[Sequence[Message]], list[tuple[PutMessageResult, PutCompletion]]]
 
+# A master's (a leader's) delivery ids start at its epoch (term) << this: a broker taking
+# over after its predecessor answered a receive whose record it never got hands out none of
+# that receive's ids, so the receive's handles stay stale (RocketMQ #9583).
+DELIVERY_ID_ERA_SHIFT = 32
 REPLAY_BATCH_MESSAGES = 256
 # Every fifth receive visits the retry queues first (RocketMQ reads them 20% of the time), so a
 # busy topic does not starve its retries.
@@ -570,3 +575,12 @@ def _copied(put: Callable[..., _T], *args: object) -> _T:
     except CopyRefused as error:
         raise PopRefused(error.status, f"a retry or dead-letter copy was not stored: "
                          f"{error.detail}") from None
+
+
+def epoch_delivery_id_floor(replication: Replication | None) -> int:
+    """Classic modes: the lowest delivery id this master hands out, from its HA epoch (a slave
+    decides nothing: 0)."""
+    service = replication.service if replication is not None else None
+    if service is None or not service.epochs:
+        return 0
+    return service.epochs[-1].number << DELIVERY_ID_ERA_SHIFT

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from app.broker.consumption import GroupConsumption
+from app.broker.consumption import DELIVERY_ID_ERA_SHIFT, GroupConsumption
 from app.settings import Settings
 from store import Message, MessageStore, PutCompletion, PutMessageResult, PutMessageStatus
 from store.clock import ClockMs, wall_ms
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 # COMMIT_INDETERMINATE whose record the group lost handed out ids the next leader's committed
 # states never saw; the same id handed out again would let that stale handle ack the new
 # delivery (RocketMQ #9583, #11174). 2^32 decisions a queue and term are out of reach.
-TERM_DELIVERY_ID_SHIFT = 32
 
 
 class DLedgerPopAppender:
@@ -160,7 +159,7 @@ def dledger_consumption(settings: Settings, member: DLedgerCommitLog,
     appender.on_lost = lost
 
     def delivery_id_floor() -> int:
-        return (term() or 0) << TERM_DELIVERY_ID_SHIFT
+        return (term() or 0) << DELIVERY_ID_ERA_SHIFT
 
     consumption.delivery_id_floor = delivery_id_floor
     return consumption

@@ -190,7 +190,7 @@ def admin_store(broker: BrokerDep) -> StoreView:
     store = broker.store
     files = store.commit_log.files.files
     counts = {"PUT_OK": 0} | {status.value: count for status, count in broker.put_counts().items()}
-    rates = broker.sample_put_rates()
+    rates = broker.put_rates.sample()
     topics = store.queues.topics()
     return StoreView(
         min_offset=store.min_offset, max_offset=store.max_offset,

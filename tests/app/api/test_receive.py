@@ -5,6 +5,7 @@ expiry tick is called by the test (its thread's interval is a minute)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -342,3 +343,25 @@ async def test_a_big_receive_and_ack_fit_records_of_bounded_size(served: Served,
     assert response.status_code == 200, response.text
     rest = await _receive(served, group, topic, max_messages=1024)
     assert len(rest) == 1100 - 1024
+
+
+async def test_a_masters_delivery_ids_start_at_its_epoch(served: Served, clock: FakeClock) -> None:
+    """A classic master hands out delivery ids from its HA epoch << 32 on: a slave promoted
+    (a new epoch) after its master answered a receive whose record it never got hands out
+    none of that receive's ids, so the lost receive's handles stay stale and never ack a
+    delivery of the new master (as a DLedger leader does from its term)."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": "x"}, {"body": "y"}])
+    broker = served.broker
+    assert broker.replication is not None and broker.replication.service is not None
+    epoch = broker.replication.service.epochs[-1].number
+    assert epoch >= 1
+    received = await _receive(served, group, topic, max_messages=2)
+    codec = broker.consumption.codec
+    handles = [codec.decode_for(item["receipt_handle"], group=group, topic=topic)
+               for item in received]
+    assert [handle.delivery_id >> 32 for handle in handles] == [epoch, epoch]
+    earlier = codec.encode(dataclasses.replace(handles[0], delivery_id=1))  # an earlier epoch's
+    stale = await _ack(served, group, topic, [earlier])
+    assert stale.status_code == 409, stale.text
+    acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
+    assert acked.status_code == 200, acked.text
