@@ -63,6 +63,11 @@ class DirectLane:
             method = route.method.encode("ascii")
             self._routes[method] = (*self._routes.get(method, ()), (path_regex, route.handler))
 
+    def serves(self, method: bytes) -> bool:
+        """Whether any direct route takes this method (a produce's POST: none, so it goes to
+        the ASGI lane before anything else of its head is looked at)."""
+        return method in self._routes
+
     def route(self, method: bytes, path: str) -> tuple[DirectHandler, dict[str, str]] | None:
         """The handler of a request and its path parameters; None when no route serves it."""
         routes = self._routes.get(method)

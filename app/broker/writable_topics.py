@@ -41,14 +41,9 @@ class WritableTopics:
             return config
         if not metadata.auto_create_topics:
             raise TopicNotFound(f"topic {topic!r} does not exist")
-        with self._metadata_log.change_lock:
-            config = metadata.cached_topic(name=topic)
-            if config is None:
-                plan = metadata.plan_create_topics([NewTopic(topic, metadata.default_queue_count,
-                                                             metadata.default_queue_count)])
-                self._metadata_log.write_blocking(plan)  # stored and applied, or it raises
-                config = metadata.cached_topic(name=topic)
-                assert config is not None, f"topic {topic} missing once applied"
+        self._create_missing({topic: metadata.default_queue_count})
+        config = metadata.cached_topic(name=topic)
+        assert config is not None, f"topic {topic} missing once applied"
         return config
 
     def changed(self, topic: str, write_queue_count: int | None = None) -> None:
@@ -81,16 +76,19 @@ class WritableTopics:
         """The group's retry topic for `topic` (its retry_queue_count queues) and its
         dead-letter topic exist: created through the log if not (whatever
         auto_create_topics says: they are the broker's). On a worker thread."""
+        self._create_missing({retry_topic(group, topic): retry_queue_count, dlq_topic(group): 1})
+
+    def _create_missing(self, wanted: dict[str, int]) -> None:
+        """Create the topics of `wanted` (name -> queue count) that do not exist, through the
+        log, in one record (a DLedger entry commits whole or not at all); stored and applied
+        when it returns, or it raises."""
         metadata = self._metadata()
-        wanted = {retry_topic(group, topic): retry_queue_count, dlq_topic(group): 1}
-        missing = [name for name in wanted if metadata.cached_topic(name=name) is None]
-        if not missing:
+        if all(metadata.cached_topic(name=name) is not None for name in wanted):
             return
         with self._metadata_log.change_lock:
-            missing = [name for name in missing if metadata.cached_topic(name=name) is None]
+            missing = [name for name in wanted if metadata.cached_topic(name=name) is None]
             if missing:
                 plan = metadata.plan_create_topics([NewTopic(name, wanted[name], wanted[name])
                                                     for name in missing])
-                # One record: a DLedger entry commits whole or not at all.
                 self._metadata_log.write_blocking(
                     plan if len(plan) == 1 else [TopicsPut(tuple(plan))])

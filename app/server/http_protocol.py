@@ -210,12 +210,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Whether a direct route may answer this request (then noted for on_message_complete):
         HTTP/1.1, no body, nothing in flight or queued before it, written output not held
         back, a plain origin-form path that a direct route serves."""
+        parser = self.parser
+        method = parser.get_method()
+        if not lane.serves(method):
+            return False
         cycle = self.cycle
         if (cycle is not None and not cycle.response_complete) or self.pipeline \
                 or self.flow.write_paused or self.access_log \
                 or self.limit_concurrency is not None:
             return False
-        parser = self.parser
         url = self.url
         if parser.get_http_version() != "1.1" or parser.should_upgrade() \
                 or not url.startswith(b"/") or b"%" in url or not bodiless(self.headers):
@@ -225,7 +228,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             path = parsed.path.decode("ascii")
         except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
             return False  # the ASGI lane answers it as it always did
-        route = lane.route(parser.get_method(), path)
+        route = lane.route(method, path)
         if route is None:
             return False
         self._direct = (*route, parsed.query or b"", parser.should_keep_alive())

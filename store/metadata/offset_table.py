@@ -123,30 +123,32 @@ class ConsumerOffsetTable:
         """A metadata record's offset (store/metadata/log_records.py OffsetSet): set when it is
         a reset or moves forward, else nothing; True when the table changed."""
         with self._lock:
-            current = self._entries.get(key)
-            if current is not None and (current[0] == queue_offset
-                                        or (not reset and current[0] > queue_offset)):
-                return False
-            self._entries[key] = (queue_offset, now_ms)
-            self._dirty.add(key)
-            return True
+            return self._set(key, queue_offset, reset=reset, now_ms=now_ms)
 
     def apply_passed(self, key: OffsetKey, queue_offset: int, *, reset: bool, now_ms: int,
                      log_offset: int) -> bool:
         """`apply` then `passed` (the record at `log_offset` holds this offset), in one lock
         hold: dispatch's apply of an offset record."""
         with self._lock:
-            if self._ahead:
-                ahead = self._ahead.get(key)
-                if ahead is not None and ahead[2] <= log_offset:
-                    del self._ahead[key]
-            current = self._entries.get(key)
-            if current is not None and (current[0] == queue_offset
-                                        or (not reset and current[0] > queue_offset)):
-                return False
-            self._entries[key] = (queue_offset, now_ms)
-            self._dirty.add(key)
-            return True
+            self._drop_ahead(key, log_offset)
+            return self._set(key, queue_offset, reset=reset, now_ms=now_ms)
+
+    def _set(self, key: OffsetKey, queue_offset: int, *, reset: bool, now_ms: int) -> bool:
+        """`apply`'s rule; the lock is held."""
+        current = self._entries.get(key)
+        if current is not None and (current[0] == queue_offset
+                                    or (not reset and current[0] > queue_offset)):
+            return False
+        self._entries[key] = (queue_offset, now_ms)
+        self._dirty.add(key)
+        return True
+
+    def _drop_ahead(self, key: OffsetKey, log_offset: int) -> None:
+        """A commit shown ahead from `log_offset` or before goes; the lock is held."""
+        if self._ahead:
+            ahead = self._ahead.get(key)
+            if ahead is not None and ahead[2] <= log_offset:
+                del self._ahead[key]
 
     def apply_ahead(self, key: OffsetKey, queue_offset: int, *, now_ms: int,
                     log_offset: int) -> bool:
@@ -166,9 +168,7 @@ class ConsumerOffsetTable:
         """The record at `log_offset` is applied: a commit ahead from it or before goes."""
         if self._ahead:
             with self._lock:
-                ahead = self._ahead.get(key)
-                if ahead is not None and ahead[2] <= log_offset:
-                    del self._ahead[key]
+                self._drop_ahead(key, log_offset)
 
     def cut_ahead(self, log_offset: int) -> int:
         """The log was cut back to `log_offset`: the commits ahead whose records it removed
