@@ -36,6 +36,7 @@ from app.broker.consumption_types import (
     ReceiveAsk,
 )
 from app.broker.pop_candidates import Reads, candidates, stored_topic
+from app.broker.pop_gathers import Gather
 from app.settings import Settings
 from ha import Replication
 from store import (
@@ -84,36 +85,6 @@ ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
 # Receives merged into one decision want this many messages at most: small receives share
 # records; big ones fill their own (merged, each would wait for all of their records).
 GATHER_WANTED_MAX = 4 * RECORD_EVENTS_MAX
-
-
-class _Gather:
-    """Receives of one group and topic with the same invisible time and tags, decided as one:
-    each wants up to its max_messages (what the in-flight bound leaves it)."""
-
-    def __init__(self, ask: ReceiveAsk, policy: RetryPolicy, order: list[int]) -> None:
-        self.group, self.topic = ask.group, ask.topic
-        self.invisible_ms, self.tags, self.policy = ask.invisible_ms, ask.tags, policy
-        self.order = order  # queue ids still worth a look
-        self.wants: list[tuple[int, int]] = []  # (the receive's number, messages it wants)
-        self.delivered: list[Delivered] = []
-        self.completions: list[PutCompletion] = []
-        self.refused: PopRefused | None = None
-
-    @property
-    def wanted(self) -> int:
-        return sum(wanted for _, wanted in self.wants)
-
-    def answer(self, answers: list[ReceiveAnswer]) -> None:
-        """Each receive's messages, handed out in the receives' order (all of them awaiting
-        every record of the gather), or the refusal."""
-        start = 0
-        for number, wanted in self.wants:
-            if self.refused is not None:
-                answers[number] = self.refused
-                continue
-            answers[number] = (self.delivered[start:start + wanted],
-                               Outcome(list(self.completions)))
-            start += wanted
 
 
 class GroupConsumption:
@@ -248,12 +219,12 @@ class GroupConsumption:
         return receive_answers, ack_answers
 
     def _gathers(self, receives: Sequence[ReceiveAsk],
-                 answers: list[ReceiveAnswer]) -> list[_Gather]:
+                 answers: list[ReceiveAnswer]) -> list[Gather]:
         """The receives merged by (group, topic, queue count, invisible time, tags), up to
         GATHER_WANTED_MAX messages a gather, each wanting what the group's in-flight bound
         leaves it (none left: 429). The lock is held."""
-        gathers: dict[tuple[object, ...], _Gather] = {}  # the open one of each kind
-        merged: list[_Gather] = []
+        gathers: dict[tuple[object, ...], Gather] = {}  # the open one of each kind
+        merged: list[Gather] = []
         rooms: dict[str, int] = {}
         bound = self._settings.pop_in_flight_per_group_max
         for number, ask in enumerate(receives):
@@ -272,19 +243,19 @@ class GroupConsumption:
             merge = (group, ask.topic, ask.queue_count, ask.invisible_ms, ask.tags)
             gather = gathers.get(merge)
             if gather is None or gather.wanted + wanted > GATHER_WANTED_MAX:
-                gather = _Gather(ask, self.policy(group), self._queue_order(
+                gather = Gather(ask, self.policy(group), self._queue_order(
                     group, ask.topic, ask.queue_count, self.retry_queue_count(group)))
                 merged.append(gather)
                 gathers[merge] = gather
             gather.wants.append((number, wanted))
         return merged
 
-    def _plan_round(self, gathers: list[_Gather],
-                    now_ms: int) -> list[tuple[PopRecord, tuple[_Gather, Reads]]]:
+    def _plan_round(self, gathers: list[Gather],
+                    now_ms: int) -> list[tuple[PopRecord, tuple[Gather, Reads]]]:
         """One receive decision per queue at most (each at most RECORD_EVENTS_MAX
         deliveries), for the gathers still wanting messages; queues that give nothing leave
         the gather's order. The lock is held."""
-        planned: list[tuple[PopRecord, tuple[_Gather, Reads]]] = []
+        planned: list[tuple[PopRecord, tuple[Gather, Reads]]] = []
         touched: set[QueueKey] = set()
         for gather in gathers:
             left = gather.wanted - len(gather.delivered)
@@ -320,7 +291,7 @@ class GroupConsumption:
                 planned.append((PopRecord(key, (event,), now_ms), (gather, reads)))
         return planned
 
-    def _write_round(self, planned: list[tuple[PopRecord, tuple[_Gather, Reads]]],
+    def _write_round(self, planned: list[tuple[PopRecord, tuple[Gather, Reads]]],
                      ack_records: list[tuple[PopRecord, list[Outcome]]]) -> None:
         """A round's dead-letter copies, then its records in one append; each stored record
         applied here and its deliveries handed to its gather. The lock is held."""
@@ -339,7 +310,7 @@ class GroupConsumption:
         if not records:
             return
         results = self._put_records([_message_of(record) for record in records])
-        owners: list[tuple[_Gather, Reads] | list[Outcome]] = \
+        owners: list[tuple[Gather, Reads] | list[Outcome]] = \
             [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
         for record, owner, (result, completion) in zip(records, owners, results, strict=True):
             if not result.status.is_stored:
@@ -362,7 +333,7 @@ class GroupConsumption:
                 gather.completions.append(completion)
                 self._deliver(record, gather, reads)
 
-    def _deliver(self, record: PopRecord, gather: _Gather, reads: Reads) -> None:
+    def _deliver(self, record: PopRecord, gather: Gather, reads: Reads) -> None:
         key = record.key
         for event in record.events:
             assert isinstance(event, Received)
