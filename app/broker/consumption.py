@@ -12,7 +12,8 @@ In DLedger mode the records and copies go through the group member (`appender`,
 app/broker/dledger_consumption.py): a decision is applied here once its record is in the
 leader's log, and the lock dispatch applies under (`state_lock`) is then another one, since
 the member's host thread, which dispatches commits, must never wait for a decision waiting
-on it.
+on it: a decision plans under both, appends under its own only, and does not apply its
+record when the states were rebuilt meanwhile (`_apply_ahead`).
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ class GroupConsumption:
         self.copies = Copies(store, self.retry_queue_count, copy_appender)
         self._turns: dict[tuple[str, str], itertools.count[int]] = {}
         self.refused_writes = 0
+        # Bumped by `reset` (the states forgotten, then rebuilt); records of decisions
+        # planned before it are not applied ahead (`_apply_ahead`).
+        self.states_generation = 0
+        self.stale_applies_skipped = 0
         # The lowest delivery id a decision hands out now (DLedger: from the leader's term).
         self.delivery_id_floor: Callable[[], int] = lambda: 0
         # When the master ended expired deliveries, after their invisible time.
@@ -156,8 +161,11 @@ class GroupConsumption:
         return count
 
     def reset(self) -> None:
+        """Forget every state (the log's records are applied again): a decision planned
+        from the states before does not apply its record here (`_apply_ahead`)."""
         with self.state_lock:
             self.registry.reset()
+            self.states_generation += 1
 
     # -- decisions (the master) ----------------------------------------------------------------
 
@@ -188,8 +196,11 @@ class GroupConsumption:
         lock.acquire()
         try:
             now_ms = self.clock_ms()
-            gathers = self._gathers(receives, receive_answers)
-            ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
+            with self.state_lock:  # each round plans from the states as one generation holds
+                generation = self.states_generation
+                gathers = self._gathers(receives, receive_answers)
+                ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
+                planned = self._plan_round(gathers, now_ms)
             # Enough rounds for the largest gather from one queue, and a window of tag-filtered
             # messages: a receive is not answered short (and left to wait) while messages are
             # there.
@@ -205,12 +216,14 @@ class GroupConsumption:
                     lock.release()
                     time.sleep(0)
                     lock.acquire()
-                planned = self._plan_round(gathers, now_ms)
+                    with self.state_lock:
+                        generation = self.states_generation
+                        planned = self._plan_round(gathers, now_ms)
                 records = [record for record, _ in planned] + \
                     [record for record, _ in ack_records]
                 if not records:
                     break
-                self._write_round(planned, ack_records)
+                self._write_round(planned, ack_records, generation)
                 ack_records = []
         finally:
             lock.release()
@@ -292,9 +305,12 @@ class GroupConsumption:
         return planned
 
     def _write_round(self, planned: list[tuple[PopRecord, tuple[Gather, Reads]]],
-                     ack_records: list[tuple[PopRecord, list[Outcome]]]) -> None:
+                     ack_records: list[tuple[PopRecord, list[Outcome]]],
+                     generation: int) -> None:
         """A round's dead-letter copies, then its records in one append; each stored record
-        applied here and its deliveries handed to its gather. The lock is held."""
+        applied here (`_apply_ahead`: planned from the states of `generation`) and its
+        deliveries handed to its gather. The lock is held, the state lock not (the append
+        may wait for the thread that dispatches)."""
         for gather in {id(gather): gather for _, (gather, _) in planned}.values():
             dead = [self.copies.dead_letter(gather.group, message, scanned.attempts_before)
                     for record, (owner, reads) in planned if owner is gather
@@ -323,8 +339,7 @@ class GroupConsumption:
                 else:
                     owner[0].refused = refusal
                 continue
-            with self.state_lock:
-                self.registry.apply(record)
+            self._apply_ahead(record, generation)
             if isinstance(owner, list):
                 for outcome in owner:
                     outcome.completions.append(completion)
@@ -410,18 +425,20 @@ class GroupConsumption:
         policy = self.policy(group)
         outcome = Outcome([])
         with self.lock:
-            state = self.registry.state(key)
-            now_ms = self.clock_ms()
-            decision = None if state is None else state.plan_change(
-                queue_offset=handle.queue_offset, delivery_id=handle.delivery_id,
-                invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
-                delivery_id_floor=self.delivery_id_floor())
+            with self.state_lock:
+                generation = self.states_generation
+                state = self.registry.state(key)
+                now_ms = self.clock_ms()
+                decision = None if state is None else state.plan_change(
+                    queue_offset=handle.queue_offset, delivery_id=handle.delivery_id,
+                    invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
+                    delivery_id_floor=self.delivery_id_floor())
             if decision is None or decision.event is None:
                 return _stale(text, handle), outcome
             event = decision.event
             copies = self.copies.for_ended(group, key, (event,), now_ms)
             outcome.completions.extend(_copied(self.copies.put, copies))
-            outcome.completions.append(self._write(key, (event,), now_ms))
+            outcome.completions.append(self._write(key, (event,), now_ms, generation))
             if not isinstance(event, Changed):
                 return HandleResult(text, "OK"), outcome
             delivery = event.delivery
@@ -439,32 +456,9 @@ class GroupConsumption:
         if not is_master():
             return 0
         with self.lock:
-            now_ms = self.clock_ms()
-            planned: list[tuple[PopRecord, list[Message]]] = []
-            room = EXPIRY_EVENTS_PER_ROUND_MAX
-            for group, topic in self.registry.group_topics():
-                policy: RetryPolicy | None = None
-                for key in self.registry.keys_of(group, topic):
-                    state = self.registry.state(key)
-                    due = None if state is None or not state.in_flight_count \
-                        else state.next_expiry_ms()
-                    if state is None or due is None or due > now_ms:
-                        continue
-                    policy = policy or self.policy(group)
-                    events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
-                    room -= len(events)
-                    for event in events:
-                        entry = state.entry(event.queue_offset)
-                        if entry is not None:
-                            self.expiry_lateness.observe(now_ms - entry.until_ms)
-                    for start in range(0, len(events), RECORD_EVENTS_MAX):
-                        chunk = tuple(events[start:start + RECORD_EVENTS_MAX])
-                        planned.append((PopRecord(key, chunk, now_ms),
-                                        self.copies.for_ended(group, key, chunk, now_ms)))
-                    if room <= 0:
-                        break
-                if room <= 0:
-                    break
+            with self.state_lock:
+                generation = self.states_generation
+                planned = self._plan_expiry()
             if not planned:
                 return 0
             try:
@@ -474,12 +468,42 @@ class GroupConsumption:
                 log.warning("expiry not written (tried again next tick): %s", error.detail)
                 return 0
             ended = 0
-            with self.state_lock:
-                for (record, _), (result, _) in zip(planned, results, strict=True):
-                    if result.status.is_stored:
-                        self.registry.apply(record)
-                        ended += len(record.events)
+            for (record, _), (result, _) in zip(planned, results, strict=True):
+                if result.status.is_stored:
+                    self._apply_ahead(record, generation)
+                    ended += len(record.events)
             return ended
+
+    def _plan_expiry(self) -> list[tuple[PopRecord, list[Message]]]:
+        """An expiry round's records (at most EXPIRY_EVENTS_PER_ROUND_MAX events), with the
+        copies each needs. Both locks are held."""
+        now_ms = self.clock_ms()
+        planned: list[tuple[PopRecord, list[Message]]] = []
+        room = EXPIRY_EVENTS_PER_ROUND_MAX
+        for group, topic in self.registry.group_topics():
+            policy: RetryPolicy | None = None
+            for key in self.registry.keys_of(group, topic):
+                state = self.registry.state(key)
+                due = None if state is None or not state.in_flight_count \
+                    else state.next_expiry_ms()
+                if state is None or due is None or due > now_ms:
+                    continue
+                policy = policy or self.policy(group)
+                events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
+                room -= len(events)
+                for event in events:
+                    entry = state.entry(event.queue_offset)
+                    if entry is not None:
+                        self.expiry_lateness.observe(now_ms - entry.until_ms)
+                for start in range(0, len(events), RECORD_EVENTS_MAX):
+                    chunk = tuple(events[start:start + RECORD_EVENTS_MAX])
+                    planned.append((PopRecord(key, chunk, now_ms),
+                                    self.copies.for_ended(group, key, chunk, now_ms)))
+                if room <= 0:
+                    break
+            if room <= 0:
+                break
+        return planned
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -515,17 +539,32 @@ class GroupConsumption:
             return self.appender(messages)
         return self._store.put_system_messages(messages)
 
-    def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int) -> PutCompletion:
-        """Append one pop record and apply it here (the lock is held); a refusal raises."""
+    def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int,
+               generation: int) -> PutCompletion:
+        """Append one pop record and apply it here (`_apply_ahead`; the lock is held); a
+        refusal raises."""
         record = PopRecord(key, events, now_ms)
         ((result, completion),) = self._put_records([_message_of(record)])
         if not result.status.is_stored:
             self.refused_writes += 1
             raise PopRefused(result.status.value, result.detail or
                              "the broker did not store the consumption record")
-        with self.state_lock:
-            self.registry.apply(record)
+        self._apply_ahead(record, generation)
         return completion
+
+    def _apply_ahead(self, record: PopRecord, generation: int) -> None:
+        """Apply a decision's stored record here at once, so the next decision sees it;
+        unless the states were rebuilt since it was planned from them (`reset`: a cut or a
+        lost record, while its append waited): it then applies as dispatch reaches it, if
+        the group's log keeps it. Applied to the rebuilt states it could hold what no log
+        holds, or not fit them (a decision answered 500)."""
+        with self.state_lock:
+            if generation != self.states_generation:
+                self.stale_applies_skipped += 1
+                log.warning("group consumption: a decision's record not applied ahead: the "
+                            "states were rebuilt while it was appended")
+                return
+            self.registry.apply(record)
 
 
 def _message_of(record: PopRecord) -> Message:

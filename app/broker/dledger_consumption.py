@@ -17,7 +17,11 @@ pop records of the metadata topic, with dispatch held still), so records the nex
 commits apply to exactly what the group committed. Where the member cannot know whether a
 record went in (its encode not decided within the wait), it decides nothing more in that
 term, as the timer writer does (app/broker/dledger_timers.py); the next term starts from the
-committed log.
+committed log. The same holds once a record applied here is known not written (the disk
+refused it after it was encoded): the states are rebuilt, a decision planned before does
+not apply its record to them (GroupConsumption's state generation), and no put of the term
+is encoded any more (the put's guard, asked on the host thread): a record decided from
+states holding the lost one never follows it into the log.
 """
 
 from __future__ import annotations
@@ -71,9 +75,17 @@ class DLedgerPopAppender:
         if term is None or term == self._stopped_term:
             return [_refused("this member is not the DLedger leader taking writes "
                              "(any more): nothing written")] * len(messages)
+
+        def guard() -> str | None:
+            # A record decided from states holding one the disk refused since must not
+            # follow it into the log (a hole: every member's dispatch would apply it to
+            # states that lack the refused one).
+            return None if self._stopped_term != term else \
+                f"group consumption decides nothing more in term {term}: nothing written"
+
         puts: list[DLedgerPut] = []
         for message in messages:
-            puts.append(self._member.put(message, term, puts[-1] if puts else None))
+            puts.append(self._member.put(message, term, puts[-1] if puts else None, guard))
         deadline_s = time.monotonic() + self._encode_wait_s
         answers = []
         for put in puts:
@@ -135,7 +147,7 @@ def rebuild(consumption: GroupConsumption, store: MessageStore) -> int:
 
     def replay() -> int:
         with consumption.state_lock:
-            consumption.registry.reset()
+            consumption.reset()
             bounds = store.queue_offset_range(METADATA_TOPIC, 0)
             return consumption.replay(bounds[1] if bounds is not None else 0)
 

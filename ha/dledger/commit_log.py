@@ -160,12 +160,16 @@ class DLedgerCommitLog:
         return self.leading_term() is not None
 
     def put(self, message: Message, term: int | None = None,
-            after: DLedgerPut | None = None) -> DLedgerPut:
+            after: DLedgerPut | None = None,
+            guard: Callable[[], str | None] | None = None) -> DLedgerPut:
         """Append `message`. Given `term`, only while this member leads that term (a writer
         whose decisions belong to one term, the timer scheduler, is fenced by it); given
         `after` (a put made just before), only when that one was encoded: a run of puts is
         then appended as a prefix, never with a hole (encodes run in order on the host
-        thread)."""
+        thread); given `guard`, only while it answers None (asked on the host thread right
+        before the encode, after every earlier append was answered: a writer that learned
+        there that an earlier record of its was not written refuses what it decided from
+        it; the answer is the refusal's detail)."""
         put = DLedgerPut(self._store_host, self.put_counts)
         storage = self.storage
 
@@ -173,6 +177,9 @@ class DLedgerCommitLog:
             if after is not None and after.record is None:
                 raise RecordRefused(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     "a put before this one in its run was not appended")
+            refusal = guard() if guard is not None else None
+            if refusal is not None:
+                raise RecordRefused(PutMessageStatus.SERVICE_NOT_AVAILABLE, refusal)
             encoded = storage.log.encode(message)
             if isinstance(encoded, tuple):
                 raise RecordRefused(*encoded)
