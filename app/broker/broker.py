@@ -38,7 +38,7 @@ from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_snapshots import snapshots_for_mode
 from app.broker.dledger_timers import DLedgerTimerWriter
 from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
-from app.broker.leader_sync import LeaderSync
+from app.broker.leader_sync import LeaderSync, dispatched_to_commit
 from app.broker.metadata_log import MetadataLog
 from app.broker.pop_batches import PopBatches
 from app.broker.put_rates import PutRateSampler
@@ -62,8 +62,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A new leader waits at most this for its committed records to reach the consume queues
-# before it refills its idempotency window from them.
+# A new leader waits at most this a check for its committed records to reach the consume
+# queues (then takes no writes until a later check finds them there).
 _DISPATCH_WAIT_S = 2.0
 _DELAY_OFFSET_TABLE_INTERVAL_MS = 1000
 _METADATA_SNAPSHOT_CHECK_INTERVAL_MS = 5000
@@ -410,16 +410,14 @@ class Broker:
             stepped_down=self._timers_stepped_down)
         self.leader_sync.start()
 
-    def _refill_idempotency(self, term: int) -> None:
+    def _refill_idempotency(self, term: int) -> bool:
         """A new leader learns the keys the previous one stored (a follower's window never
         saw them), once what it committed is dispatched; only then does it take writes in
-        `term`: a client's retry with the same key is replayed here, not stored twice. As a
-        promotion does (classic)."""
+        `term` (True): a retry with the same key is replayed here, not stored twice, and no
+        receive is decided from states missing committed pop records. As a promotion does."""
         store = self.store
-        deadline_s = time.monotonic() + _DISPATCH_WAIT_S
-        while store.dispatch.dispatched_offset < (store.commit_limit or 0) \
-                and time.monotonic() < deadline_s:
-            time.sleep(0.01)
+        if not dispatched_to_commit(store, _DISPATCH_WAIT_S):
+            return False  # asked again at the next check
         # The window as the committed log gives it, in place of the one this member had: an
         # entry whose record a truncation removed (it led before, its tail was cut since)
         # must not answer a retry.
@@ -436,6 +434,7 @@ class Broker:
             self.timers.activate()
         log.info("dledger: leader of term %d takes writes (idempotency window: %d keys)", term,
                  restored)
+        return True
 
     # -- failover by hand --------------------------------------------------------------------
 

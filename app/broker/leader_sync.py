@@ -15,10 +15,12 @@ running (it fails and backs off, bounded, until a leader is known).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app.broker.slave_sync import SlaveSync
+from store import MessageStore
 from store.service import ServiceThread
 
 if TYPE_CHECKING:
@@ -31,13 +33,26 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 0.05
 
 
+def dispatched_to_commit(store: MessageStore, wait_s: float) -> bool:
+    """Whether `store` dispatched every committed record, waiting up to `wait_s` for it."""
+    deadline_s = time.monotonic() + wait_s
+    while store.dispatch.dispatched_offset < (store.commit_limit or 0):
+        if time.monotonic() >= deadline_s:
+            log.warning("dledger: dispatch is at %d, behind the commit at %d: this leader "
+                        "takes no writes yet", store.dispatch.dispatched_offset,
+                        store.commit_limit or 0)
+            return False
+        time.sleep(0.01)
+    return True
+
+
 class LeaderSync(ServiceThread):
     name = "dledger-leader-sync"
 
     def __init__(self, member: DLedgerCommitLog, leader_url: Callable[[str], str | None],
                  start_sync: Callable[[str], SlaveSync],
                  became_leader: Callable[[], None],
-                 caught_up: Callable[[int], None] = lambda term: None,
+                 caught_up: Callable[[int], bool] = lambda term: True,
                  check_interval_s: float = CHECK_INTERVAL_S,
                  stepped_down: Callable[[], None] = lambda: None) -> None:
         """`start_sync(url)` starts a metadata sync from that leader; `became_leader()` runs
@@ -46,7 +61,8 @@ class LeaderSync(ServiceThread):
         stops leading);
         `caught_up(term)` once its commit then reaches the log's end as it took over (every
         entry the previous leader may have answered is committed here: the broker refills its
-        idempotency window from them, then takes writes in that term)."""
+        idempotency window from them, then takes writes in that term), until it answers True
+        (False: its dispatch is still behind the commit; asked again at the next check)."""
         super().__init__()
         self._member = member
         self._leader_url = leader_url
@@ -82,9 +98,9 @@ class LeaderSync(ServiceThread):
                 self._takeover_end_index = status.end_index
                 self._became_leader()
             if self._takeover_end_index is not None \
-                    and status.committed_index >= self._takeover_end_index:
+                    and status.committed_index >= self._takeover_end_index \
+                    and self._caught_up(status.term):
                 self._takeover_end_index = None
-                self._caught_up(status.term)
         else:
             self._takeover_end_index = None
         self._led_term = status.term if is_leader else None

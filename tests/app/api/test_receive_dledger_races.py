@@ -276,3 +276,52 @@ async def test_a_cut_while_a_receive_plans_gives_no_500(
         again = await _receive(served, group, topic, max_messages=4)
         assert [(item["body"], item["delivery_attempt"]) for item in again] == [
             ("m1", 1), ("m2", 1)]
+
+
+async def test_a_leader_takes_no_writes_before_its_dispatch_reaches_its_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader taking over decides receives from the states dispatch gave it: while its
+    dispatch is behind its commit (here: held still, a receive's committed record not
+    dispatched) they lack committed pop records, and a receive would hand out again what
+    the previous leader handed out. It takes no writes then (it did after a 2 s wait), and
+    does once dispatch caught up."""
+    import app.broker.broker as broker_module
+
+    async with _leading(tmp_path, **_POP) as served:
+        group, topic = await _setup(served, queues=1, messages=[{"body": "m0"}, {"body": "m1"}])
+        await _receive(served, group, topic, max_messages=1)  # (the topics created)
+        broker = served.broker
+        store = broker.store
+        assert broker.dledger is not None
+        term = broker.dledger.leading_term()
+        assert term is not None
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> int:
+            held.set()
+            release.wait(_WAIT_S)
+            return 0
+
+        holder = threading.Thread(target=store.dispatch.hold_still, args=(hold,))
+        holder.start()
+        try:
+            assert held.wait(_WAIT_S)
+            [second] = await _receive(served, group, topic, max_messages=1)  # committed
+            assert second["body"] == "m1"
+            assert store.dispatch.dispatched_offset < (store.commit_limit or 0)
+            monkeypatch.setattr(broker_module, "_DISPATCH_WAIT_S", 0.05)
+            broker._writable_term = None  # as at a take-over, before it is caught up
+            assert broker._refill_idempotency(term) is False
+            assert not broker.takes_dledger_writes
+            refused = await served.client.post(
+                f"/v1/groups/{group}/topics/{topic}/messages:receive",
+                json={"invisible_ms": 10_000})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error_code"] == "NOT_LEADER"
+        finally:
+            release.set()
+            holder.join(_WAIT_S)
+        wait_dispatched(store)
+        assert broker._refill_idempotency(term) is True
+        assert broker.takes_dledger_writes
+        assert await _receive(served, group, topic) == []  # m0 and m1 in flight

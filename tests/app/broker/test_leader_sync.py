@@ -54,11 +54,15 @@ class Rig:
         self.syncs: list[FakeSync] = []
         self.takeovers = 0
         self.caught_up_terms: list[int] = []
+        self.dispatched = True  # what caught_up answers (False: dispatch behind the commit)
         self.step_downs = 0
         fake: Any = self.member
         self.leader_sync = LeaderSync(fake, URLS.get, self._start, self._took_over,
-                                      self.caught_up_terms.append,
-                                      stepped_down=self._stepped_down)
+                                      self._caught_up, stepped_down=self._stepped_down)
+
+    def _caught_up(self, term: int) -> bool:
+        self.caught_up_terms.append(term)
+        return self.dispatched
 
     def _stepped_down(self) -> None:
         self.step_downs += 1
@@ -123,6 +127,21 @@ def test_caught_up_once_the_commit_reaches_the_log_end_at_the_take_over() -> Non
     rig.step("LEADER", "n0", term=4, committed_index=9, end_index=12)
     rig.step("FOLLOWER", "n2", term=5, committed_index=12, end_index=12)
     assert rig.caught_up_terms == [2]
+    rig.leader_sync.stop()
+
+
+def test_caught_up_is_asked_again_until_the_broker_takes_writes() -> None:
+    """A broker whose dispatch is still behind the commit takes no writes yet (caught_up
+    answers False): the next check asks again, and none after it answered True."""
+    rig = Rig()
+    rig.dispatched = False
+    rig.step("LEADER", "n0", term=3, committed_index=4, end_index=4)
+    rig.step("LEADER", "n0", term=3, committed_index=4, end_index=5)
+    assert rig.caught_up_terms == [3, 3]
+    rig.dispatched = True
+    rig.step("LEADER", "n0", term=3, committed_index=5, end_index=5)
+    rig.step("LEADER", "n0", term=3, committed_index=6, end_index=6)
+    assert rig.caught_up_terms == [3, 3, 3]
     rig.leader_sync.stop()
 
 
