@@ -26,13 +26,17 @@ _HEAD_END = b"\r\n\r\n"
 
 
 class _Head:
-    """httptools' callbacks for one request head."""
+    """httptools' callbacks for one request head: what the direct lane looks at, read when
+    the head is complete (the parser forgets its state at the message's end)."""
 
-    __slots__ = ("url", "headers", "complete")
+    __slots__ = ("parser", "url", "headers", "target", "keep_alive", "complete")
 
     def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
+        self.target: tuple[str, bytes] | None = None
+        self.keep_alive = False
         self.complete = False
 
     def on_url(self, url: bytes) -> None:
@@ -40,6 +44,12 @@ class _Head:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        parser = self.parser
+        if parser.get_method() == b"GET":
+            self.target = plain_target(parser, self.url, self.headers)
+        self.keep_alive = parser.should_keep_alive()
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -93,20 +103,16 @@ class WorkerConnection(asyncio.Protocol):
         """The whole HTTP answer to a request head and whether the connection stays; None
         when main is to answer it."""
         parsed = _Head()
-        parser = httptools.HttpRequestParser(parsed)
         try:
-            parser.feed_data(head)
+            parsed.parser.feed_data(head)
         except httptools.HttpParserError:
             return None
-        if not parsed.complete or parser.get_method() != b"GET":
+        if not parsed.complete or parsed.target is None:
             return None
-        target = plain_target(parser, parsed.url, parsed.headers)
-        if target is None:
-            return None
-        document = self._host.reads.answer(*target, parsed.headers)
+        document = self._host.reads.answer(*parsed.target, parsed.headers)
         if document is None:
             return None
-        keep_alive = parser.should_keep_alive()
+        keep_alive = parsed.keep_alive
         parts = answer_bytes(Answer(200, JSON_HEADERS, document), self._host.default_headers,
                              keep_alive)
         return b"".join(parts), keep_alive
