@@ -72,8 +72,9 @@ class TwinlogServer(PortReportingServer):
 
     def _start_read_workers(self) -> None:
         broker = self.gateway.broker
-        if broker is None:
-            return
+        protocol_class = self.config.http_protocol_class
+        if broker is None or getattr(protocol_class, "direct_lane", None) is None:
+            return  # (no direct lane, CORS or a root path: a worker would answer otherwise)
         self.read_workers = start_read_workers(self.gateway.settings, broker, self._protocol,
                                                asyncio.get_running_loop())
         if self.read_workers is not None:
