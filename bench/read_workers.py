@@ -10,7 +10,8 @@ read_workers=N. In each round, on each broker in turn:
   (c32)    wrk -t1 -c64 on the 32-message read, reads/s, and the broker's CPU per read in
            microseconds (every process of the broker: the main one and its workers);
   (r32)    Redis 7 `redis-benchmark -c 64 XRANGE s - + COUNT 32`, once a round: (c32) over
-           (r32) is issue 27's target (>= 0.3);
+           (r32) is issue 27's target (>= 0.3); Redis's CPU per read over the broker's is
+           the ratio each would reach with a core of its own;
   together a consumer (wrk -c1, 32 per read) and a producer (wrk -c1, single JSON) at once,
            each over its speed alone on the same broker in the same round (>= 0.7 each).
 Medians of the rounds; the load average is printed (the machine may be shared).
@@ -125,13 +126,15 @@ def main() -> None:
             _wait_workers(urls["on"], arguments.workers)
             pids = {side: _listening_pid(int(url.rsplit(":", 1)[1]))
                     for side, url in urls.items()}
-            redis_port, _ = stack.enter_context(redis_server(scratch))
+            redis_port, redis_pid = stack.enter_context(redis_server(scratch))
             for url in urls.values():  # warm-up
                 run_get(wrk, url + READ_PATH.format(count=32), 1, scratch)
             served_before = _worker_reads(urls["on"])
             for _ in range(rounds):
-                redis_reads = run_redis_xrange(redis_port, duration_s)
-                figures.setdefault("r32", []).append(redis_reads)
+                with _cpu_used(redis_pid) as redis_cpu:
+                    redis_reads = run_redis_xrange(redis_port, duration_s)
+                _note(figures, "r32", redis_reads)
+                _note(figures, "r32 cpu us", redis_cpu[0] / redis_reads * 1e6)
                 for side, url in urls.items():
                     with _cpu_used(pids[side]) as cpu:
                         reads = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
@@ -140,6 +143,8 @@ def main() -> None:
                     _note(figures, f"{side} c32/r32", reads.requests_per_s / redis_reads)
                     _note(figures, f"{side} cpu us", cpu[0] / reads.requests_per_s * 1e6)
                     _note(figures, f"{side} cpu c32", cpu[0])
+                    _note(figures, f"{side} r32/c32 cpu", figures["r32 cpu us"][-1]
+                          / figures[f"{side} cpu us"][-1])
                     alone_consume = run_get(wrk, url + READ_PATH.format(count=32), duration_s,
                                             scratch, connections=1)
                     alone_produce = run_post(wrk, url + PRODUCE_PATH, single, duration_s,
@@ -165,12 +170,16 @@ def _note(figures: dict[str, list[float]], name: str, value: float) -> None:
 def _show(figures: dict[str, list[float]], rounds: int, worker_reads: float) -> None:
     median = {name: _median(values) for name, values in figures.items()}
     row("(r32) Redis XRANGE COUNT 32", median["r32"], "reads/s")
+    print(f"  {'':<44} Redis's CPU per XRANGE {_listed(figures['r32 cpu us'])} us")
     for side in ("off", "on"):
         row(f"(c32) workers {side}, reads/s over (r32)", median[f"{side} c32"], "reads/s",
             median["r32"], "target >= 0.3")
         print(f"  {'':<44} per round {_listed(figures[f'{side} c32/r32'])}; CPU per read "
               f"{_listed(figures[f'{side} cpu us'])} us (all processes), "
               f"{_listed(figures[f'{side} cpu c32'])} CPU-s/s")
+        print(f"  {'':<44} Redis's CPU per read over this: "
+              f"{_listed(figures[f'{side} r32/c32 cpu'])} (median "
+              f"{median[f'{side} r32/c32 cpu']:.2f}): the reads/s ratio a core each would give")
         print(f"  {'':<44} together, kept: consumer {_listed(figures[f'{side} consume kept'])}"
               f" (median {median[f'{side} consume kept']:.2f}), producer "
               f"{_listed(figures[f'{side} produce kept'])} (median "

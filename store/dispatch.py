@@ -150,8 +150,10 @@ class DispatchService(ServiceThread):
             return cleared_bytes
 
     def hold_still(self, change: Callable[[], int]) -> int:
-        """Run `change` (a cut of the log past what dispatch may read) with dispatch held."""
-        with self.changes.changing(), self._dispatch_lock:
+        """Run `change` (a cut of the log past what dispatch may read, or a read of state
+        dispatch derives) with dispatch held; a caller that changes the store says so with
+        `changes.changing()` around it."""
+        with self._dispatch_lock:
             return change()
 
     def at_position(self, read: Callable[[int], bytes]) -> bytes:
