@@ -35,6 +35,8 @@ class Arrivals:
         self._count = 0
         self._released = False
         self._lock = threading.Lock()
+        # Told of every queue's new max offset (read workers publish it: store/shared_reads/).
+        self.listener: Callable[[str, int, int], None] | None = None
 
     @property
     def waiter_count(self) -> int:
@@ -74,6 +76,9 @@ class Arrivals:
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Dispatch wrote entries of this queue up to `max_offset` (exclusive)."""
+        listener = self.listener
+        if listener is not None:
+            listener(topic, queue_id, max_offset)
         if not self._waiters:  # the usual case: nobody waits, no lock taken
             return
         with self._lock:

@@ -38,6 +38,7 @@ from store.record import (
     tags_code,
 )
 from store.service import ServiceThread
+from store.shared_reads.changes import StoreChanges
 from store.status import PutMessageStatus
 from store.system_topics import (
     METADATA_TOPIC_BYTES,
@@ -116,6 +117,8 @@ class DispatchService(ServiceThread):
         # Waits for the dispatch of everything below an offset (a metadata change answered
         # once applied here); a timeout answers SERVICE_NOT_AVAILABLE.
         self.dispatched_waits = OffsetWaits(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        # Cuts and topic deletes, for readers in other processes (store/shared_reads/).
+        self.changes = StoreChanges()
 
     def stop(self, *, drain: bool = True) -> None:
         super().stop()
@@ -139,7 +142,7 @@ class DispatchService(ServiceThread):
         it) with dispatch held still, then dispatch again from there. The start of the record
         before it is not known without a scan, so the next checkpoint (until a record is
         dispatched) makes recovery scan."""
-        with self._dispatch_lock:
+        with self.changes.changing(), self._dispatch_lock:
             cleared_bytes, start = cut()
             if self.dispatched_offset > start:
                 self.dispatched_offset = start
@@ -147,7 +150,9 @@ class DispatchService(ServiceThread):
             return cleared_bytes
 
     def hold_still(self, change: Callable[[], int]) -> int:
-        """Run `change` (a cut of the log past what dispatch may read) with dispatch held."""
+        """Run `change` (a cut of the log past what dispatch may read, or a read of state
+        dispatch derives) with dispatch held; a caller that changes the store says so with
+        `changes.changing()` around it."""
         with self._dispatch_lock:
             return change()
 
@@ -334,7 +339,8 @@ class DispatchService(ServiceThread):
         any queue goes), and its queues are removed; on every replica, in log order."""
         if self._tombstones is not None:
             self._tombstones.add(topic, offset, self._commit_log.min_offset)
-        removed = self._queues.remove_topic(topic)
+        with self.changes.changing():
+            removed = self._queues.remove_topic(topic)
         log.info("dispatch: topic %s deleted at offset %d, %d consume queues removed",
                  topic, offset, removed)
 

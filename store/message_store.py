@@ -182,7 +182,8 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
             self.commit_log.forget_topic(topic)
             return self.queues.remove_topic(topic)
 
-        return self.dispatch.hold_still(remove)
+        with self.dispatch.changes.changing():
+            return self.dispatch.hold_still(remove)
 
     def put_message(self, message: Message) -> tuple[PutMessageResult, PutCompletion]:
         if not self._accepting_without_waits:

@@ -109,10 +109,12 @@ class RetentionService(ServiceThread):
                      mapped.path.name, too_old, too_full)
             count += 1
             # Remove one at a time so the disk ratio is re-read after each removal.
-            self._commit_log.files.delete_first(1)
+            with self._dispatch.changes.changing():
+                self._commit_log.files.delete_first(1)
         if count:
             self.removed_file_count += count
             min_offset = self._commit_log.min_offset
-            for queue in self._queues.all():
-                queue.delete_files_below(min_offset)
+            with self._dispatch.changes.changing():
+                for queue in self._queues.all():
+                    queue.delete_files_below(min_offset)
         return count

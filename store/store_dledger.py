@@ -75,9 +75,11 @@ class DLedgerEntries:
         consume queue holds). Durable at the next commit-log flush. Returns bytes cleared."""
         limit = self.dispatch.limit_offset
         assert limit is not None and offset >= limit, (offset, limit)
-        return self.dispatch.hold_still(lambda: self.commit_log.truncate(offset))
+        with self.dispatch.changes.changing():
+            return self.dispatch.hold_still(lambda: self.commit_log.truncate(offset))
 
     def clear_log(self) -> int:
         """Drop the whole commit log (a DLedger follower restarting from its leader's
         base); consume queues keep their committed entries."""
-        return self.dispatch.hold_still(self.commit_log.delete_all)
+        with self.dispatch.changes.changing():
+            return self.dispatch.hold_still(self.commit_log.delete_all)

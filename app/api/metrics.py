@@ -63,6 +63,8 @@ class Metrics:
         # Set by the server that serves this app (app/server/http_server.py); 0 without one (tests
         # that drive the app in-process).
         self.http_connections_open: Callable[[], int] = lambda: 0
+        # Each read worker's counts (app/server/read_workers/pool.py); none without workers.
+        self.read_worker_counts: Callable[[], list[dict[str, int]]] = lambda: []
         self.consume = ConsumeStats()
         self.registry.register(_BrokerCollector(self, broker))
         self.registry.register(UsageCollector(broker, self.consume))
@@ -104,6 +106,7 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily("twinlog_http_connections_open",
                                 "HTTP connections open now (the one scraping included)",
                                 value=self._metrics.http_connections_open())
+        yield from _read_worker_metrics(self._metrics.read_worker_counts())
         broker = self._broker()
         if broker is None or not broker.is_running:
             return
@@ -199,3 +202,23 @@ def _replication_metrics(broker: Broker) -> Iterator[Metric]:
         yield GaugeMetricFamily("twinlog_slave_sync_consecutive_failures",
                                 "Metadata sync failures in a row",
                                 value=state.consecutive_failures)
+
+
+def _read_worker_metrics(counts: list[dict[str, int]]) -> Iterator[Metric]:
+    if not counts:
+        return
+    reads = CounterMetricFamily("twinlog_read_worker_reads",
+                                "Consume reads a read worker answered", labels=["worker"])
+    back = CounterMetricFamily("twinlog_read_worker_handed_back",
+                               "Connections a read worker handed back to the broker",
+                               labels=["worker"])
+    live = GaugeMetricFamily("twinlog_read_worker_live",
+                             "Whether a read worker runs (1) or is down (0)", labels=["worker"])
+    restarts = CounterMetricFamily("twinlog_read_worker_restarts",
+                                   "Restarts of a read worker that died", labels=["worker"])
+    for index, worker in enumerate(counts):
+        reads.add_metric([str(index)], worker["reads_served"])
+        back.add_metric([str(index)], worker["handed_back"])
+        live.add_metric([str(index)], worker["live"])
+        restarts.add_metric([str(index)], worker["restarts"])
+    yield from (reads, back, live, restarts)

@@ -18,6 +18,7 @@ treat specially (an upgrade, a percent-encoded path).
 
 from __future__ import annotations
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from app.api.direct_lane import Answer
@@ -60,6 +61,21 @@ ANSWERED = DirectCycle(keep_alive=True, complete=True)
 def bodiless(headers: list[tuple[bytes, bytes]]) -> bool:
     """Whether a request's header fields announce no body and no expectation."""
     return all(name not in _BODY_HEADERS for name, _ in headers)
+
+
+def plain_target(parser: httptools.HttpRequestParser, url: bytes,
+                 headers: list[tuple[bytes, bytes]]) -> tuple[str, bytes] | None:
+    """The path and query of a request the direct lane may take (HTTP/1.1, no upgrade, no
+    body or expectation, a plain origin-form path: not percent-encoded, ASCII); None for any
+    other, which the ASGI lane answers as it always did."""
+    if parser.get_http_version() != "1.1" or parser.should_upgrade() \
+            or not url.startswith(b"/") or b"%" in url or not bodiless(headers):
+        return None
+    try:
+        parsed = httptools.parse_url(url)
+        return parsed.path.decode("ascii"), parsed.query or b""
+    except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+        return None
 
 
 def answer_bytes(answer: Answer, default_headers: list[tuple[bytes, bytes]],

@@ -36,12 +36,16 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from app.api.direct_lane import Answer, DirectHandler, DirectLane
 from app.api.errors import ApiError, render
 from app.api.metrics import RefusalCounts
-from app.server.direct_answers import ANSWERED, DirectCycle, answer_bytes, bodiless
+from app.server.direct_answers import ANSWERED, DirectCycle, answer_bytes, plain_target
 from app.server.joined_writes import join_writes
+from app.server.read_workers.pool import ReadWorkers
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# The first bytes of a consume read (app/api/routes/consume.py's path): a connection that
+# begins with them is offered to a read worker, which hands back what it does not serve.
+_READ_PREFIX = b"GET /v1/topics/"
 LINGER_S = 2.0
 LINGER_BYTES = 1 << 20
 
@@ -87,6 +91,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     counts: ClassVar[RefusalCounts]
     responses: ClassVar[dict[str, bytes]]
     direct_lane: ClassVar[DirectLane | None] = None
+    # Set while read workers run (app/server/read_workers/): a connection whose first bytes
+    # are a consume read is handed to one.
+    read_workers: ClassVar[ReadWorkers | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -102,6 +109,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # A request a direct route answers: its handler, path parameters, query string and
         # keep-alive, from its head until its message completes.
         self._direct: tuple[DirectHandler, dict[str, str], bytes, bool] | None = None
+        # A connection a read worker handed back: the bytes it sent that nobody answered yet
+        # (set before connection_made). Such a connection is not handed out again.
+        self.carried = b""
+        self._first_data = True
 
     # -- connection -----------------------------------------------------------------------------
 
@@ -112,8 +123,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._close_with(self.responses["connections"])
             return
         self._set_deadline("head", self.limits.header_timeout_s)
+        if self.carried and not self.transport.is_closing():
+            carried, self.carried = self.carried, b""
+            self._first_data = False
+            self.data_received(carried)
 
     def data_received(self, data: bytes) -> None:
+        if self._first_data:
+            self._first_data = False
+            if self.read_workers is not None and data.startswith(_READ_PREFIX) \
+                    and self._hand_to_read_worker(self.read_workers, data):
+                return
         self._head_started_in_feed = self._message_ended_in_feed = False
         super().data_received(data)
         if not self._head_in_progress or self.transport.is_closing():
@@ -125,6 +145,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_bytes > self.limits.header_bytes_max:
             self.counts.heads_too_large += 1
             self._close_with(self.responses["head_bytes"])
+
+    def _hand_to_read_worker(self, workers: ReadWorkers, data: bytes) -> bool:
+        """Hand the connection, whose first bytes are `data`, to a read worker; True when one
+        took it (this process's copy of the connection is closed)."""
+        if self.transport.is_closing():
+            return False
+        if not workers.offer(self.transport.get_extra_info("socket"), data):
+            return False
+        self.deadline_s = None
+        self.transport.close()
+        return True
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:
@@ -219,19 +250,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 or self.flow.write_paused or self.access_log \
                 or self.limit_concurrency is not None:
             return False
-        url = self.url
-        if parser.get_http_version() != "1.1" or parser.should_upgrade() \
-                or not url.startswith(b"/") or b"%" in url or not bodiless(self.headers):
-            return False
-        try:
-            parsed = httptools.parse_url(url)
-            path = parsed.path.decode("ascii")
-        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+        target = plain_target(parser, self.url, self.headers)
+        if target is None:
             return False  # the ASGI lane answers it as it always did
+        path, query_string = target
         route = lane.route(method, path)
         if route is None:
             return False
-        self._direct = (*route, parsed.query or b"", parser.should_keep_alive())
+        self._direct = (*route, query_string, parser.should_keep_alive())
         return True
 
     def _answer_direct(self, handler: DirectHandler, path_params: dict[str, str],

@@ -22,9 +22,17 @@ from app.api.gateway import Gateway
 from app.api.metrics import RefusalCounts
 from app.server.eager_accept import EagerAccept
 from app.server.fd_budget import FdBudget
-from app.server.http_protocol import ConnectionLimits, expire_overdue, protocol_class
+from app.server.http_protocol import (
+    ConnectionLimits,
+    GuardedHttpToolsProtocol,
+    expire_overdue,
+    protocol_class,
+)
 from app.server.port_file import PortReportingServer
+from app.server.read_workers.pool import ReadWorkers
+from app.server.read_workers.setup import start_read_workers, stop_read_workers
 from app.settings import Settings
+from store.shared_reads.publisher import EndsPublisher
 
 log = logging.getLogger(__name__)
 
@@ -34,32 +42,53 @@ EXPIRE_EVERY_TICKS = 5
 
 class TwinlogServer(PortReportingServer):
     eager_accept: EagerAccept | None = None
+    read_workers: tuple[ReadWorkers, EndsPublisher] | None = None
     gateway: Gateway
     accepts_eagerly = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.started:
+            self._start_read_workers()
         if self.started and self.accepts_eagerly:
             self._start_eager_accept()
 
     def _start_eager_accept(self) -> None:
         """Every connection waiting is accepted at once (app/server/eager_accept.py)."""
-        config = self.config
         listener = self.servers[0].sockets[0]
-        loop = asyncio.get_running_loop()
+        self.eager_accept = EagerAccept(listener, self._protocol, self.config.ssl)
+        self.eager_accept.start(asyncio.get_running_loop())
 
-        def protocol() -> asyncio.Protocol:
-            created: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=self.server_state, app_state=self.lifespan.state,
-                _loop=loop)
-            return created
+    def _protocol(self, carried: bytes = b"") -> asyncio.Protocol:
+        """The protocol of a new connection (`carried`: the bytes a connection handed back by
+        a read worker sent that nobody answered yet)."""
+        config = self.config
+        created: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=self.server_state, app_state=self.lifespan.state,
+            _loop=asyncio.get_running_loop())
+        if isinstance(created, GuardedHttpToolsProtocol):
+            created.carried = carried
+        return created
 
-        self.eager_accept = EagerAccept(listener, protocol, config.ssl)
-        self.eager_accept.start(loop)
+    def _start_read_workers(self) -> None:
+        broker = self.gateway.broker
+        protocol_class = self.config.http_protocol_class
+        if broker is None or getattr(protocol_class, "direct_lane", None) is None:
+            return  # (no direct lane, CORS or a root path: a worker would answer otherwise)
+        self.read_workers = start_read_workers(self.gateway.settings, broker, self._protocol,
+                                               asyncio.get_running_loop())
+        if self.read_workers is not None:
+            workers = self.read_workers[0]
+            self.config.http_protocol_class.read_workers = workers  # type: ignore[attr-defined]
+            self.gateway.metrics.read_worker_counts = workers.counts
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.eager_accept is not None:
             self.eager_accept.stop()
+        if self.read_workers is not None and self.gateway.broker is not None:
+            self.config.http_protocol_class.read_workers = None  # type: ignore[attr-defined]
+            stop_read_workers(self.read_workers, self.gateway.broker)
+            self.read_workers = None
         # Long-poll reads answer now with what there is: left parked, each would hold the
         # graceful shutdown for its whole wait_ms and then be cut off.
         broker = self.gateway.broker

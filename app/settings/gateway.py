@@ -70,6 +70,19 @@ class GatewayFields(BaseModel):
         True, description="accept every waiting connection at once (app/server/eager_accept.py); "
                           "off, uvloop accepts one per loop turn and a busy loop leaves new "
                           "connections queued for seconds")
+    read_workers: int = Field(
+        0, ge=0, le=16,
+        description="processes that serve consume reads over the store's files, beside the "
+                    "one that appends (docs/read-workers.md); 0: the broker serves every read "
+                    "itself. Not with TLS or in DLedger mode (they stay off there)")
+    read_worker_connections_max: int = Field(
+        256, ge=1, le=100_000,
+        description="connections one read worker serves at once; past it the broker keeps "
+                    "a new read connection and serves it itself")
+    read_worker_restarts_max: int = Field(
+        5, ge=0, le=1000,
+        description="restarts of a read worker that died; past it the worker stays down and "
+                    "the broker serves its share of reads itself")
     tls_cert: Path | None = Field(None, description="PEM certificate (chain): serve HTTPS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     long_poll_wait_ms_max: int = Field(

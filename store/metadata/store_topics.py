@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from store.metadata import topics
 from store.metadata.errors import TopicNotFound
@@ -116,6 +116,10 @@ class TopicsMixin(MetadataStoreBase):
         self._check_open()
         topic = self._view.topic(name)
         return None if topic is None else topic.model_copy()
+
+    def on_topics_changed(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every change of the topics' view (under the write lock)."""
+        self._view.on_topics_changed = listener
 
     def topic_view(self, name: str) -> TopicConfig | None:
         """find_topic for a hot read path: the view's own config, not a copy (the caller must

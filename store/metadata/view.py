@@ -15,7 +15,7 @@ not change them (the store's public methods hand out copies).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from store.metadata.models import SubscriptionGroup, TopicConfig
 
@@ -25,6 +25,8 @@ class MetadataView:
                  groups: Iterable[SubscriptionGroup] = ()) -> None:
         self._topics: dict[str, TopicConfig] = {topic.name: topic for topic in topics}
         self._groups: dict[str, SubscriptionGroup] = {group.name: group for group in groups}
+        # Called after every change of the topics (read workers publish what is readable).
+        self.on_topics_changed: Callable[[], None] | None = None
 
     # -- reads (any thread, no lock) --------------------------------------------------------------
 
@@ -46,9 +48,11 @@ class MetadataView:
 
     def put_topic(self, topic: TopicConfig) -> None:
         self._topics[topic.name] = topic
+        self._topics_changed()
 
     def drop_topic(self, name: str) -> None:
         self._topics.pop(name, None)
+        self._topics_changed()
 
     def put_group(self, group: SubscriptionGroup) -> None:
         self._groups[group.name] = group
@@ -59,6 +63,12 @@ class MetadataView:
     def replace_topics(self, topics: Iterable[TopicConfig]) -> None:
         """After a table was replaced whole (a slave's import of its master's topics)."""
         self._topics = {topic.name: topic for topic in topics}
+        self._topics_changed()
 
     def replace_groups(self, groups: Iterable[SubscriptionGroup]) -> None:
         self._groups = {group.name: group for group in groups}
+
+    def _topics_changed(self) -> None:
+        listener = self.on_topics_changed
+        if listener is not None:
+            listener()

@@ -27,6 +27,7 @@ from schemathesis.transport.serialization import quote_all as schemathesis_quote
 from app.api.schemas.produce import RESERVED_PROPERTY_NAMES
 from tests.support.brokers import ROOT, Launcher
 from tests.support.dledger_group import DLedgerGroup
+from tests.support.processes import wait_for
 
 SPEC_FILE = ROOT / "openapi" / "openapi.json"
 TOKEN = "contract-token"
@@ -205,6 +206,26 @@ def test_fuzzer_finds_nothing(launch: Launcher, monkeypatch: pytest.MonkeyPatch)
                     auth_tokens=AUTH_TOKENS)
     quote_generated_values_as_they_are(monkeypatch)
     assert_no_finding(broker.url)
+
+
+@pytest.mark.processes
+@pytest.mark.slow
+def test_fuzzer_finds_nothing_with_read_workers(launch: Launcher,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consume read against a broker with a read worker (docs/read-workers.md): a
+    connection whose first request is a read is the worker's, and what it does not answer
+    goes back to the broker; no finding either."""
+    broker = launch("contract-workers", "ASYNC_MASTER", read_workers=1,
+                    long_poll_wait_ms_max=LONG_POLL_WAIT_MS_MAX, auth_tokens=AUTH_TOKENS)
+    wait_for(lambda: 'twinlog_read_worker_live{worker="0"} 1.0' in broker.client.get(
+        "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text, 60.0,
+        "the read worker live")
+    quote_generated_values_as_they_are(monkeypatch)
+    assert_no_finding(broker.url, ("consume-messages",))
+    # (the fuzzer's reads fail, mostly: the worker hands them back, and the broker answers)
+    wait_for(lambda: 'twinlog_read_worker_handed_back_total{worker="0"} 0.0' not in
+             broker.client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text,
+             10.0, "connections the worker took and handed back")
 
 
 @pytest.mark.processes

@@ -65,7 +65,7 @@ _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTEN
 READ_MESSAGES_MAX = 1024
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
-_WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+WAITABLE = frozenset({GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
                        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
                        GetMessageStatus.OFFSET_OVERFLOW_ONE})
 
@@ -110,7 +110,7 @@ async def consume_lean(scope: Scope, path_params: dict[str, str], receive: Recei
                        gateway: Gateway) -> None:
     """The lean lane's consume (app/api/lean_lane.py): the same checks in the same order."""
     broker = admit(scope, gateway, TokenScope.CONSUME)
-    read = _read_request(path_params, query_of(scope))
+    read = read_request(path_params, query_of(scope))
     answer = await read_answer(broker, gateway, *read)
     await send_json(send, answer)
 
@@ -121,7 +121,7 @@ def consume_direct(path_params: dict[str, str], query_string: bytes, headers: He
     answer when the read succeeds; a read that would wait for a message (a long poll)
     declines before it has read anything, and the lean lane serves it."""
     broker = admit_headers(headers, gateway, TokenScope.CONSUME)
-    read = _read_request(path_params, parsed_query(query_string))
+    read = read_request(path_params, parsed_query(query_string))
     answer = answer_read(broker, gateway, *read, may_wait=False)
     if isinstance(answer, bytes):
         return Answer(200, JSON_HEADERS, answer)
@@ -132,7 +132,7 @@ async def _json_answer(pending: Awaitable[bytes]) -> Answer:
     return Answer(200, JSON_HEADERS, await pending)
 
 
-def _read_request(path_params: dict[str, str], query: dict[str, str]
+def read_request(path_params: dict[str, str], query: dict[str, str]
                   ) -> tuple[str, int, int, int, str, int, TagFilter | None]:
     """A read's topic, queue, offset, max_messages, body_encoding, wait_ms and tag filter
     in their plain forms (lean_lane.Fallback otherwise); 400 INVALID_TAG_EXPRESSION."""
@@ -190,7 +190,7 @@ def answer_read(broker: Broker, gateway: Gateway, topic: str, queue_id: int, off
     encoder = ENCODERS[body_encoding]
     read = first_chunk(broker.store, topic, queue_id, offset, max_messages, encoder, tags)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
-    waits = wait_ms > 0 and read.result.status in _WAITABLE
+    waits = wait_ms > 0 and read.result.status in WAITABLE
     if waits and not may_wait:
         raise Fallback
     if waits or reads_on(read, max_messages):
@@ -207,7 +207,7 @@ async def _answer_later(broker: Broker, gateway: Gateway, topic: str, queue_id: 
     if reads_on(read, max_messages):
         await read_on(store, topic, queue_id, max_messages, encoder, tags, read)
     result = read.result
-    if wait_ms > 0 and result.status in _WAITABLE:
+    if wait_ms > 0 and result.status in WAITABLE:
         arrived = await wait_for_arrival(store, topic, queue_id, result.max_offset, wait_ms)
         if arrived and broker.is_running:  # not when woken by a stopping broker
             started_s = time.perf_counter()  # the latency of the read, not of the wait
@@ -218,9 +218,14 @@ async def _answer_later(broker: Broker, gateway: Gateway, topic: str, queue_id: 
 
 def _answer(gateway: Gateway, topic: str, queue_id: int, result: EncodedRead,
             started_s: float) -> bytes:
-    records = result.records
     gateway.metrics.consume.observe(topic, time.perf_counter() - started_s,
-                                    list(map(_STORE_TIMESTAMP_MS, records)))
+                                    list(map(_STORE_TIMESTAMP_MS, result.records)))
+    return answer_document(topic, queue_id, result)
+
+
+def answer_document(topic: str, queue_id: int, result: EncodedRead) -> bytes:
+    """The ConsumeResult document of a read's result."""
+    records = result.records
     # orjson's document of these fields with "messages" last, the messages' documents being
     # the records' encoded forms (`consumed`, made by orjson too): the same bytes.
     head = orjson.dumps({
