@@ -195,7 +195,8 @@ class Broker:
                          replayed)
             caught_up = self.store.attach_system_records(
                 self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
-                reset=self._reset_metadata, cut=self.metadata.cut_ahead)
+                reset=self._reset_metadata, cut=self.metadata.cut_ahead,
+                snapshot=self.metadata.applied_snapshot)
             if self.dledger is None:  # a commit's answer waits for its entry's commit there
                 self.metadata_log.apply_ahead = self.metadata.apply_ahead
             if caught_up:
