@@ -210,12 +210,21 @@ class ConsumeQueue:
         """An empty queue starts at `queue_offset` (a metadata snapshot's queue start, on a
         replica whose log begins past the queue's last record): its next entry is that one.
         Gap entries fill its file from the file's start up to it (recovery then finds the
-        same end; reads there answer nothing). A queue with entries, or past it, stays as it
-        is. True when started."""
+        same end; reads there answer nothing). A queue started already and still without a
+        record (its last entry a gap: gaps only come before a record) moves on to a later
+        start, by more gaps: a slave's bootstrap starts it at its master's next offset where
+        the master's log then began, and the snapshot in the log it then streams (retention
+        moved on meanwhile) says where it stands there. A queue with records, or past
+        `queue_offset`, stays as it is. True when started or moved."""
         with self._opened() as files:
             end = files.max_offset // ENTRY_SIZE
-            if files.max_offset > files.min_offset or end >= queue_offset:
+            if end >= queue_offset:
                 return False
+            if files.max_offset > files.min_offset:
+                if raw_entry(files, end - 1) != _GAP_ENTRY:
+                    return False
+                self._fill_gap(files, end, queue_offset)
+                return True
             per_file = self._file_size_bytes // ENTRY_SIZE
             start = queue_offset - queue_offset % per_file
             if files.last_file() is not None and end > start:
@@ -456,9 +465,8 @@ class ConsumeQueues:
         if queue_offset <= 0:
             return False
         queue = self._queues.get((topic, queue_id))
-        if queue is not None and (queue.max_queue_offset > queue.min_queue_offset
-                                  or queue.max_queue_offset >= queue_offset):
-            return False  # entries, or past it: known without opening its files
+        if queue is not None and queue.max_queue_offset >= queue_offset:
+            return False  # past it: known without opening its files
         return self.get_or_create(topic, queue_id).start_at(queue_offset)
 
     def starts_at(self, commit_log_offset: int) -> list[tuple[str, int, int]]:
