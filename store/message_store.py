@@ -387,12 +387,16 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
         """A cut's second step: the timer state is loaded from the newest copy a save left at
         or below the cut (SavedStates), and dispatch starts again at the offset it covers; with
         none, the state goes and dispatch starts at the log's first offset
-        (DispatchService.rewind). Records below the cut are the ones the copy saw."""
+        (DispatchService.rewind). Records below the cut are the ones the copy saw. The file
+        takes the same state before the cut returns: the last save may cover records the cut
+        removed, and a start after the log grows past it again would take their doings."""
         self.timer_copies.cut(offset)
         copy = self.timer_copies.newest_within(offset, self.commit_log.min_offset)
         if copy is not None and self.timer_state.load_encoded(copy[1]) == copy[0]:
+            self._write_timer_state(copy[1])
             return 0, copy[0]
         self.timer_state.reset()
+        self._write_timer_state(self.timer_state.encode(self.commit_log.min_offset))
         return 0, self.commit_log.min_offset
 
     def add_append_listener(self, listener: Callable[[], None]) -> None:
