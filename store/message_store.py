@@ -47,6 +47,7 @@ from store.system_topics import (
     OP_TOPIC_DELETE,
     PROPERTY_OP,
     PROPERTY_SUBJECT_TOPIC,
+    SnapshotAt,
     is_system_topic,
 )
 from store.timers.lane_reader import read_lane
@@ -245,7 +246,8 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
     def attach_system_records(self, handler: SystemRecordHandler, from_queue_offset: int,
                               applied_offset: int | None = None,
                               reset: Callable[[], None] | None = None,
-                              cut: Callable[[int], None] | None = None) -> int:
+                              cut: Callable[[int], None] | None = None,
+                              snapshot: SnapshotAt | None = None) -> int:
         """Hand every metadata record to `handler`, in log order: first those dispatched
         already from `from_queue_offset` of the metadata topic on (what the metadata layer has
         not applied yet: recovery redispatches before it is attached), then each one dispatch
@@ -253,11 +255,13 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
         or handed twice between the two. With `reset`, the layer never keeps what the log
         lost: when its last applied record (`applied_offset`) is not in the log, or a cut
         (`truncate_log`) removes one it applied, it is reset and fed again from the start
-        (store/system_feed.py); `cut` hears of every cut of the log."""
+        (store/system_feed.py); `cut` hears of every cut of the log. `snapshot`: the last
+        whole metadata snapshot among the records the layer applied (it persists it), which
+        spares reading the log back from its end to find it."""
 
         def catch_up() -> int:
             count = self.system_feed.attach(handler, from_queue_offset, applied_offset, reset,
-                                            cut)
+                                            cut, snapshot)
             self.dispatch.on_system_record = self.system_feed.dispatched
             return count
 
@@ -384,12 +388,16 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
         """A cut's second step: the timer state is loaded from the newest copy a save left at
         or below the cut (SavedStates), and dispatch starts again at the offset it covers; with
         none, the state goes and dispatch starts at the log's first offset
-        (DispatchService.rewind). Records below the cut are the ones the copy saw."""
+        (DispatchService.rewind). Records below the cut are the ones the copy saw. The file
+        takes the same state before the cut returns: the last save may cover records the cut
+        removed, and a start after the log grows past it again would take their doings."""
         self.timer_copies.cut(offset)
         copy = self.timer_copies.newest_within(offset, self.commit_log.min_offset)
         if copy is not None and self.timer_state.load_encoded(copy[1]) == copy[0]:
+            self._write_timer_state(copy[1])
             return 0, copy[0]
         self.timer_state.reset()
+        self._write_timer_state(self.timer_state.encode(self.commit_log.min_offset))
         return 0, self.commit_log.min_offset
 
     def add_append_listener(self, listener: Callable[[], None]) -> None:

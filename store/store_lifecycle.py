@@ -181,6 +181,11 @@ class StoreLifecycle:
 
         encoded = self.dispatch.at_position(encode)
         self.timer_copies.add(covered[0], encoded)
+        self._write_timer_state(encoded)
+
+    def _write_timer_state(self, encoded: bytes) -> None:
+        """The timer state's file replaced by `encoded` (a failure is logged once a spell:
+        the previous file stays)."""
         try:
             save_state(self.paths.timer_state, encoded, self._disk)
         except OSError as error:

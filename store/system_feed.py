@@ -25,7 +25,7 @@ from typing import Protocol
 
 from store.dispatch import SystemRecord, SystemRecordHandler
 from store.reads import GetMessagesResult, GetMessageStatus
-from store.system_topics import METADATA_TOPIC, PROPERTY_OP, snapshot_part
+from store.system_topics import METADATA_TOPIC, PROPERTY_OP, SnapshotAt, snapshot_part
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +71,17 @@ class SystemRecordFeed:
 
     def attach(self, handler: SystemRecordHandler, from_queue_offset: int,
                applied_offset: int | None, reset: Callable[[], None] | None,
-               cut: Callable[[int], None] | None = None) -> int:
+               cut: Callable[[int], None] | None = None,
+               snapshot: SnapshotAt | None = None) -> int:
         """Hand the records from `from_queue_offset` on. When the layer's last applied record
         (at `from_queue_offset - 1`, commit-log offset `applied_offset`) is not in the log,
-        the layer is ahead of the log: it is reset and fed again from 0. Returns how many
-        records were handed. The caller holds dispatch still."""
+        the layer is ahead of the log: it is reset and fed again from 0. `snapshot` is the
+        last whole snapshot among the records the layer applied, as it persisted it: taken
+        when the log holds it so, else the log is searched. Returns how many records were
+        handed. The caller holds dispatch still."""
         self._handler, self._reset, self._cut = handler, reset, cut
-        self._scan()
+        if not self._known(snapshot, from_queue_offset):
+            self._scan()
         if reset is not None and from_queue_offset > 0 and applied_offset is not None \
                 and self._offset_at(from_queue_offset - 1) != applied_offset:
             log.warning("metadata: the tables applied a record (queue offset %d, log offset "
@@ -161,6 +165,7 @@ class SystemRecordFeed:
                 handler(SystemRecord(message.commit_log_offset, message.queue_offset, op,
                                      message.body))
                 self.last_handed_offset = message.commit_log_offset
+                self._note(message.commit_log_offset, message.queue_offset, op, message.body)
                 count += 1
             queue_offset = result.next_offset
 
@@ -204,6 +209,34 @@ class SystemRecordFeed:
             self.latest_snapshot, arriving = arriving, None
         self._arriving = arriving
 
+    def _known(self, snapshot: SnapshotAt | None, from_queue_offset: int) -> bool:
+        """Take the layer's last whole snapshot (`snapshot`, among the records below
+        `from_queue_offset`) as the log's, when the log holds it as the layer saw it and no
+        snapshot's parts straddle `from_queue_offset`: every record after it is then handed
+        (and followed, `_note`) as the layer catches up, so the log need not be read back
+        from its end. False when the layer names none, or the log does not hold it (retention,
+        a cut, tables of another log) or ends mid-snapshot: the scan decides."""
+        self._scanned = False
+        self.latest_snapshot = self._arriving = None
+        if snapshot is None or snapshot.queue_offset + snapshot.parts > from_queue_offset:
+            return False
+        last = snapshot.queue_offset + snapshot.parts - 1
+        if self._part_at(snapshot.queue_offset) != (snapshot.commit_log_offset,
+                                                    (0, snapshot.parts)):
+            return False
+        found = self._part_at(last)
+        if found is None or found[1] != (snapshot.parts - 1, snapshot.parts):
+            return False
+        if from_queue_offset - 1 > last:
+            found = self._part_at(from_queue_offset - 1)
+            part = None if found is None else found[1]
+            if found is None or (part is not None and part[0] != part[1] - 1):
+                return False  # a snapshot's parts straddle the position
+        self.latest_snapshot = _Snapshot(snapshot.commit_log_offset, snapshot.queue_offset,
+                                         snapshot.parts)
+        self._scanned = True
+        return True
+
     def _scan(self) -> None:
         """Find the last whole snapshot, from the log's end back: its last part, then its
         part 0 (a snapshot's parts are appended together, in one lock hold)."""
@@ -233,12 +266,18 @@ class SystemRecordFeed:
             end = start
 
     def _is_part_zero(self, queue_offset: int, parts: int) -> bool:
+        found = self._part_at(queue_offset)
+        return found is not None and found[1] == (0, parts)
+
+    def _part_at(self, queue_offset: int) -> tuple[int, tuple[int, int] | None] | None:
+        """The record at `queue_offset`: its commit-log offset and, for a snapshot part, its
+        (part, parts); None when the log does not hold it."""
         result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset, 1, committed_only=False)
         if not result.messages or result.messages[0].queue_offset != queue_offset:
-            return False
+            return None
         message = result.messages[0]
-        return snapshot_part(message.properties.get(PROPERTY_OP, ""),
-                             message.body) == (0, parts)
+        return message.commit_log_offset, snapshot_part(message.properties.get(PROPERTY_OP, ""),
+                                                        message.body)
 
     def _first_queue_offset(self) -> int | None:
         """The metadata topic's first queue offset the log holds; None when it holds none."""
@@ -253,8 +292,5 @@ class SystemRecordFeed:
         return None
 
     def _offset_at(self, queue_offset: int) -> int | None:
-        result = self._reads.get_messages(METADATA_TOPIC, 0, queue_offset, 1,
-                                          committed_only=False)
-        if result.messages and result.messages[0].queue_offset == queue_offset:
-            return result.messages[0].commit_log_offset
-        return None
+        found = self._part_at(queue_offset)
+        return None if found is None else found[0]

@@ -15,6 +15,8 @@ consume or list them (the gateway refuses them as reserved).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import orjson
 
 SYSTEM_TOPIC_PREFIX = "TWINLOG_SYS_"
@@ -29,6 +31,15 @@ OP_TOPIC_DELETE = "topic.delete"
 # store reads its queue starts (`queue_starts`): a replica whose log starts past a queue's
 # last record still starts that queue at its next offset.
 OP_SNAPSHOT = "snapshot"
+
+
+class SnapshotAt(NamedTuple):
+    """Where a whole metadata snapshot lies in the log: its part 0's queue offset (in the
+    metadata topic) and commit-log offset, and how many parts it has (consecutive records)."""
+
+    queue_offset: int
+    commit_log_offset: int
+    parts: int
 
 
 def is_system_topic(topic: str) -> bool:

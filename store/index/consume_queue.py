@@ -8,28 +8,30 @@ from __future__ import annotations
 
 import logging
 import shutil
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from store.config import CONSUME_QUEUE_ENTRY_SIZE_BYTES, StoreConfig
+from store.config import StoreConfig
 from store.errors import StoreCorruptError
 from store.files.disk import REAL_DISK, Disk
-from store.files.mapped_file import MappedFile
 from store.files.mapped_file_queue import MappedFileQueue
 from store.files.open_files import OpenFiles
+from store.index.queue_entries import (
+    ENTRY,
+    ENTRY_SIZE,
+    entries_in,
+    file_for,
+    raw_entry,
+    written_end,
+)
 from store.system_topics import is_system_topic
 from store.timers.names import has_queue_starts
 from store.topic import is_valid_topic
 
 log = logging.getLogger(__name__)
 
-ENTRY = struct.Struct(">qiq")
-ENTRY_SIZE = CONSUME_QUEUE_ENTRY_SIZE_BYTES
-assert ENTRY.size == ENTRY_SIZE
-_ZERO_ENTRY = bytes(ENTRY_SIZE)
 # A default for queues built outside a store (tests); the store passes its setting.
 DEFAULT_RESERVE_STEP_BYTES = 16 * 1024
 _GAP_ENTRY = (-1, 0, 0)  # stands for a record the queue will never have (see _fill_gap)
@@ -81,7 +83,7 @@ class ConsumeQueue:
                 self._min_offset_bytes = files.min_offset
                 self._max_offset_bytes = files.max_offset
                 self._file_count = len(files.files)
-                self._last_entry = (_raw_entry(files, self.max_queue_offset - 1)
+                self._last_entry = (raw_entry(files, self.max_queue_offset - 1)
                                     if self._max_offset_bytes > self._min_offset_bytes else None)
                 # Under the lock: a queue with open files is always listed as open, which
                 # is what lets ConsumeQueues.flush visit only the open ones.
@@ -101,7 +103,7 @@ class ConsumeQueue:
             if self._end_found:  # reopened: the end is known
                 end_position = self._max_offset_bytes - last.start_offset
             else:
-                end_position = _written_end(last)
+                end_position = written_end(last)
                 self._end_found = True
             last.write_position = end_position
             last.flushed_position = end_position
@@ -153,7 +155,7 @@ class ConsumeQueue:
         with self._opened() as files:
             last = files.last_file()
             if last is None or (last.is_full and byte_offset == last.end_offset):
-                last = _file_for(files, queue_offset)
+                last = file_for(files, queue_offset)
             if not last.start_offset <= byte_offset < last.end_offset:
                 return queue_offset + 1
             files.reserve(last, byte_offset - last.start_offset + ENTRY_SIZE)
@@ -176,7 +178,7 @@ class ConsumeQueue:
                     self.topic, self.queue_id, queue_offset, expected,
                 )
             self._fill_gap(files, expected, queue_offset)
-        mapped = _file_for(files, queue_offset)
+        mapped = file_for(files, queue_offset)
         byte_offset = queue_offset * ENTRY_SIZE
         if mapped.write_offset < byte_offset:
             mapped.write_position = byte_offset - mapped.start_offset
@@ -193,7 +195,7 @@ class ConsumeQueue:
                     self._put(files, entries[index])  # a present entry or a gap: careful path
                     index += 1
                     continue
-                mapped = _file_for(files, queue_offset)
+                mapped = file_for(files, queue_offset)
                 run = entries[index : index + mapped.remaining_bytes // ENTRY_SIZE]
                 if run[-1][0] != queue_offset + len(run) - 1:
                     self._put(files, entries[index])  # not consecutive: one at a time
@@ -208,17 +210,26 @@ class ConsumeQueue:
         """An empty queue starts at `queue_offset` (a metadata snapshot's queue start, on a
         replica whose log begins past the queue's last record): its next entry is that one.
         Gap entries fill its file from the file's start up to it (recovery then finds the
-        same end; reads there answer nothing). A queue with entries, or past it, stays as it
-        is. True when started."""
+        same end; reads there answer nothing). A queue started already and still without a
+        record (its last entry a gap: gaps only come before a record) moves on to a later
+        start, by more gaps: a slave's bootstrap starts it at its master's next offset where
+        the master's log then began, and the snapshot in the log it then streams (retention
+        moved on meanwhile) says where it stands there. A queue with records, or past
+        `queue_offset`, stays as it is. True when started or moved."""
         with self._opened() as files:
             end = files.max_offset // ENTRY_SIZE
-            if files.max_offset > files.min_offset or end >= queue_offset:
+            if end >= queue_offset:
                 return False
+            if files.max_offset > files.min_offset:
+                if raw_entry(files, end - 1) != _GAP_ENTRY:
+                    return False
+                self._fill_gap(files, end, queue_offset)
+                return True
             per_file = self._file_size_bytes // ENTRY_SIZE
             start = queue_offset - queue_offset % per_file
             if files.last_file() is not None and end > start:
                 start = end
-            _file_for(files, start)
+            file_for(files, start)
             self._fill_gap(files, start, queue_offset)
             return True
 
@@ -239,7 +250,7 @@ class ConsumeQueue:
     def _fill_gap(self, files: MappedFileQueue, start: int, end: int) -> None:
         """Invalid entries (size 0) stand for records this queue will never have."""
         for queue_offset in range(start, end):
-            mapped = _file_for(files, queue_offset)
+            mapped = file_for(files, queue_offset)
             byte_offset = queue_offset * ENTRY_SIZE
             if mapped.write_offset < byte_offset:
                 mapped.write_position = byte_offset - mapped.start_offset
@@ -275,11 +286,11 @@ class ConsumeQueue:
             if files is not None:
                 # Mapped already: a read changes none of what `_opened` keeps up to date
                 # after a use, so only the use is reported (a consume read's hot path).
-                found = _entries_in(files, start, count)
+                found = entries_in(files, start, count)
                 self._open_files.used(self, self._file_count)
                 return found
         with self._opened() as files:
-            return _entries_in(files, start, count)
+            return entries_in(files, start, count)
 
     def get_many(self, queue_offset: int,
                  count_max: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -304,7 +315,7 @@ class ConsumeQueue:
             end = high
             while low < high:  # first entry whose record end is past the commit-log end
                 middle = (low + high) // 2
-                entry = _raw_entry(files, middle)
+                entry = raw_entry(files, middle)
                 if entry[0] >= 0 and entry[0] + entry[1] > commit_log_end:
                     high = middle
                 else:
@@ -329,7 +340,7 @@ class ConsumeQueue:
             first_bad: int | None = None
             queue_offset = files.max_offset // ENTRY_SIZE - 1
             while queue_offset >= files.min_offset // ENTRY_SIZE:
-                entry = _raw_entry(files, queue_offset)
+                entry = raw_entry(files, queue_offset)
                 if entry != _GAP_ENTRY:
                     if entry[1] <= 0 or not matches(self.topic, self.queue_id, queue_offset,
                                                     entry):
@@ -393,73 +404,6 @@ class ConsumeQueue:
                 self._open_files.closed(self, [])
 
 
-def _file_for(files: MappedFileQueue, queue_offset: int) -> MappedFile:
-    """The file to write entry `queue_offset` into (the last one, or a new one), with the
-    entry's blocks reserved (OSError, ENOSPC..., when they cannot be)."""
-    byte_offset = queue_offset * ENTRY_SIZE
-    mapped = files.writable_file(start_if_empty=byte_offset - byte_offset % files.file_size_bytes)
-    if mapped.start_offset <= byte_offset < mapped.end_offset:
-        files.reserve(mapped, byte_offset - mapped.start_offset + ENTRY_SIZE)
-    return mapped
-
-
-def _entries_in(files: MappedFileQueue, start: int,
-                count: int) -> list[tuple[int, int, int] | None]:
-    """ConsumeQueue.entries' read, under the queue's lock."""
-    found: list[tuple[int, int, int] | None] = []
-    end = min(start + count, files.max_offset // ENTRY_SIZE)
-    offset = start
-    while offset < end:
-        mapped = files.hold_file(offset * ENTRY_SIZE)
-        if mapped is None:  # removed by retention meanwhile
-            found.append(None)
-            offset += 1
-            continue
-        try:
-            last = min(end, mapped.end_offset // ENTRY_SIZE)
-            position = offset * ENTRY_SIZE - mapped.start_offset
-            raw = mapped.read(position, (last - offset) * ENTRY_SIZE)
-        finally:
-            mapped.release()
-        found += [entry if entry[0] >= 0 and entry[1] > 0 else None
-                  for entry in ENTRY.iter_unpack(raw)]
-        offset = last
-    return found
-
-
-def _raw_entry(files: MappedFileQueue, queue_offset: int) -> tuple[int, int, int]:
-    mapped = files.find_file(queue_offset * ENTRY_SIZE)
-    assert mapped is not None
-    entry: tuple[int, int, int] = ENTRY.unpack_from(
-        mapped.view(queue_offset * ENTRY_SIZE - mapped.start_offset, ENTRY_SIZE)
-    )
-    return entry
-
-
-def _written_end(last: MappedFile) -> int:
-    """Where the last file's written entries end: one past the last entry that is not all
-    zeros. A binary search for the first zero entry finds it when the written entries form a
-    prefix; after a power loss a hole (unwritten pages) may sit below written entries, so the
-    data the file system holds past that point is searched as well."""
-    low, high = 0, last.size_bytes // ENTRY_SIZE
-    while low < high:
-        middle = (low + high) // 2
-        if last.view(middle * ENTRY_SIZE, ENTRY_SIZE) == _ZERO_ENTRY:
-            high = middle
-        else:
-            low = middle + 1
-    end = low * ENTRY_SIZE
-    for start, stop in reversed(last.data_regions(end, last.size_bytes)):
-        written = len(last.read(start, stop - start).rstrip(b"\x00"))
-        if written:
-            return max(end, _round_up(start + written, ENTRY_SIZE))
-    return end
-
-
-def _round_up(value: int, unit: int) -> int:
-    return (value + unit - 1) // unit * unit
-
-
 class ConsumeQueues:
     """Every consume queue of the store, created on first use."""
 
@@ -521,9 +465,8 @@ class ConsumeQueues:
         if queue_offset <= 0:
             return False
         queue = self._queues.get((topic, queue_id))
-        if queue is not None and (queue.max_queue_offset > queue.min_queue_offset
-                                  or queue.max_queue_offset >= queue_offset):
-            return False  # entries, or past it: known without opening its files
+        if queue is not None and queue.max_queue_offset >= queue_offset:
+            return False  # past it: known without opening its files
         return self.get_or_create(topic, queue_id).start_at(queue_offset)
 
     def starts_at(self, commit_log_offset: int) -> list[tuple[str, int, int]]:

@@ -37,6 +37,7 @@ from store.metadata.models import (
     TopicConfigRow,
 )
 from store.metadata.versions import MetadataTable, bump_data_version
+from store.system_topics import SnapshotAt
 
 METADATA_STREAM = "metadata"
 _Row = TypeVar("_Row", TopicConfigRow, SubscriptionGroupRow)
@@ -215,15 +216,38 @@ def clear_applied(engine: Engine, now_ms: int) -> None:
         if row is not None:
             row.queue_offset = row.commit_log_offset = 0
             row.updated_at_ms = now_ms
+            _set_snapshot(row, None)
 
 
-def write_log_position(engine: Engine, position: LogPosition) -> None:
-    """Only ever forward: the tables hold every record below the position written."""
+def write_log_position(engine: Engine, position: LogPosition,
+                       snapshot: SnapshotAt | None = None) -> None:
+    """Only ever forward: the tables hold every record below the position written, and
+    `snapshot` is the last whole snapshot among them (None: not known)."""
     with transaction(engine) as session:
         row = session.get(LogPositionRow, METADATA_STREAM)
         if row is None:
-            session.add(LogPositionRow(name=METADATA_STREAM, **position.model_dump()))
+            row = LogPositionRow(name=METADATA_STREAM, queue_offset=position.queue_offset,
+                                 commit_log_offset=position.commit_log_offset,
+                                 updated_at_ms=position.updated_at_ms)
+            session.add(row)
         elif position.queue_offset > row.queue_offset:
             row.queue_offset = position.queue_offset
             row.commit_log_offset = position.commit_log_offset
             row.updated_at_ms = position.updated_at_ms
+        else:
+            return
+        _set_snapshot(row, snapshot)
+
+
+def snapshot_of(position: LogPosition) -> SnapshotAt | None:
+    """The last whole snapshot a persisted position names; None when it names none."""
+    if position.snapshot_queue_offset is None or position.snapshot_commit_log_offset is None \
+            or position.snapshot_parts is None:
+        return None
+    return SnapshotAt(position.snapshot_queue_offset, position.snapshot_commit_log_offset,
+                      position.snapshot_parts)
+
+
+def _set_snapshot(row: LogPositionRow, snapshot: SnapshotAt | None) -> None:
+    row.snapshot_queue_offset, row.snapshot_commit_log_offset, row.snapshot_parts = (
+        (None, None, None) if snapshot is None else snapshot)

@@ -13,6 +13,7 @@ property (store/system_topics.py), so the store reads a topic delete without thi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from store.consumption.snapshot import (
     decode_queue_image,
 )
 from store.system_topics import OP_SNAPSHOT, OP_TOPIC_DELETE
+
+log = logging.getLogger(__name__)
 
 RECORD_VERSION = 1
 OP_TOPIC_PUT = "topic.put"
@@ -195,12 +198,21 @@ def decode(op: str, body: bytes) -> MetadataChange:
 _SNAPSHOT_LISTS = {"topics": TopicPut, "groups": GroupPut, "offsets": OffsetSet,
                    "queues": QueueStart, "pop_counts": PopCountsImage}
 _SNAPSHOT_LATER = {"pop_queues", "pop_counts"}  # lists a snapshot of an older build lacks
+_SNAPSHOT_FIELDS = frozenset({"part", "parts", "pop_queues", *_SNAPSHOT_LISTS})
+# The unknown snapshot fields already warned of (bounded: past it, skipped unsaid).
+_SKIPPED_WARNED: set[str] = set()
+_SKIPPED_WARNED_MAX = 64
 
 
 def _snapshot(fields: dict[str, Any]) -> MetadataSnapshot:
     for name in _SNAPSHOT_LATER:
         fields.setdefault(name, [])
-    if set(fields) != {"part", "parts", "pop_queues", *_SNAPSHOT_LISTS}:
+    unknown = set(fields) - _SNAPSHOT_FIELDS
+    if unknown:
+        _skip(unknown)
+        for name in unknown:
+            del fields[name]
+    if set(fields) != _SNAPSHOT_FIELDS:
         raise MetadataRecordError(f"{OP_SNAPSHOT} record with fields {sorted(fields)}")
     part, parts = fields["part"], fields["parts"]
     if not (_is(part, "int") and _is(parts, "int") and 0 <= part < parts <= SNAPSHOT_PARTS_MAX):
@@ -219,6 +231,19 @@ def _snapshot(fields: dict[str, Any]) -> MetadataSnapshot:
         raise MetadataRecordError(f"{OP_SNAPSHOT} record: {error}") from error
     return MetadataSnapshot(part, parts, lists["topics"], lists["groups"], lists["offsets"],
                             lists["queues"], pop_queues, lists["pop_counts"])
+
+
+def _skip(names: set[str]) -> None:
+    """A newer build's snapshot fields: state of features this build lacks, which a newer
+    build adds only when a build that passes it over still holds the tables right (a change
+    that must not be passed over raises RECORD_VERSION instead, refused above). Passed over,
+    with a warning once per name."""
+    new = sorted(names - _SKIPPED_WARNED)
+    if new and len(_SKIPPED_WARNED) < _SKIPPED_WARNED_MAX:
+        _SKIPPED_WARNED.update(new)
+        log.warning("metadata: a snapshot holds fields this build does not know (%s), written "
+                    "by a newer build; passed over (docs/operations.md, Upgrades and "
+                    "downgrades)", ", ".join(new))
 
 
 # A snapshot's parts: each record at most SNAPSHOT_PART_BYTES_MAX of body (the last item

@@ -177,6 +177,14 @@ class LogPositionBase(SQLModel):
     # The commit-log offset just past the last record applied (0: none).
     commit_log_offset: int = Field(sa_type=BigInteger)
     updated_at_ms: int = Field(sa_type=BigInteger)
+    # The last whole metadata snapshot among the records applied: its part 0's queue and
+    # commit-log offsets and its part count (store/system_topics.py's SnapshotAt). A start
+    # finds it here rather than read the log back from its end (store/system_feed.py); None
+    # when none was applied since the tables were reset or bootstrapped, or not known.
+    snapshot_queue_offset: int | None = Field(default=None, sa_type=BigInteger, nullable=True)
+    snapshot_commit_log_offset: int | None = Field(default=None, sa_type=BigInteger,
+                                                   nullable=True)
+    snapshot_parts: int | None = Field(default=None, sa_type=Integer, nullable=True)
 
 
 class LogPositionRow(LogPositionBase, table=True):

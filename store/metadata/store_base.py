@@ -24,6 +24,7 @@ from store.metadata.rules import (
 )
 from store.metadata.view import MetadataView
 from store.service import IntervalService
+from store.system_topics import SnapshotAt
 
 # How many appended commits wait for dispatch with their change kept (store_log.py).
 APPENDED_CHANGES_MAX = 65_536
@@ -81,7 +82,8 @@ class MetadataStoreBase:
             with self._engine.connect() as connection:
                 bring_to_head(connection)
             stored_offsets = offsets.list_consumer_offsets(engine=self._engine)
-            self._applied = AppliedPosition.of(apply.read_log_position(self._engine))
+            persisted = apply.read_log_position(self._engine)
+            self._applied = AppliedPosition.of(persisted)
             self._view = MetadataView(topics.list_topics(engine=self._engine),
                                       groups.list_groups(engine=self._engine))
         except BaseException:
@@ -96,6 +98,10 @@ class MetadataStoreBase:
         # not persisted: a restart finds it below what the log holds and rebuilds.
         self._snapshot_loading = False
         self._lacking = False
+        # The last whole snapshot among the records applied, persisted with the position
+        # (store/system_feed.py finds it there at a start), and the one whose parts apply.
+        self._snapshot_at: SnapshotAt | None = apply.snapshot_of(persisted)
+        self._snapshot_arriving: SnapshotAt | None = None
         # The forward commits this broker appended and showed ahead, by their records'
         # commit-log offsets: dispatch applies these objects rather than decode the records
         # again (at most APPENDED_CHANGES_MAX: past it, records are decoded).
@@ -175,6 +181,6 @@ class MetadataStoreBase:
                     raise
             if position.queue_offset > self._persisted_position_queue_offset and \
                     not self._snapshot_loading and not self._lacking:
-                apply.write_log_position(self._engine, position.model())
+                apply.write_log_position(self._engine, position.model(), self._snapshot_at)
                 self._persisted_position_queue_offset = position.queue_offset
             return changed

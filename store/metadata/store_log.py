@@ -25,6 +25,7 @@ from store.metadata.models import (
 from store.metadata.offset_table import ConsumerOffsetTable
 from store.metadata.offsets import OffsetKey
 from store.metadata.store_base import APPENDED_CHANGES_MAX, MetadataStoreBase
+from store.system_topics import SnapshotAt
 
 
 class LogRecordsMixin(MetadataStoreBase):
@@ -65,8 +66,7 @@ class LogRecordsMixin(MetadataStoreBase):
                 self._applied = AppliedPosition(record.queue_offset + 1,
                                                 record.commit_log_offset, self._clock_ms())
                 return change
-            if not isinstance(change, MetadataSnapshot) or self._loads(change,
-                                                                       record.queue_offset):
+            if not isinstance(change, MetadataSnapshot) or self._loads(change, record):
                 self.apply_change(change)
             self._passed(change, record.commit_log_offset)  # after: never a step back
             # Every record moves it: plain ints, a LogPosition only for who reads it.
@@ -141,22 +141,37 @@ class LogRecordsMixin(MetadataStoreBase):
             self._applied = AppliedPosition(record.queue_offset + 1, record.commit_log_offset,
                                             self._clock_ms())
 
-    def _loads(self, part: MetadataSnapshot, queue_offset: int) -> bool:
+    def _loads(self, part: MetadataSnapshot, record: SystemRecord) -> bool:
         """Whether a snapshot part is loaded into the tables. Where they applied the record
         before its part 0 they hold the snapshot already (it is exact: app/broker/
         metadata_snapshots.py), so its parts pass as nothing: no rewrite, and no moment with
         half the tables. Where they did not (a rebuild that starts at it), every part is
         loaded, and the position is persisted only with the last: a crash midway finds the
-        tables reset and rebuilds them again."""
+        tables reset and rebuilds them again. Either way, a snapshot whose parts all came in
+        order becomes the last whole one, persisted with the position."""
+        queue_offset = record.queue_offset
         if part.part == 0:
             self._snapshot_loading = (queue_offset != self._applied.queue_offset
                                       or self._lacking)
+            self._snapshot_arriving = SnapshotAt(queue_offset, record.commit_log_offset,
+                                                 part.parts)
         loading = self._snapshot_loading
         if part.part == part.parts - 1:
+            arriving = self._snapshot_arriving
+            if arriving is not None and arriving.parts == part.parts and \
+                    arriving.queue_offset + part.part == queue_offset:
+                self._snapshot_at = arriving
+            self._snapshot_arriving = None
             self._snapshot_loading = False
             if loading:
                 self._lacking = False
         return loading
+
+    @property
+    def applied_snapshot(self) -> SnapshotAt | None:
+        """The last whole snapshot among the records applied (None: not known): a start
+        hands it to the feed, which then need not read the log back to find it."""
+        return self._snapshot_at
 
     def reset_applied_state(self) -> None:
         """The log lost records these tables applied: empty the tables its records fill and
@@ -171,6 +186,7 @@ class LogRecordsMixin(MetadataStoreBase):
             self._view.replace_topics(())
             self._view.replace_groups(())
             self._snapshot_loading = self._lacking = False
+            self._snapshot_at = self._snapshot_arriving = None
             self._applied = AppliedPosition(0, 0, now_ms)
             self._persisted_position_queue_offset = 0
 
@@ -181,7 +197,9 @@ class LogRecordsMixin(MetadataStoreBase):
             if position.queue_offset > self._applied.queue_offset:
                 self._applied = AppliedPosition.of(position)
                 self._lacking = False  # the master's tables: all it applied below there
-                apply.write_log_position(self._engine, position)
+                # Snapshots below the position were not applied here: the last is not known.
+                self._snapshot_at = self._snapshot_arriving = None
+                apply.write_log_position(self._engine, position, None)
                 self._persisted_position_queue_offset = position.queue_offset
 
     def apply_change(self, change: MetadataChange) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app.broker.metadata_log import MetadataLog, record_of
 from app.broker.metadata_snapshots import MetadataSnapshots
+from app.broker.slave_sync import start_queues
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.metadata import MetadataStore
 from store.metadata.log_records import GroupPut, MetadataChange, OffsetSet, TopicPut
@@ -136,6 +137,42 @@ def test_a_snapshots_queue_starts_begin_the_queues_a_log_lacks_and_survive_a_res
     slave.shutdown()
     reopened = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
     assert reopened.queue_offset_range("Gone", 0)[1] == 3  # type: ignore[index]
+    reopened.change_role(BrokerRole.ASYNC_MASTER)
+    result, _ = reopened.put_message(Message("Gone", b"new", queue_id=0))
+    assert (result.status, result.queue_offset) == (PutMessageStatus.PUT_OK, 3)
+    metadata.stop()
+
+
+def test_a_slave_started_by_an_earlier_pull_moves_its_queues_to_the_snapshots_starts(
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """An empty slave's bootstrap pull started Gone/0 at 1 (its master's next offset where
+    its log began then); its HA link starts later, when the master's log begins past all 3 of
+    Gone/0's records, and streams the master's snapshot, which starts Gone/0 at 3: the queue
+    moves on to 3 (before: it kept 1, and promoted, the slave numbered its next message 1,
+    an offset the old master gave another message a group may have consumed)."""
+    master = open_store(data_dir=tmp_path / "master")
+    metadata = _attached(master, tmp_path / "master.db")
+    _put(master, TopicPut("Gone", 1, 1, 6, 1, 1))
+    master.put_message(Message("Gone", b"old", queue_id=0))
+    _fill(master, 120)
+    early = master.commit_log.files.files[-1].start_offset
+    assert ("Gone", 0, 1) in master.queues.starts_at(early)  # what the early pull says
+    for _ in range(2):
+        master.put_message(Message("Gone", b"old", queue_id=0))
+    _fill(master, 120)
+    start = master.commit_log.files.files[-1].start_offset  # where the slave's log begins
+    snapshots = MetadataSnapshots(master, MetadataLog(master), lambda: metadata)
+    assert snapshots.write()
+    slave = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    assert start_queues(slave, early, [("Gone", 0, 1)]) == 1
+    assert slave.queue_offset_range("Gone", 0)[1] == 1  # type: ignore[index]
+    assert slave.append_raw(start, master.commit_log.read_bytes(start, master.max_offset)) \
+        .value == "OK"
+    wait_dispatched(slave)
+    assert slave.queue_offset_range("Gone", 0)[1] == 3  # type: ignore[index]
+    assert slave.get_messages("Gone", 0, 0, 10).messages == []
+    slave.shutdown()
+    reopened = open_store(data_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
     reopened.change_role(BrokerRole.ASYNC_MASTER)
     result, _ = reopened.put_message(Message("Gone", b"new", queue_id=0))
     assert (result.status, result.queue_offset) == (PutMessageStatus.PUT_OK, 3)

@@ -15,6 +15,15 @@ checks that it reached the member it meant to; the acceptor that the dialer is a
 
 Afterwards only the dialer sends frames (ha/dledger/host/wire.py), each tagged with the
 dialer-to-acceptor session key; the acceptor only reads.
+
+Which frames the acceptor can read: builds from the fork checks on end their acceptor nonce
+with FORK_MARKS_SIGN (12 random bytes, then the sign), and a dialer sends the fork marks
+(a push's prev_crc, a vote grant's commit mark: wire.py) only to an acceptor whose nonce
+carries it. An older build refuses those flags and ignores what its nonce holds, so each side
+talks to it as it did. As TLS 1.3 signs its version in the server random: the nonce is inside
+both proofs, so on an authenticated link no one between can strip the sign. An older build's
+random nonce carries the sign once in 2^32 connections: its refusal of the first marked frame
+closes the connection, and the next dial has a new nonce.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from ha.protocol import ProtocolError
 MAGIC = b"TWD1"
 DOMAIN = b"twinlog-dledger"
 HELLO_SIZE = len(MAGIC) + 1 + NONCE_SIZE + PEER_ID_SIZE_MAX
+FORK_MARKS_SIGN = b"TWF1"  # the end of an acceptor nonce: it reads the fork marks
 ANSWER_SIZE = 1 + NONCE_SIZE + PEER_ID_SIZE_MAX + PROOF_SIZE
 
 
@@ -56,8 +66,9 @@ class Identity:
 
 
 def dial(sock: socket.socket, identity: Identity, expected_id: str,
-         deadline_s: float) -> FrameTagger:
-    """Run the dialer's side; returns the tagger for the frames it sends."""
+         deadline_s: float) -> tuple[FrameTagger, bool]:
+    """Run the dialer's side; returns the tagger for the frames it sends, and whether the
+    acceptor reads the fork marks (its nonce ends with FORK_MARKS_SIGN)."""
     hello = recv_exactly(sock, HELLO_SIZE, deadline_s)
     if not hello.startswith(MAGIC):
         raise HandshakeError("the peer did not open with the twinlog DLedger handshake")
@@ -75,7 +86,7 @@ def dial(sock: socket.socket, identity: Identity, expected_id: str,
     proof = recv_exactly(sock, PROOF_SIZE, deadline_s)
     if not hmac.compare_digest(handshake.master_proof(), proof):
         raise HandshakeError(f"member {acceptor_id!r} did not prove the group secret")
-    return handshake.slave_to_master()
+    return handshake.slave_to_master(), acceptor_nonce.endswith(FORK_MARKS_SIGN)
 
 
 def accept(sock: socket.socket, identity: Identity, member_ids: frozenset[str],
@@ -84,7 +95,7 @@ def accept(sock: socket.socket, identity: Identity, member_ids: frozenset[str],
     checking its frames, and the acceptor's proof, which the caller sends once it keeps the
     connection: the dialer counts itself connected only when the proof arrives, so a
     connection dropped before that loses none of the dialer's messages (they stay queued)."""
-    acceptor_nonce = new_nonce()
+    acceptor_nonce = acceptor_nonce_signed()
     sock.sendall(MAGIC + bytes([_flags(identity)]) + acceptor_nonce
                  + _encode_id(identity.self_id))
     answer = recv_exactly(sock, ANSWER_SIZE, deadline_s)
@@ -99,6 +110,11 @@ def accept(sock: socket.socket, identity: Identity, member_ids: frozenset[str],
         raise HandshakeError(f"member {dialer_id!r} did not prove the group secret "
                              "(wrong secret or group)")
     return dialer_id, handshake.slave_to_master(), handshake.master_proof()
+
+
+def acceptor_nonce_signed() -> bytes:
+    """An acceptor's nonce: random, then FORK_MARKS_SIGN."""
+    return new_nonce()[len(FORK_MARKS_SIGN):] + FORK_MARKS_SIGN
 
 
 def _handshake(identity: Identity, acceptor_nonce: bytes, dialer_nonce: bytes, dialer_id: str,

@@ -53,10 +53,12 @@ class OutboundLink:
         self._queue: deque[Message] = deque()
         self._lost = threading.Event()  # set: the dialing thread may dial (again)
         self._lost.set()
-        self._dialed: tuple[socket.socket, FrameTagger] | None = None  # not yet adopted
+        # Not yet adopted: the socket, its tagger, whether the peer reads the fork marks.
+        self._dialed: tuple[socket.socket, FrameTagger, bool] | None = None
         # The I/O thread's part.
         self.sock: socket.socket | None = None
         self._tagger: FrameTagger | None = None
+        self.fork_marks = False  # the peer of this connection reads them (handshake.py)
         self._out = bytearray()
         self._progress_at_s = 0.0
         self.connected = False
@@ -106,7 +108,7 @@ class OutboundLink:
             dialed, self._dialed = self._dialed, None
         if dialed is None:
             return False
-        self.sock, self._tagger = dialed
+        self.sock, self._tagger, self.fork_marks = dialed
         self.sock.setblocking(False)
         self._out.clear()
         self._progress_at_s = time.monotonic()
@@ -172,7 +174,7 @@ class OutboundLink:
                 if not self._queue:
                     return
                 message = self._queue.popleft()
-            body = encode_message(message)
+            body = encode_message(message, fork_marks=self.fork_marks)
             if len(body) > bound:
                 self.oversize_count += 1
                 log.warning("dledger: dropped a %d byte message to %s (over frame_bytes_max)",
@@ -190,7 +192,7 @@ class OutboundLink:
             if self._stopping.is_set():
                 return
             try:
-                sock, tagger = self._dial()
+                dialed = self._dial()
             except (OSError, ProtocolError) as error:
                 self.last_error = f"{type(error).__name__}: {error}"
                 log.info("dledger: link to %s: %s", self.peer.node_id, self.last_error)
@@ -200,28 +202,28 @@ class OutboundLink:
             backoff_ms = self._config.reconnect_backoff_min_ms
             with self._lock:
                 if self._stopping.is_set():
-                    close_socket(sock)
+                    close_socket(dialed[0])
                     return
                 self._lost.clear()
-                self._dialed = (sock, tagger)
+                self._dialed = dialed
             self._adopt(self)
             # Wait for the loss of this connection before dialing again (no reconnect storm
             # when a peer drops every connection at once: the minimum backoff first).
             self._lost.wait()
             self._stopping.wait(backoff_ms / 1000)
 
-    def _dial(self) -> tuple[socket.socket, FrameTagger]:
+    def _dial(self) -> tuple[socket.socket, FrameTagger, bool]:
         config = self._config
         sock = socket.create_connection((self.peer.connect_host, self.peer.port),
                                         timeout=config.connect_timeout_ms / 1000)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             deadline_s = time.monotonic() + config.handshake_timeout_ms / 1000
-            tagger = dial(sock, config.identity, self.peer.node_id, deadline_s)
+            tagger, fork_marks = dial(sock, config.identity, self.peer.node_id, deadline_s)
         except BaseException:
             close_socket(sock)
             raise
-        return sock, tagger
+        return sock, tagger, fork_marks
 
 
 def shutdown_socket(sock: socket.socket) -> None:

@@ -71,16 +71,18 @@ class WireError(ProtocolError):
 # ----- encoding -----
 
 
-def encode_message(message: Message) -> bytes:
-    """The body of one frame (no length, no tag)."""
+def encode_message(message: Message, *, fork_marks: bool = True) -> bytes:
+    """The body of one frame (no length, no tag). Without `fork_marks` (a peer of a build
+    before them: handshake.py), a push leaves out its prev_crc and a vote response its commit
+    mark: that peer refuses their flags, and checks no fork by them."""
     if isinstance(message, VoteRequest):
         flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_TRANSFER * message.transfer
         head = _head(TYPE_VOTE_REQUEST, message.source_id, flags, message.term)
         return head + _VOTE_REQUEST.pack(message.last_index, message.last_term)
     if isinstance(message, VoteResponse):
-        return _encode_vote_response(message)
+        return _encode_vote_response(message, fork_marks)
     if isinstance(message, PushRequest):
-        return _encode_push_request(message)
+        return _encode_push_request(message, fork_marks)
     if isinstance(message, TimeoutNow):
         return _head(TYPE_TIMEOUT_NOW, message.source_id, 0, message.term)
     return _head(TYPE_PUSH_RESPONSE, message.source_id, message.success, message.term) + \
@@ -106,10 +108,10 @@ def _head(message_type: int, source_id: str, flags: int, term: int) -> bytes:
     return bytes([message_type]) + _ID_SIZE.pack(len(raw_id)) + raw_id + _HEAD.pack(flags, term)
 
 
-def _encode_vote_response(message: VoteResponse) -> bytes:
+def _encode_vote_response(message: VoteResponse, fork_marks: bool) -> bytes:
     flags = FLAG_PRE_VOTE * message.pre_vote | FLAG_GRANTED * message.granted
     mark = b""
-    if message.commit_index:
+    if message.commit_index and fork_marks:
         flags |= FLAG_COMMIT
         mark = _VOTE_COMMIT.pack(message.commit_index, message.commit_term)
         if message.commit_crc is not None:
@@ -118,9 +120,9 @@ def _encode_vote_response(message: VoteResponse) -> bytes:
     return _head(TYPE_VOTE_RESPONSE, message.source_id, flags, message.term) + mark
 
 
-def _encode_push_request(message: PushRequest) -> bytes:
+def _encode_push_request(message: PushRequest, fork_marks: bool) -> bytes:
     entries = message.entries
-    prev_crc = message.prev_crc
+    prev_crc = message.prev_crc if fork_marks else None
     flags = message.from_base | (FLAG_PREV_CRC if prev_crc is not None else 0)
     return b"".join((
         _head(TYPE_PUSH_REQUEST, message.source_id, flags, message.term),

@@ -5,8 +5,10 @@ a suffix of them again (from any earlier position) ends where the first run did.
 from __future__ import annotations
 
 import itertools
+import logging
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -14,11 +16,14 @@ from hypothesis import strategies as st
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, MetadataTable, export_table
 from store.metadata.log_records import (
+    RECORD_VERSION,
     GroupDelete,
     GroupPut,
     MetadataChange,
     MetadataRecordError,
+    MetadataSnapshot,
     OffsetSet,
+    QueueStart,
     TopicDelete,
     TopicPut,
     TopicsPut,
@@ -184,3 +189,26 @@ def test_a_topic_or_group_row_is_durable_with_the_position_that_holds_it(
     finally:
         durable.stop()
         metadata.stop()
+
+
+def test_a_snapshot_field_of_a_newer_build_is_passed_over_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A newer build's snapshot holds a field this build does not know (state of a feature it
+    lacks): the part decodes with what it knows, and the field is named in one warning
+    (before: the part was refused, and dispatch stopped at it for good)."""
+    snapshot = MetadataSnapshot(0, 1, (TopicPut("A", 4, 4, 6, 1, 1),), (), (),
+                                (QueueStart("A", 0, 3),))
+    fields = orjson.loads(encode(snapshot))
+    body = orjson.dumps({**fields, "later_state": [{"x": 1}]})
+    caplog.set_level(logging.WARNING, logger="store.metadata.log_records")
+    assert decode("snapshot", body) == snapshot
+    assert decode("snapshot", body) == snapshot
+    assert [record.getMessage().count("later_state") for record in caplog.records] == [1]
+
+
+def test_a_snapshot_of_a_newer_record_version_is_refused_by_its_version() -> None:
+    """What a build must not pass over raises the record version: refused, naming it."""
+    snapshot = MetadataSnapshot(0, 1, (), (), (), ())
+    body = orjson.dumps({**orjson.loads(encode(snapshot)), "v": RECORD_VERSION + 1})
+    with pytest.raises(MetadataRecordError, match=f"version {RECORD_VERSION + 1}"):
+        decode("snapshot", body)
