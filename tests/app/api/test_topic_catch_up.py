@@ -10,6 +10,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,23 +70,37 @@ def _held(served: Served, monkeypatch: pytest.MonkeyPatch, topic: str) -> Iterat
         held.released.set()
 
 
-async def _master_log(data_dir: Path, *requests: tuple[str, dict[str, Any]]) -> list[int]:
-    """A master's log after each request (POST path, JSON): the ends, from 0."""
-    async with serving(app_settings(data_dir)) as master:
-        ends = []
-        for path, body in requests:
-            response = await master.client.post(path, json=body)
-            assert response.status_code in (200, 201), response.text
-            wait_dispatched(master.broker.store)
-            ends.append(master.broker.store.max_offset)
-        master_bytes = master.broker.store.commit_log.read_bytes(0, ends[-1])
-    (data_dir / "log.bin").write_bytes(master_bytes)
-    return ends
+@dataclass(frozen=True)
+class MasterLogs:
+    """A master's log bytes: Link with a message; and Link alone then Later (`link_end`:
+    where Link's record ends)."""
+
+    with_message: bytes
+    two_topics: bytes
+    link_end: int
 
 
-def _streamed(slave: Served, data_dir: Path, start: int = 0, end: int | None = None) -> None:
-    master_bytes = (data_dir / "log.bin").read_bytes()
-    status = slave.broker.store.append_raw(start, master_bytes[start:end])
+@pytest.fixture(scope="module")
+async def logs(tmp_path_factory: pytest.TempPathFactory) -> MasterLogs:
+    async def log_after(*requests: tuple[str, dict[str, Any]]) -> list[bytes]:
+        async with serving(app_settings(tmp_path_factory.mktemp("master"))) as master:
+            store = master.broker.store
+            written = []
+            for path, body in requests:
+                response = await master.client.post(path, json=body)
+                assert response.status_code in (200, 201), response.text
+                wait_dispatched(store)
+                written.append(store.commit_log.read_bytes(0, store.max_offset))
+            return written
+
+    [with_message] = await log_after(("/v1/topics/Link/messages", {"body": "one"}))
+    link_alone, two_topics = await log_after(("/v1/topics", {"name": "Link"}),
+                                             ("/v1/topics", {"name": "Later"}))
+    return MasterLogs(with_message, two_topics, len(link_alone))
+
+
+def _streamed(slave: Served, master_bytes: bytes) -> None:
+    status = slave.broker.store.append_raw(0, master_bytes)
     assert status.name == "OK", status
 
 
@@ -99,15 +114,14 @@ def test_the_step_waits_only_while_the_tables_trail_the_end_asked_about() -> Non
 
 
 async def test_a_read_while_dispatch_holds_the_topic_s_record_waits_for_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, logs: MasterLogs, monkeypatch: pytest.MonkeyPatch) -> None:
     """The slave's log holds Link's record and a message; its dispatch is held at the
     record. A read of Link waits for dispatch (no 404) and answers the message once the
     apply goes on."""
-    await _master_log(tmp_path / "m", ("/v1/topics/Link/messages", {"body": "one"}))
-    async with _slave(tmp_path / "s") as slave:
+    async with _slave(tmp_path) as slave:
         store = slave.broker.store
         with _held(slave, monkeypatch, "Link") as held:
-            _streamed(slave, tmp_path / "m")
+            _streamed(slave, logs.with_message)
             wait_until(held.entered.is_set)
             read = asyncio.create_task(slave.client.get(READ, params={"body_encoding": "utf8"}))
             while not len(store.dispatch.dispatched_waits):  # the read waits for dispatch
@@ -120,15 +134,14 @@ async def test_a_read_while_dispatch_holds_the_topic_s_record_waits_for_it(
 
 
 async def test_a_read_past_the_wait_is_503_retryable_and_404_once_caught_up(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, logs: MasterLogs, monkeypatch: pytest.MonkeyPatch) -> None:
     """Dispatch held at Link's record past the wait: 503 METADATA_CATCHING_UP with
     Retry-After, for a read, a topic's description and a key look-up; released, the read
     answers, and a topic the log never held is 404 at once."""
     monkeypatch.setattr(topic_catch_up, "CATCH_UP_WAIT_MS", 200)
-    await _master_log(tmp_path / "m", ("/v1/topics/Link/messages", {"body": "one"}))
-    async with _slave(tmp_path / "s") as slave:
+    async with _slave(tmp_path) as slave:
         with _held(slave, monkeypatch, "Link") as held:
-            _streamed(slave, tmp_path / "m")
+            _streamed(slave, logs.with_message)
             wait_until(held.entered.is_set)
             for path in (READ, "/v1/topics/Link", "/v1/topics/Link/messages?key=k"):
                 response = await slave.client.get(path)
@@ -144,21 +157,19 @@ async def test_a_read_past_the_wait_is_503_retryable_and_404_once_caught_up(
 
 
 async def test_a_topic_stays_while_a_cut_rebuilds_the_tables(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, logs: MasterLogs, monkeypatch: pytest.MonkeyPatch) -> None:
     """The slave applied Link (a topic with no message yet) and Later; a cut removes Later's
     record, so the tables are reset and refilled from the log. Held at Link's record in that
     replay, the slave is not ready and a look-up of Link is 503 (old: 404, Link gone); once
     the replay ends, Link is there and Later is not."""
     monkeypatch.setattr(topic_catch_up, "CATCH_UP_WAIT_MS", 200)
-    link_end, _ = await _master_log(tmp_path / "m", ("/v1/topics", {"name": "Link"}),
-                                    ("/v1/topics", {"name": "Later"}))
-    async with _slave(tmp_path / "s") as slave:
+    async with _slave(tmp_path) as slave:
         store = slave.broker.store
-        _streamed(slave, tmp_path / "m")
+        _streamed(slave, logs.two_topics)
         wait_dispatched(store)
         assert (await slave.client.get("/v1/topics/Later")).status_code == 200
         with _held(slave, monkeypatch, "Link") as held:
-            cut = threading.Thread(target=store.truncate_log, args=(link_end,))
+            cut = threading.Thread(target=store.truncate_log, args=(logs.link_end,))
             cut.start()
             try:
                 wait_until(held.entered.is_set)
