@@ -147,6 +147,7 @@ class DispatchService(ServiceThread):
             if self.dispatched_offset > start:
                 self.dispatched_offset = start
                 self.last_record_offset = -1
+                self.dispatched_waits.rewound(start)
             return cleared_bytes
 
     def hold_still(self, change: Callable[[], int]) -> int:

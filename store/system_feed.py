@@ -59,6 +59,9 @@ class SystemRecordFeed:
         # The commit-log offset of the last record handed (-1: none).
         self.last_handed_offset = -1
         self.rebuild_count = 0
+        # True while the tables are reset and refilled from the log (`_rebuild`): they hold
+        # only what the replay reached, so a topic they lack may still be in the log.
+        self.rebuilding = False
         # The last whole snapshot the log holds (its part 0), and one whose parts are
         # still arriving; `_scanned` is False until the log was searched for one.
         self.latest_snapshot: _Snapshot | None = None
@@ -134,15 +137,19 @@ class SystemRecordFeed:
 
     def _rebuild(self) -> int:
         assert self._reset is not None
-        self._reset()
-        self.last_handed_offset = -1
-        self.rebuild_count += 1
-        self._scan()
-        latest, first = self.latest_snapshot, self._first_queue_offset()
-        # Every record when the log holds them all; else from the last snapshot, which the
-        # tables, reset, load whole (MetadataStore: a snapshot after a gap is loaded).
-        start = 0 if latest is None or not first else latest.queue_offset
-        return self._replay(start)
+        self.rebuilding = True
+        try:
+            self._reset()
+            self.last_handed_offset = -1
+            self.rebuild_count += 1
+            self._scan()
+            latest, first = self.latest_snapshot, self._first_queue_offset()
+            # Every record when the log holds them all; else from the last snapshot, which
+            # the tables, reset, load whole (MetadataStore: a snapshot after a gap is loaded).
+            start = 0 if latest is None or not first else latest.queue_offset
+            return self._replay(start)
+        finally:
+            self.rebuilding = False
 
     def _replay(self, queue_offset: int) -> int:
         handler = self._handler

@@ -126,6 +126,9 @@ PROBLEMS: dict[str, ProblemKind] = {
     "POP_QUEUE_STATES_MAX_REACHED": ProblemKind(
         429, "The broker keeps as many group consumption states as allowed", RETRY_AFTER_S),
     "TOPIC_NOT_FOUND": ProblemKind(404, "No such topic"),
+    # A topic this broker does not know while its tables trail its log (app/api/topic_lookup.py).
+    "METADATA_CATCHING_UP": ProblemKind(
+        503, "This broker's tables have not applied its whole log yet; retry", RETRY_AFTER_S),
     "TOPIC_ALREADY_EXISTS": ProblemKind(409, "The topic already exists"),
     "TOPIC_NOT_WRITABLE": ProblemKind(403, "The topic does not accept writes"),
     # A bound of the broker was reached: the body's `setting` names the setting to raise.

@@ -60,6 +60,12 @@ class OffsetWaits:
                 done.append(heapq.heappop(self._by_offset)[2])
         return self._complete(done, PutMessageStatus.PUT_OK)
 
+    def rewound(self, offset: int) -> None:
+        """The offset went back to `offset` (a cut of the log): a wait added from now on for
+        an end past it waits until the offset gets there again."""
+        with self._lock:
+            self.reached_offset = min(self.reached_offset, offset)
+
     def complete_through(self, offset: int, status: PutMessageStatus) -> int:
         """Complete with `status` every wait whose end offset is <= `offset` (waits that can
         no longer be reached); return how many."""

@@ -20,6 +20,7 @@ from tests.support.brokers import (
     caught_up,
     log_bytes,
     master_diff,
+    queues_when_current,
     read_queues,
     wait_for,
 )
@@ -120,8 +121,12 @@ def test_link_cut_stalled_and_reordered_while_producing(launch: Launcher, seed: 
                                  f"slave log:\n{slave.log()}") from None
         put_ok = {body for body, status in answers.items() if status == 201}
 
-        def all_put_ok_consumable() -> bool:  # the slave's dispatch may trail its log
-            return put_ok <= {m["body"] for queue in read_queues(slave, "Link") for m in queue}
+        def all_put_ok_consumable() -> bool:
+            # The slave's dispatch may trail its log (503 until its tables caught up); a 404,
+            # or a message that never comes, fails.
+            queues = queues_when_current(slave, "Link")
+            return queues is not None and put_ok <= {m["body"] for queue in queues
+                                                      for m in queue}
 
         wait_for(all_put_ok_consumable, 30, f"every 201 on the slave (seed {seed}, {faults})")
         assert set(answers.values()) <= {201, 202}, f"seed {seed}"

@@ -145,3 +145,23 @@ def test_a_slave_started_with_its_tables_caught_up_follows_a_cut_below_them(
     assert slave.append_raw(agreed, new_log[agreed:]) is AppendRawStatus.OK
     wait_dispatched(slave)
     assert _topics(metadata) == {"A", "NEW_ONLY"}
+
+
+def test_a_wait_for_dispatch_past_a_cut_waits_until_dispatch_gets_there_again(
+        opened: OpenStore) -> None:
+    """After a cut, dispatch's waits for an end past it wait until dispatch passes that end
+    again (old: answered at once, from the offset dispatch had reached before the cut)."""
+    master = opened("master", BrokerRole.ASYNC_MASTER)
+    _put(master, TopicPut("A", 4, 4, 6, 1, 1))
+    cut = master.max_offset
+    _put(master, TopicPut("B", 4, 4, 6, 2, 2))
+    end = master.max_offset
+    slave = opened("slave", BrokerRole.SLAVE)
+    first = slave.wait_dispatched(end, 60_000)  # a waiter: the waits note how far dispatch got
+    assert slave.append_raw(0, master.commit_log.read_bytes(0, end)) is AppendRawStatus.OK
+    assert first.wait(10) is PutMessageStatus.PUT_OK
+    slave.truncate_log(cut)
+    pending = slave.wait_dispatched(end, 60_000)
+    assert not pending.done()
+    assert slave.append_raw(cut, master.commit_log.read_bytes(cut, end)) is AppendRawStatus.OK
+    assert pending.wait(10) is PutMessageStatus.PUT_OK

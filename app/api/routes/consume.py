@@ -51,6 +51,7 @@ from app.api.openapi import problem_responses
 from app.api.schemas.fields import QUEUE_ID_MAX, TOPIC_PATTERN
 from app.api.schemas.messages import ConsumeResult
 from app.api.schemas.produce import PROPERTY_IDEMPOTENCY_KEY
+from app.api.topic_lookup import require_topic
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
 from store import GetMessageStatus, StoredMessage
@@ -186,7 +187,11 @@ def answer_read(broker: Broker, gateway: Gateway, topic: str, queue_id: int, off
     finds nothing and would wait raises lean_lane.Fallback (having kept and counted
     nothing)."""
     started_s = time.perf_counter()
-    check_readable_queue(broker, topic, queue_id)
+    if not check_readable_queue(broker, topic, queue_id):
+        if not may_wait:
+            raise Fallback
+        return _answer_once_known(broker, gateway, topic, queue_id, offset, max_messages,
+                                  body_encoding, wait_ms, tags)
     encoder = ENCODERS[body_encoding]
     read = first_chunk(broker.store, topic, queue_id, offset, max_messages, encoder, tags)
     wait_ms = min(wait_ms, broker.settings.long_poll_wait_ms_max)
@@ -235,9 +240,20 @@ def answer_document(topic: str, queue_id: int, result: EncodedRead) -> bytes:
     return b"".join((head[:-1], b',"messages":[', b",".join(map(_DATA, records)), b"]}"))
 
 
-def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
-    """404 unless the topic is known (metadata, or the store on a slave not yet synced) and
-    the queue is one of its read queues. From the metadata view: no query."""
+async def _answer_once_known(broker: Broker, gateway: Gateway, topic: str, queue_id: int,
+                             offset: int, max_messages: int, body_encoding: str, wait_ms: int,
+                             tags: TagFilter | None) -> bytes:
+    """A read of a topic this broker does not know: 404 only once its tables hold its whole
+    log (app/api/topic_lookup.py), else the read, as usual."""
+    await require_topic(broker, topic)
+    return await read_answer(broker, gateway, topic, queue_id, offset, max_messages,
+                             body_encoding, wait_ms, tags)
+
+
+def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> bool:
+    """False when the topic is not known here (metadata, or the store on a slave not yet
+    synced); refused unless the queue is one of its read queues. From the metadata view: no
+    query."""
     config = broker.metadata_store.topic_view(topic)
     if config is not None:
         if not config.readable:
@@ -245,12 +261,13 @@ def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> None:
         if queue_id >= config.read_queue_count:
             raise ApiError("QUEUE_NOT_FOUND", f"queue {queue_id} is not a read queue of topic "
                            f"{topic!r} (read_queue_count {config.read_queue_count})")
-        return
+        return True
     queue_ids = broker.store.queues.topics().get(topic)
     if queue_ids is None:
-        raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+        return False
     if queue_id not in queue_ids:
         raise ApiError("QUEUE_NOT_FOUND", f"topic {topic!r} has no queue {queue_id}")
+    return True
 
 
 def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:

@@ -30,7 +30,8 @@ async def readyz(gateway: GatewayDep) -> Response:
     """Ready once the store has recovered and the broker runs (no token needed). A slave also
     reports its HA link; a slave whose link is down is still ready to serve reads. A store
     that can no longer write (an msync/fsync failed) is not ready, nor a DLedger member whose
-    committed log forked from its leader's; `detail` says why."""
+    committed log forked from its leader's, nor one whose metadata tables are being rebuilt
+    after a cut of its log; `detail` says why."""
     broker = gateway.broker
     if broker is None:
         readiness = Readiness(ready=False, role=gateway.settings.broker_role.value,
@@ -55,8 +56,12 @@ async def readyz(gateway: GatewayDep) -> Response:
     diverged = broker.dledger.status().diverged if broker.dledger is not None else None
     if detail is None and diverged is not None:
         detail = diverged  # a DLedger member whose committed log forked from its leader's
+    rebuilding = broker.store.system_feed.rebuilding
+    if detail is None and rebuilding:
+        detail = ("the metadata tables are being rebuilt from the log after a cut: they lack "
+                  "what the replay has not reached yet")
     readiness = Readiness(ready=broker.is_running and fault is None and foreign is None
-                          and not dispatch_stuck and diverged is None,
+                          and not dispatch_stuck and diverged is None and not rebuilding,
                           role=broker.role_name, state=broker.state.value, ha_link=link,
                           detail=detail)
     return JSONResponse(readiness.model_dump(mode="json"),

@@ -33,6 +33,7 @@ from app.api.openapi import problem_responses
 from app.api.routes.consume import consumed
 from app.api.schemas.fields import TOPIC_PATTERN
 from app.api.schemas.messages import ConsumedMessage, KeyLookupResult
+from app.api.topic_lookup import require_topic, topic_known
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
 from store.index.key_index import LOOKUP_RESULTS_MAX
@@ -115,9 +116,8 @@ async def key_answer(broker: Broker, topic: str, key: str, max_messages: int,
                      body_encoding: str) -> bytes:
     """The KeyLookupResult document: the topic from the metadata view (no query), then the
     look-up on a worker thread (its index and record reads may go to disk)."""
-    if broker.metadata_store.topic_view(topic) is None \
-            and topic not in broker.store.queues.topics():
-        raise ApiError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist")
+    if not topic_known(broker, topic):
+        await require_topic(broker, topic)
     found = await run_in_threadpool(broker.store.find_by_key, topic, key, max_messages,
                                     begin_timestamp_ms, end_timestamp_ms)
     return orjson.dumps({"topic": topic, "key": key, "messages": [

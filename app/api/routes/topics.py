@@ -17,6 +17,7 @@ from app.api.schemas.topics import (
     TopicList,
     TopicUpdate,
 )
+from app.api.topic_lookup import require_topic, topic_known
 from app.broker.broker import Broker
 from app.settings import Scope
 from store.metadata import NewTopic, TopicConfig
@@ -112,8 +113,11 @@ def delete_topic(topic: TopicPath, broker: MasterBrokerDep) -> Response:
 @router.get("/v1/topics/{topic}", operation_id="describe-topic",
             dependencies=[requires(Scope.CONSUME)],
             responses=problem_responses(400, 401, 403, 404, 503))
-def describe_topic(topic: TopicPath, broker: BrokerDep) -> TopicDetail:
-    """A topic's config and, per queue, the [min, max) offsets held."""
+async def describe_topic(topic: TopicPath, broker: BrokerDep) -> TopicDetail:
+    """A topic's config and, per queue, the [min, max) offsets held. 404 only once this
+    broker's tables hold its whole log; 503 METADATA_CATCHING_UP when they trail it."""
+    if not topic_known(broker, topic):
+        await require_topic(broker, topic)
     config = broker.metadata_store.find_topic(name=topic)
     store_queue_ids = broker.store.queues.topics().get(topic)
     if config is None:

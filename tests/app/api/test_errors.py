@@ -99,11 +99,12 @@ def test_each_put_status_has_its_http_status(
 
 def test_only_the_busy_answer_asks_to_retry_later() -> None:
     """Retry-After goes with the busy answers (OS_PAGE_CACHE_BUSY, TOO_MANY_CONNECTIONS,
-    LONG_POLL_BUSY, TIMER_CANCELS_MAX_REACHED, the group consumption bounds) and a DLedger
-    follower's NOT_LEADER only; WWW-Authenticate with 401 only."""
+    LONG_POLL_BUSY, TIMER_CANCELS_MAX_REACHED, the group consumption bounds), a DLedger
+    follower's NOT_LEADER and a broker whose tables trail its log (METADATA_CATCHING_UP)
+    only; WWW-Authenticate with 401 only."""
     busy = {"OS_PAGE_CACHE_BUSY", "TOO_MANY_CONNECTIONS", "LONG_POLL_BUSY", "NOT_LEADER",
             "TIMER_CANCELS_MAX_REACHED", "POP_IN_FLIGHT_MAX_REACHED",
-            "POP_QUEUE_STATES_MAX_REACHED"}
+            "POP_QUEUE_STATES_MAX_REACHED", "METADATA_CATCHING_UP"}
     for code, kind in PROBLEMS.items():
         headers = dict(render(ApiError(code, "d")).headers)
         assert (b"retry-after" in headers) is (code in busy), code
