@@ -18,7 +18,8 @@ from typing import cast
 
 from store.commit_log import CommitLog
 from store.encoded_reads import EncodedRead, EncodedRecords, Encoder
-from store.index.consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueues
+from store.index.consume_queue import ConsumeQueues
+from store.index.queue_entries import ENTRY, ENTRY_SIZE
 from store.paths import StorePaths, name_to_offset
 from store.reads import READ_BYTES_MAX
 from store.record import RecordError, StoredMessage, decode_record
