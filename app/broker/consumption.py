@@ -47,7 +47,7 @@ from store import (
 from store.clock import ClockMs, wall_ms
 from store.consumption.events import Changed, Disposition, Event, Received
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
-from store.consumption.policy import BackoffKind, RetryPolicy
+from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
 from store.consumption.registry import (
@@ -192,10 +192,9 @@ class GroupConsumption:
 
     def policy(self, group: str) -> RetryPolicy:
         config = self._metadata().find_group(name=group)
-        retry_times_max = config.retry_times_max if config is not None else 16
-        settings = self._settings
-        return RetryPolicy(retry_times_max, BackoffKind(settings.pop_backoff),
-                           min(settings.pop_backoff_initial_ms, 7_200_000))
+        return group_policy(None if config is None else config.retry_times_max,
+                            None if config is None else config.backoff,
+                            self._settings.pop_default_backoff)
 
     def retry_queue_count(self, group: str) -> int:
         config = self._metadata().find_group(name=group)

@@ -77,6 +77,9 @@ class GroupPut:
     retry_times_max: int
     created_at_ms: int
     updated_at_ms: int
+    # The group's backoff (store/consumption/policy.py `Backoff.text`), "" for the broker's
+    # default; left out of a record when "" (the bytes of builds before it).
+    backoff: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,8 @@ def encode(change: MetadataChange) -> bytes:
         for name in _SNAPSHOT_LATER:  # left out when empty: the bytes older builds wrote
             if not fields[name]:
                 del fields[name]
+    elif type(change) is GroupPut and not change.backoff:
+        del fields["backoff"]
     return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **fields})
 
 

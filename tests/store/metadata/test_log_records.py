@@ -41,7 +41,8 @@ _CHANGES: st.SearchStrategy[MetadataChange] = st.one_of(
     st.builds(TopicsPut, topics=st.lists(_TOPIC_PUTS, max_size=3).map(tuple)),
     st.builds(GroupPut, name=_GROUPS, consume_enabled=st.booleans(),
               broadcast_enabled=st.booleans(), retry_queue_count=st.integers(0, 4),
-              retry_times_max=st.integers(0, 16), created_at_ms=_TIMES, updated_at_ms=_TIMES),
+              retry_times_max=st.integers(0, 16), created_at_ms=_TIMES, updated_at_ms=_TIMES,
+              backoff=st.sampled_from(["", "table", "exponential:500:1.5:60000"])),
     st.builds(GroupDelete, name=_GROUPS, at_ms=_TIMES),
     st.builds(OffsetSet, group_name=_GROUPS, topic=_TOPICS, queue_id=st.integers(0, 3),
               queue_offset=st.integers(0, 10**6), reset=st.booleans(), at_ms=_TIMES),
@@ -55,7 +56,21 @@ def test_a_change_round_trips_through_its_record(change: MetadataChange) -> None
     assert decode(op_of(change), encode(change)) == change
 
 
+def test_a_group_without_its_own_backoff_writes_the_bytes_of_builds_before_it() -> None:
+    older = (b'{"v":1,"op":"group.put","name":"g","consume_enabled":true,'
+             b'"broadcast_enabled":false,"retry_queue_count":1,"retry_times_max":16,'
+             b'"created_at_ms":5,"updated_at_ms":6}')
+    assert encode(GroupPut("g", True, False, 1, 16, 5, 6)) == older
+    assert decode("group.put", older) == GroupPut("g", True, False, 1, 16, 5, 6, "")
+    own = GroupPut("g", True, False, 1, 16, 5, 6, "exponential:500:1.5:60000")
+    assert b'"backoff":"exponential:500:1.5:60000"' in encode(own)
+    assert decode("group.put", encode(own)) == own
+
+
 @pytest.mark.parametrize(("op", "body"), [
+    ("group.put", b'{"v": 1, "op": "group.put", "name": "g", "consume_enabled": true, '
+                  b'"broadcast_enabled": false, "retry_queue_count": 1, "retry_times_max": 16, '
+                  b'"created_at_ms": 5, "updated_at_ms": 6, "backoff": 7}'),
     ("topic.put", b"not json"),
     ("topic.put", b"[1, 2]"),
     ("topic.put", b'{"v": 2, "op": "topic.put"}'),
