@@ -1,7 +1,7 @@
 """Group consumption through the app: receive, ack, change of invisibility, redelivery after
-the invisible time, release with backoff, dead letters, stale and foreign handles, tags, order
-keys, the in-flight bound, and the state kept across a restart. A fake clock drives time; the
-expiry tick is called by the test (its thread's interval is a minute)."""
+the invisible time, release with backoff (each group's own), dead letters, stale and foreign
+handles, tags, order keys, the in-flight bound, and the state kept across a restart. A fake
+clock drives time; the expiry tick is called by the test (its thread's interval is a minute)."""
 
 from __future__ import annotations
 
@@ -45,21 +45,27 @@ def clock(served: Served) -> FakeClock:
 
 
 async def _setup(served: Served, *, queues: int = 2, retry_times_max: int = 16,
-                 messages: list[dict[str, Any]] | None = None) -> tuple[str, str]:
-    number = next(_names)
-    group, topic = f"g{number}", f"t{number}"
+                 messages: list[dict[str, Any]] | None = None,
+                 **group_fields: Any) -> tuple[str, str]:
+    topic = f"t{next(_names)}"
     response = await served.client.post("/v1/topics", json={
         "name": topic, "read_queue_count": queues, "write_queue_count": queues})
     assert response.status_code == 201, response.text
-    response = await served.client.post("/v1/groups", json={
-        "name": group, "retry_times_max": retry_times_max})
-    assert response.status_code == 201, response.text
+    group = (await _group(served, retry_times_max=retry_times_max, **group_fields))["name"]
     for message in messages or []:
         response = await served.client.post(f"/v1/topics/{topic}/messages",
                                             json={"body_encoding": "utf8", **message})
         assert response.status_code == 201, response.text
     wait_dispatched(served.broker.store)
     return group, topic
+
+
+async def _group(served: Served, **fields: Any) -> dict[str, Any]:
+    response = await served.client.post("/v1/groups",
+                                        json={"name": f"g{next(_names)}", **fields})
+    assert response.status_code == 201, response.text
+    document: dict[str, Any] = response.json()
+    return document
 
 
 async def _receive(served: Served, group: str, topic: str, expected_status: int = 200,
@@ -170,15 +176,7 @@ async def test_a_release_comes_back_after_the_backoff(served: Served, clock: Fak
     assert released.json()["released"] is True
     wait_dispatched(served.broker.store)
     assert await _receive(served, group, topic) == []  # backoff: 10 s for the first attempt
-    clock.now_ms += 10_000
-    timers = served.broker.timers
-    assert timers is not None
-    timers.wake()
-    for _ in range(200):  # the scheduler delivers the retry copy on its thread
-        wait_dispatched(served.broker.store)
-        again = await _receive(served, group, topic)
-        if again:
-            break
+    again = await _receivable_at(served, clock, clock.now_ms + 10_000, group, topic)
     assert [(item["body"], item["delivery_attempt"]) for item in again] == [("try later", 2)]
 
 
@@ -365,3 +363,126 @@ async def test_a_masters_delivery_ids_start_at_its_epoch(served: Served, clock: 
     assert stale.status_code == 409, stale.text
     acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
     assert acked.status_code == 200, acked.text
+
+
+# -- a group's own backoff: set on create and update, shown, validated, used ---------------
+
+EXPONENTIAL = {"policy": "exponential", "initial_ms": 2_000, "multiplier": 3.0,
+               "max_ms": 60_000}
+
+
+async def _release(served: Served, group: str, topic: str, handle: str) -> None:
+    response = await _change(served, group, topic, handle, 0)
+    assert response.status_code == 200, response.text
+    assert response.json()["released"] is True
+    wait_dispatched(served.broker.store)
+
+
+async def _receivable_at(served: Served, clock: FakeClock, at_ms: int, group: str,
+                         topic: str) -> list[dict[str, Any]]:
+    """What a receive gets once the clock reads `at_ms` and the scheduler had its turn."""
+    clock.now_ms = at_ms
+    timers = served.broker.timers
+    assert timers is not None
+    timers.wake()
+    for _ in range(100):  # the scheduler puts due copies on its own thread
+        wait_dispatched(served.broker.store)
+        received = await _receive(served, group, topic)
+        if received:
+            return received
+    return []
+
+
+async def test_two_groups_release_after_their_own_backoffs(served: Served,
+                                                           clock: FakeClock) -> None:
+    fast, topic = await _setup(served, queues=1, messages=[{"body": "work"}],
+                               backoff=EXPONENTIAL)
+    table = (await _group(served, backoff={"policy": "table"}))["name"]
+    default = (await _group(served))["name"]  # the broker's pop_backoff: the table
+    released_at = clock.now_ms
+    for group in (fast, table, default):
+        [message] = await _receive(served, group, topic)
+        await _release(served, group, topic, message["receipt_handle"])
+    # fast: 2 s, then 6 s (x3); table and default: 10 s.
+    assert await _receivable_at(served, clock, released_at + 1_500, fast, topic) == []
+    [again] = await _receivable_at(served, clock, released_at + 2_000, fast, topic)
+    assert again["delivery_attempt"] == 2
+    assert await _receive(served, table, topic) == []
+    assert await _receive(served, default, topic) == []
+    await _release(served, fast, topic, again["receipt_handle"])  # at +2 s: 6 s more
+    assert await _receivable_at(served, clock, released_at + 7_500, fast, topic) == []
+    [third] = await _receivable_at(served, clock, released_at + 8_000, fast, topic)
+    assert third["delivery_attempt"] == 3
+    assert await _receivable_at(served, clock, released_at + 9_500, table, topic) == []
+    assert await _receive(served, default, topic) == []
+    for group in (table, default):
+        [late] = await _receivable_at(served, clock, released_at + 10_000, group, topic)
+        assert (late["body"], late["delivery_attempt"]) == ("work", 2)
+
+
+async def test_an_update_changes_the_backoff_of_later_releases(served: Served,
+                                                               clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "later"}])
+    response = await served.client.patch(f"/v1/groups/{group}", json={"backoff": EXPONENTIAL})
+    assert response.status_code == 200, response.text
+    assert response.json()["backoff"] == EXPONENTIAL
+    assert response.json()["updated_at_ms"] >= response.json()["created_at_ms"]
+    [message] = await _receive(served, group, topic)
+    released_at = clock.now_ms
+    await _release(served, group, topic, message["receipt_handle"])
+    [again] = await _receivable_at(served, clock, released_at + 2_000, group, topic)
+    assert again["delivery_attempt"] == 2
+    response = await served.client.patch(f"/v1/groups/{group}", json={"backoff": None})
+    assert response.status_code == 200, response.text
+    assert response.json()["backoff"] is None  # the broker's default again
+    await _release(served, group, topic, again["receipt_handle"])
+    # The table's second level: 30 s.
+    assert await _receivable_at(served, clock, released_at + 2_000 + 29_000, group,
+                                topic) == []
+    [third] = await _receivable_at(served, clock, released_at + 2_000 + 30_000, group, topic)
+    assert third["delivery_attempt"] == 3
+
+
+async def test_the_backoff_shows_on_describe_and_list_and_patch_keeps_what_it_leaves_out(
+        served: Served, clock: FakeClock) -> None:
+    created = await _group(served, retry_times_max=3, backoff={"policy": "exponential",
+                                                                "initial_ms": 500})
+    name = created["name"]
+    shown = {"policy": "exponential", "initial_ms": 500, "multiplier": 2.0,
+             "max_ms": 7_200_000}
+    assert created["backoff"] == shown
+    described = (await served.client.get(f"/v1/groups/{name}")).json()
+    assert described == created
+    listed = (await served.client.get("/v1/groups")).json()["groups"]
+    assert [group["backoff"] for group in listed if group["name"] == name] == [shown]
+    patched = await served.client.patch(f"/v1/groups/{name}", json={"retry_times_max": 5})
+    assert patched.status_code == 200, patched.text
+    assert (patched.json()["retry_times_max"], patched.json()["backoff"]) == (5, shown)
+    unknown = await served.client.patch("/v1/groups/nobody-here", json={"retry_times_max": 5})
+    assert problem(unknown)["error_code"] == "GROUP_NOT_FOUND"
+
+
+@pytest.mark.parametrize("backoff", [
+    {"policy": "levels"},
+    {"policy": "table", "initial_ms": 1_000},
+    {"policy": "exponential"},
+    {"policy": "exponential", "initial_ms": 0},
+    {"policy": "exponential", "initial_ms": 5_000, "max_ms": 4_000},
+    {"policy": "exponential", "initial_ms": 5_000, "max_ms": 7_200_001},
+    {"policy": "exponential", "initial_ms": 5_000, "multiplier": 0.5},
+    {"policy": "exponential", "initial_ms": 5_000, "multiplier": 10.5},
+    {"policy": "exponential", "initial_ms": "5000"},
+    {"policy": "exponential", "initial_ms": 5_000, "extra": 1},
+    "table",
+])
+async def test_a_bad_backoff_is_a_400_on_create_and_update(served: Served, clock: FakeClock,
+                                                           backoff: Any) -> None:
+    response = await served.client.post("/v1/groups", json={"name": f"g{next(_names)}",
+                                                            "backoff": backoff})
+    assert response.status_code == 400, response.text
+    assert problem(response)["error_code"] == "VALIDATION_FAILED"
+    name = (await _group(served))["name"]
+    response = await served.client.patch(f"/v1/groups/{name}", json={"backoff": backoff})
+    assert response.status_code == 400, response.text
+    described = (await served.client.get(f"/v1/groups/{name}")).json()
+    assert described["backoff"] is None
