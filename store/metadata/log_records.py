@@ -165,9 +165,20 @@ def encode(change: MetadataChange) -> bytes:
         for name in _SNAPSHOT_LATER:  # left out when empty: the bytes older builds wrote
             if not fields[name]:
                 del fields[name]
-    elif type(change) is GroupPut and not change.backoff:
-        del fields["backoff"]
+        fields["groups"] = [_group_fields(group) for group in change.groups]
+    elif type(change) is GroupPut:
+        fields = _group_fields(change)
     return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **fields})
+
+
+def _group_fields(group: GroupPut) -> dict[str, Any]:
+    """A group's fields, without a backoff of "" (the broker's default): a group without a
+    backoff of its own is written as builds before the field wrote it, in its record and in
+    a snapshot."""
+    fields = _shallow(group)
+    if not group.backoff:
+        del fields["backoff"]
+    return fields
 
 
 def _shallow(change: MetadataChange) -> dict[str, Any]:

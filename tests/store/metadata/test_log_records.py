@@ -25,6 +25,7 @@ from store.metadata.log_records import (
     decode,
     encode,
     op_of,
+    snapshot_parts,
 )
 from tests.support.metadata import fresh_database_url
 
@@ -65,6 +66,11 @@ def test_a_group_without_its_own_backoff_writes_the_bytes_of_builds_before_it() 
     own = GroupPut("g", True, False, 1, 16, 5, 6, "exponential:500:1.5:60000")
     assert b'"backoff":"exponential:500:1.5:60000"' in encode(own)
     assert decode("group.put", encode(own)) == own
+    plain = GroupPut("h", True, False, 1, 16, 5, 6)
+    snapshot = snapshot_parts([], [own, plain], [], [])[0]
+    body = encode(snapshot)
+    assert body.count(b'"backoff"') == 1  # the plain group as older builds wrote it
+    assert decode(op_of(snapshot), body) == snapshot
 
 
 @pytest.mark.parametrize(("op", "body"), [
