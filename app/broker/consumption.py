@@ -35,6 +35,7 @@ from app.broker.consumption_types import (
     ReceiveAnswer,
     ReceiveAsk,
 )
+from app.broker.pop_acks import decoded_handles, plan_acks, stale
 from app.broker.pop_candidates import Reads, candidates, stored_topic
 from app.settings import Settings
 from ha import Replication
@@ -80,7 +81,6 @@ RETRY_FIRST_EVERY = 5
 # a record stays far below message_size_max_bytes, and an expiry round holds the lock briefly.
 RECORD_EVENTS_MAX = 64
 EXPIRY_EVENTS_PER_ROUND_MAX = 1024
-ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
 # Receives merged into one decision want this many messages at most: small receives share
 # records; big ones fill their own (merged, each would wait for all of their records).
 GATHER_WANTED_MAX = 4 * RECORD_EVENTS_MAX
@@ -210,14 +210,14 @@ class GroupConsumption:
         and each round's records one append (a queue is planned once a round, since its state
         changes only when a record is applied). A record the store refuses is applied
         nowhere: the receives or acks it was for are refused, nothing else."""
-        handles = [self._decoded(ask) for ask in acks]
+        handles = [decoded_handles(self.codec, ask) for ask in acks]
         receive_answers: list[ReceiveAnswer] = []
         lock = self.lock
         lock.acquire()
         try:
             now_ms = self.clock_ms()
             gathers = self._gathers(receives, receive_answers)
-            ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
+            ack_answers, ack_records = plan_acks(self.registry, acks, handles, now_ms)
             # Enough rounds for the largest gather from one queue, and a window of tag-filtered
             # messages: a receive is not answered short (and left to wait) while messages are
             # there.
@@ -376,56 +376,6 @@ class GroupConsumption:
                                                   origin_of(message),
                                                   delivery.invisible_until_ms))
 
-    def _decoded(self, ask: AckAsk) -> list[ReceiptHandle | HandleResult]:
-        """Each handle of an ack decoded, or its INVALID result (400)."""
-        decoded: list[ReceiptHandle | HandleResult] = []
-        for text in ask.handles:
-            try:
-                decoded.append(self.codec.decode_for(text, group=ask.group, topic=ask.topic))
-            except HandleError as error:
-                decoded.append(HandleResult(text, "INVALID_RECEIPT_HANDLE", str(error)))
-        return decoded
-
-    def _plan_acks(self, acks: Sequence[AckAsk], decoded: list[list[ReceiptHandle |
-                                                                       HandleResult]],
-                   now_ms: int) -> tuple[list[AckAnswer], list[tuple[PopRecord, list[Outcome]]]]:
-        """Each handle OK, or STALE (409: not in flight under that delivery, or acked by an
-        earlier ack of the batch); the events of each queue as records (at most
-        ACK_EVENTS_MAX events each), with the outcomes of the acks they carry. The lock is
-        held."""
-        answers: list[AckAnswer] = []
-        events: dict[QueueKey, list[Event]] = {}
-        owners: dict[QueueKey, list[Outcome]] = {}
-        taken: dict[tuple[QueueKey, int], int] = {}  # -> the ack that took it
-        for number, (ask, handles) in enumerate(zip(acks, decoded, strict=True)):
-            outcome = Outcome([])
-            results: list[HandleResult] = []
-            for text, handle in zip(ask.handles, handles, strict=True):
-                if isinstance(handle, HandleResult):
-                    results.append(handle)
-                    continue
-                key = QueueKey(ask.group, ask.topic, handle.queue_id)
-                state = self.registry.state(key)
-                taker = taken.get((key, handle.queue_offset))
-                decision = None if state is None or taker not in (None, number) \
-                    else state.plan_ack(queue_offset=handle.queue_offset,
-                                        delivery_id=handle.delivery_id)
-                if decision is None or decision.event is None:
-                    results.append(_stale(text, handle))
-                    continue
-                if taker is None:  # (the same handle twice in one ack: one event)
-                    taken[(key, handle.queue_offset)] = number
-                    events.setdefault(key, []).append(decision.event)
-                if outcome not in owners.setdefault(key, []):
-                    owners[key].append(outcome)
-                results.append(HandleResult(text, "OK"))
-            answers.append((results, outcome))
-        records = [(PopRecord(key, tuple(items[start:start + ACK_EVENTS_MAX]), now_ms),
-                    owners[key])
-                   for key, items in events.items()
-                   for start in range(0, len(items), ACK_EVENTS_MAX)]
-        return answers, records
-
     def change(self, group: str, topic: str, text: str,
                invisible_ms: int) -> tuple[HandleResult, Outcome]:
         """A new invisible time for a message in flight (a new handle; the old one is stale),
@@ -445,7 +395,7 @@ class GroupConsumption:
                 invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
                 delivery_id_floor=self.delivery_id_floor())
             if decision is None or decision.event is None:
-                return _stale(text, handle), outcome
+                return stale(text, handle), outcome
             event = decision.event
             copies = self.copies.for_ended(group, key, (event,), now_ms)
             outcome.completions.extend(_copied(self.copies.put, copies))
@@ -559,12 +509,6 @@ class GroupConsumption:
 def _message_of(record: PopRecord) -> Message:
     return Message(METADATA_TOPIC, encode(record), properties={PROPERTY_OP: record.op},
                    queue_id=0)
-
-
-def _stale(text: str, handle: ReceiptHandle) -> HandleResult:
-    return HandleResult(text, "STALE_RECEIPT_HANDLE",
-                        f"the message at queue offset {handle.queue_offset} is not in flight "
-                        f"under this handle's delivery (redelivered, changed or acked since)")
 
 
 def _copied(put: Callable[..., _T], *args: object) -> _T:
