@@ -29,13 +29,12 @@ from app.broker.consumption_types import (
     AckAnswer,
     AckAsk,
     Delivered,
-    HandleResult,
     Outcome,
     PopRefused,
     ReceiveAnswer,
     ReceiveAsk,
 )
-from app.broker.pop_acks import decoded_handles, plan_acks, stale
+from app.broker.pop_acks import Changes, decoded_handles, plan_acks
 from app.broker.pop_candidates import Reads, candidates, stored_topic
 from app.settings import Settings
 from ha import Replication
@@ -46,8 +45,8 @@ from store import (
     PutMessageResult,
 )
 from store.clock import ClockMs, wall_ms
-from store.consumption.events import Changed, Disposition, Event, Received
-from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
+from store.consumption.events import Disposition, Received
+from store.consumption.handles import HandleCodec, ReceiptHandle
 from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
@@ -217,7 +216,14 @@ class GroupConsumption:
         try:
             now_ms = self.clock_ms()
             gathers = self._gathers(receives, receive_answers)
-            ack_answers, ack_records = plan_acks(self.registry, acks, handles, now_ms)
+            ack_answers, ack_records = plan_acks(self.registry, acks, handles, now_ms, Changes(
+                self.policy, self.delivery_id_floor(), self.codec))
+            if any(ask.invisible_ms is not None for ask in acks):
+                # A change's new delivery id was planned from the states before this batch's
+                # receives take theirs: its records go first, alone, after the copies of the
+                # messages released.
+                self._write_round([], self._copied_ends(ack_records, now_ms))
+                ack_records = []
             # Enough rounds for the largest gather from one queue, and a window of tag-filtered
             # messages: a receive is not answered short (and left to wait) while messages are
             # there.
@@ -376,38 +382,30 @@ class GroupConsumption:
                                                   origin_of(message),
                                                   delivery.invisible_until_ms))
 
-    def change(self, group: str, topic: str, text: str,
-               invisible_ms: int) -> tuple[HandleResult, Outcome]:
-        """A new invisible time for a message in flight (a new handle; the old one is stale),
-        or 0: released now, receivable again after the group's backoff."""
+    def _copied_ends(self, records: list[tuple[PopRecord, list[Outcome]]], now_ms: int
+                     ) -> list[tuple[PopRecord, list[Outcome]]]:
+        """The records whose retry and dead-letter copies (of the messages their changes
+        released) are stored, in one put before them; a record whose copies were refused
+        refuses its asks and is left out. The lock is held."""
+        needs = [(record, outcomes, self.copies.for_ended(record.key.group, record.key,
+                                                          record.events, now_ms))
+                 for record, outcomes in records]
+        copies = [copy for _, _, copies in needs for copy in copies]
+        if not copies:
+            return records
+        refused: PopRefused | None = None
         try:
-            handle = self.codec.decode_for(text, group=group, topic=topic)
-        except HandleError as error:
-            return HandleResult(text, "INVALID_RECEIPT_HANDLE", str(error)), Outcome([])
-        key = QueueKey(group, topic, handle.queue_id)
-        policy = self.policy(group)
-        outcome = Outcome([])
-        with self.lock:
-            state = self.registry.state(key)
-            now_ms = self.clock_ms()
-            decision = None if state is None else state.plan_change(
-                queue_offset=handle.queue_offset, delivery_id=handle.delivery_id,
-                invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
-                delivery_id_floor=self.delivery_id_floor())
-            if decision is None or decision.event is None:
-                return stale(text, handle), outcome
-            event = decision.event
-            copies = self.copies.for_ended(group, key, (event,), now_ms)
-            outcome.completions.extend(_copied(self.copies.put, copies))
-            outcome.completions.append(self._write(key, (event,), now_ms))
-            if not isinstance(event, Changed):
-                return HandleResult(text, "OK"), outcome
-            delivery = event.delivery
-            new_handle = self.codec.encode(ReceiptHandle(
-                group, topic, handle.queue_id, handle.queue_offset, delivery.attempt,
-                delivery.delivery_id))
-        return HandleResult(text, "OK", new_handle=new_handle,
-                            invisible_until_ms=delivery.invisible_until_ms), outcome
+            completions = _copied(self.copies.put, copies)
+        except PopRefused as refusal:
+            completions, refused = [], refusal
+        kept = []
+        for record, outcomes, copies in needs:
+            for outcome in outcomes if copies else ():
+                outcome.completions.extend(completions)
+                outcome.refused = outcome.refused or refused
+            if not copies or refused is None:
+                kept.append((record, outcomes))
+        return kept
 
     def expire(self, is_master: Callable[[], bool]) -> int:
         """One expiry round: deliveries whose invisible time passed (at most
@@ -492,18 +490,6 @@ class GroupConsumption:
         if self.appender is not None:
             return self.appender(messages)
         return self._store.put_system_messages(messages)
-
-    def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int) -> PutCompletion:
-        """Append one pop record and apply it here (the lock is held); a refusal raises."""
-        record = PopRecord(key, events, now_ms)
-        ((result, completion),) = self._put_records([_message_of(record)])
-        if not result.status.is_stored:
-            self.refused_writes += 1
-            raise PopRefused(result.status.value, result.detail or
-                             "the broker did not store the consumption record")
-        with self.state_lock:
-            self.registry.apply(record)
-        return completion
 
 
 def _message_of(record: PopRecord) -> Message:
