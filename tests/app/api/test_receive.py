@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from app.api.schemas.messages import ConsumeResult
+from store import Message, PutMessageStatus
+from store.property_names import PROPERTY_TAGS
 from tests.support.app import Served, app_settings, problem, serving
 from tests.support.store import wait_dispatched
 from tests.support.timers import FakeClock
@@ -246,6 +248,45 @@ async def test_tag_filters_deliver_matching_messages_and_consume_the_rest(
                                    params={"tags": "Z || Y", "body_encoding": "utf8"})
     assert none.status_code == 200, none.text  # no message of those tags: an empty answer
     assert none.json()["messages"] == [] and none.json()["next_offset"] == 5
+
+
+async def test_a_receive_behind_many_filtered_messages_answers_empty_and_passes_them(
+        served: Served, clock: FakeClock) -> None:
+    """3,000 messages of another tag, more than a queue's window holds (pop_window_max,
+    1,024): a receive for tag A answers empty, a long poll too (after its wait), each passing
+    hundreds of them (a bounded scan: about 576 here); a few receives pass them all, which
+    then count as consumed (lag 0, the group offset at their end), and an A produced after
+    them is received."""
+    filtered = 3_000
+    group, topic = await _setup(served, queues=1)
+    store = served.broker.store  # (in the store's batches: the gateway's are 10 at most)
+    for start in range(0, filtered, 500):
+        results = store.put_messages([Message(topic, b"b", {PROPERTY_TAGS: "B"}, queue_id=0)
+                                      for _ in range(start, start + 500)])
+        assert all(result.status is PutMessageStatus.PUT_OK for result, _ in results)
+    wait_dispatched(store)
+    assert await _receive(served, group, topic, tags="A") == []
+    assert await _receive(served, group, topic, tags="A", wait_ms=200) == []
+    receives = 2
+    while await _group_offsets(served, group) != [filtered]:
+        assert receives < filtered // 500 + 2, "a receive passed fewer than 500 of them"
+        assert await _receive(served, group, topic, tags="A") == []
+        receives += 1
+        wait_dispatched(served.broker.store)
+    assert (await served.client.get(f"/v1/groups/{group}/lag")).json()["total_lag"] == 0
+    [counts] = await _consumption(served, group)
+    assert (counts["ready"], counts["in_flight"]) == (0, 0)
+    response = await served.client.post(f"/v1/topics/{topic}/messages", json={
+        "body": "wanted", "tags": "A", "body_encoding": "utf8"})
+    assert response.status_code == 201, response.text
+    wait_dispatched(served.broker.store)
+    [message] = await _receive(served, group, topic, tags="A")
+    assert (message["body"], message["queue_offset"]) == ("wanted", filtered)
+
+
+async def _group_offsets(served: Served, group: str) -> list[int]:
+    response = await served.client.get(f"/v1/groups/{group}/offsets")
+    return [offset["offset"] for offset in response.json()["offsets"]]
 
 
 async def test_an_order_key_holds_the_next_message_until_the_previous_is_acked(
