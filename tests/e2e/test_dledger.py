@@ -331,9 +331,10 @@ def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
         wait_for(lambda f=follower: [(o["topic"], o["queue_id"], o["offset"])
                                      for o in offsets_of(f)] == [("Meta", 1, 1)],
                  what=f"{follower.node_id} consumer offset")
-        # The group's backoff came with its group.put record, as the master decides with it
-        # once elected.
-        assert follower.client.get("/v1/groups/billing").json()["backoff"] == backoff
+        # The group's backoff comes with its group.put record (after the commit's), as the
+        # master decides with it once elected.
+        wait_for(lambda f=follower: f.client.get("/v1/groups/billing").json()["backoff"]
+                 == backoff, what=f"{follower.node_id} backoff")
         sync = follower.dledger()["metadata_sync"]
         assert sync["master_http_address"] == leader.url
     assert leader.dledger()["metadata_sync"] is None
