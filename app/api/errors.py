@@ -97,6 +97,7 @@ PROBLEMS: dict[str, ProblemKind] = {
     "INVALID_QUEUE_ID": ProblemKind(409, "The queue id is not one of the topic's queues"),
     "INVALID_PERMISSION": ProblemKind(400, "Invalid permission"),
     "INVALID_RETRY_TIMES": ProblemKind(400, "Invalid retry times"),
+    "INVALID_BACKOFF": ProblemKind(400, "Invalid backoff"),
     "INVALID_OFFSET": ProblemKind(409, "The offset is past the queue's end"),
     "OFFSET_MOVES_BACKWARDS": ProblemKind(409, "The offset would move backwards"),
     "INVALID_DELAY_LEVEL": ProblemKind(400, "Invalid delay level"),

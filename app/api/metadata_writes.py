@@ -90,12 +90,30 @@ def delete_topic(broker: Broker, name: str) -> None:
 
 
 def create_group(broker: Broker, name: str, *, consume_enabled: bool, broadcast_enabled: bool,
-                 retry_queue_count: int, retry_times_max: int) -> SubscriptionGroup:
+                 retry_queue_count: int, retry_times_max: int,
+                 backoff: str = "") -> SubscriptionGroup:
     metadata = broker.metadata_store
     with broker.metadata_log.change_lock:
         _write(broker, [metadata.plan_create_group(
             name=name, consume_enabled=consume_enabled, broadcast_enabled=broadcast_enabled,
-            retry_queue_count=retry_queue_count, retry_times_max=retry_times_max)])
+            retry_queue_count=retry_queue_count, retry_times_max=retry_times_max,
+            backoff=backoff)])
+    return metadata.get_group(name=name)
+
+
+def update_group(broker: Broker, name: str, *, consume_enabled: bool | None,
+                 broadcast_enabled: bool | None, retry_queue_count: int | None,
+                 retry_times_max: int | None, backoff: str | None) -> SubscriptionGroup:
+    """The given fields changed (None keeps one; a backoff of "": the broker's default),
+    through a group.put record every replica applies."""
+    metadata = broker.metadata_store
+    with broker.metadata_log.change_lock:
+        change = metadata.plan_update_group(
+            name=name, consume_enabled=consume_enabled, broadcast_enabled=broadcast_enabled,
+            retry_queue_count=retry_queue_count, retry_times_max=retry_times_max,
+            backoff=backoff)
+        if change is not None:
+            _write(broker, [change])
     return metadata.get_group(name=name)
 
 

@@ -42,6 +42,8 @@ _BODY_EXAMPLES: dict[str, Any] = {
     "create-topic": {"name": "Orders", "read_queue_count": 4, "write_queue_count": 4},
     "create-topics": {"topics": [{"name": "Orders"}, {"name": "Refunds", "permission": 6}]},
     "create-group": {"name": "billing", "retry_times_max": 16},
+    "update-group": {"backoff": {"policy": "exponential", "initial_ms": 5_000,
+                                 "multiplier": 2.0, "max_ms": 600_000}},
     "commit-consumer-offset": {"offset": 0},
     "update-topic": {"write_queue_count": 8, "read_queue_count": 8},
     "reset-consumer-offsets": {"timestamp_ms": _TIMESTAMP_MS},
@@ -68,7 +70,8 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
     "list-topics": {"topics": [_TOPIC]},
     "list-groups": {"groups": [{"name": "billing", "consume_enabled": True,
                                 "broadcast_enabled": False, "retry_queue_count": 1,
-                                "retry_times_max": 16, "created_at_ms": _TIMESTAMP_MS,
+                                "retry_times_max": 16, "backoff": None,
+                                "created_at_ms": _TIMESTAMP_MS,
                                 "updated_at_ms": _TIMESTAMP_MS}]},
     "admin-diff": {"role": "SYNC_MASTER", "master": {
         "master_max_offset": 668, "epoch": 2, "max_diff_bytes": 0, "in_sync_slave_count": 0,
@@ -110,8 +113,8 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
     "admin-sync-subscription-groups": {
         "table": "subscription_group", "data_version": _DATA_VERSION, "rows": [
             {"name": "billing", "consume_enabled": True, "broadcast_enabled": False,
-             "retry_queue_count": 1, "retry_times_max": 16, "created_at_ms": _TIMESTAMP_MS,
-             "updated_at_ms": _TIMESTAMP_MS}]},
+             "retry_queue_count": 1, "retry_times_max": 16, "backoff": "",
+             "created_at_ms": _TIMESTAMP_MS, "updated_at_ms": _TIMESTAMP_MS}]},
     "admin-sync-consumer-offsets": {
         "table": "consumer_offset", "data_version": _DATA_VERSION, "rows": [
             {"group_name": "billing", "topic": "Orders", "queue_id": 0, "queue_offset": 0,

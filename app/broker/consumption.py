@@ -30,12 +30,12 @@ from app.broker.consumption_types import (
     AckAnswer,
     AckAsk,
     Delivered,
-    HandleResult,
     Outcome,
     PopRefused,
     ReceiveAnswer,
     ReceiveAsk,
 )
+from app.broker.pop_acks import Changes, decoded_handles, plan_acks
 from app.broker.pop_candidates import Reads, candidates, stored_topic
 from app.broker.pop_gathers import Gather
 from app.settings import Settings
@@ -47,9 +47,9 @@ from store import (
     PutMessageResult,
 )
 from store.clock import ClockMs, wall_ms
-from store.consumption.events import Changed, Disposition, Event, Received
-from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
-from store.consumption.policy import BackoffKind, RetryPolicy
+from store.consumption.events import Disposition, Received
+from store.consumption.handles import HandleCodec, ReceiptHandle
+from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
 from store.consumption.registry import (
@@ -82,7 +82,6 @@ RETRY_FIRST_EVERY = 5
 # a record stays far below message_size_max_bytes, and an expiry round holds the lock briefly.
 RECORD_EVENTS_MAX = 64
 EXPIRY_EVENTS_PER_ROUND_MAX = 1024
-ACK_EVENTS_MAX = 256  # an ack event is a few bytes: more of them fit a record
 # Receives merged into one decision want this many messages at most: small receives share
 # records; big ones fill their own (merged, each would wait for all of their records).
 GATHER_WANTED_MAX = 4 * RECORD_EVENTS_MAX
@@ -171,10 +170,9 @@ class GroupConsumption:
 
     def policy(self, group: str) -> RetryPolicy:
         config = self._metadata().find_group(name=group)
-        retry_times_max = config.retry_times_max if config is not None else 16
-        settings = self._settings
-        return RetryPolicy(retry_times_max, BackoffKind(settings.pop_backoff),
-                           min(settings.pop_backoff_initial_ms, 7_200_000))
+        return group_policy(None if config is None else config.retry_times_max,
+                            None if config is None else config.backoff,
+                            self._settings.pop_default_backoff)
 
     def retry_queue_count(self, group: str) -> int:
         config = self._metadata().find_group(name=group)
@@ -190,7 +188,7 @@ class GroupConsumption:
         and each round's records one append (a queue is planned once a round, since its state
         changes only when a record is applied). A record the store refuses is applied
         nowhere: the receives or acks it was for are refused, nothing else."""
-        handles = [self._decoded(ask) for ask in acks]
+        handles = [decoded_handles(self.codec, ask) for ask in acks]
         receive_answers: list[ReceiveAnswer] = []
         lock = self.lock
         lock.acquire()
@@ -199,8 +197,20 @@ class GroupConsumption:
             with self.state_lock:  # each round plans from the states as one generation holds
                 generation = self.states_generation
                 gathers = self._gathers(receives, receive_answers)
-                ack_answers, ack_records = self._plan_acks(acks, handles, now_ms)
-                planned = self._plan_round(gathers, now_ms)
+                ack_answers, ack_records = plan_acks(
+                    self.registry, acks, handles, now_ms,
+                    Changes(self.policy, self.delivery_id_floor(), self.codec))
+                changes = any(ask.invisible_ms is not None for ask in acks)
+                planned = [] if changes else self._plan_round(gathers, now_ms)
+            if changes:
+                # A change's new delivery id was planned from the states before this batch's
+                # receives take theirs: its records go first, alone, after the copies of the
+                # messages released.
+                self._write_round([], self._copied_ends(ack_records, now_ms), generation)
+                ack_records = []
+                with self.state_lock:
+                    generation = self.states_generation
+                    planned = self._plan_round(gathers, now_ms)
             # Enough rounds for the largest gather from one queue, and a window of tag-filtered
             # messages: a receive is not answered short (and left to wait) while messages are
             # there.
@@ -363,90 +373,30 @@ class GroupConsumption:
                                                   origin_of(message),
                                                   delivery.invisible_until_ms))
 
-    def _decoded(self, ask: AckAsk) -> list[ReceiptHandle | HandleResult]:
-        """Each handle of an ack decoded, or its INVALID result (400)."""
-        decoded: list[ReceiptHandle | HandleResult] = []
-        for text in ask.handles:
-            try:
-                decoded.append(self.codec.decode_for(text, group=ask.group, topic=ask.topic))
-            except HandleError as error:
-                decoded.append(HandleResult(text, "INVALID_RECEIPT_HANDLE", str(error)))
-        return decoded
-
-    def _plan_acks(self, acks: Sequence[AckAsk], decoded: list[list[ReceiptHandle |
-                                                                       HandleResult]],
-                   now_ms: int) -> tuple[list[AckAnswer], list[tuple[PopRecord, list[Outcome]]]]:
-        """Each handle OK, or STALE (409: not in flight under that delivery, or acked by an
-        earlier ack of the batch); the events of each queue as records (at most
-        ACK_EVENTS_MAX events each), with the outcomes of the acks they carry. The lock is
-        held."""
-        answers: list[AckAnswer] = []
-        events: dict[QueueKey, list[Event]] = {}
-        owners: dict[QueueKey, list[Outcome]] = {}
-        taken: dict[tuple[QueueKey, int], int] = {}  # -> the ack that took it
-        for number, (ask, handles) in enumerate(zip(acks, decoded, strict=True)):
-            outcome = Outcome([])
-            results: list[HandleResult] = []
-            for text, handle in zip(ask.handles, handles, strict=True):
-                if isinstance(handle, HandleResult):
-                    results.append(handle)
-                    continue
-                key = QueueKey(ask.group, ask.topic, handle.queue_id)
-                state = self.registry.state(key)
-                taker = taken.get((key, handle.queue_offset))
-                decision = None if state is None or taker not in (None, number) \
-                    else state.plan_ack(queue_offset=handle.queue_offset,
-                                        delivery_id=handle.delivery_id)
-                if decision is None or decision.event is None:
-                    results.append(_stale(text, handle))
-                    continue
-                if taker is None:  # (the same handle twice in one ack: one event)
-                    taken[(key, handle.queue_offset)] = number
-                    events.setdefault(key, []).append(decision.event)
-                if outcome not in owners.setdefault(key, []):
-                    owners[key].append(outcome)
-                results.append(HandleResult(text, "OK"))
-            answers.append((results, outcome))
-        records = [(PopRecord(key, tuple(items[start:start + ACK_EVENTS_MAX]), now_ms),
-                    owners[key])
-                   for key, items in events.items()
-                   for start in range(0, len(items), ACK_EVENTS_MAX)]
-        return answers, records
-
-    def change(self, group: str, topic: str, text: str,
-               invisible_ms: int) -> tuple[HandleResult, Outcome]:
-        """A new invisible time for a message in flight (a new handle; the old one is stale),
-        or 0: released now, receivable again after the group's backoff."""
+    def _copied_ends(self, records: list[tuple[PopRecord, list[Outcome]]], now_ms: int
+                     ) -> list[tuple[PopRecord, list[Outcome]]]:
+        """The records whose retry and dead-letter copies (of the messages their changes
+        released) are stored, in one put before them; a record whose copies were refused
+        refuses its asks and is left out. The lock is held."""
+        needs = [(record, outcomes, self.copies.for_ended(record.key.group, record.key,
+                                                          record.events, now_ms))
+                 for record, outcomes in records]
+        copies = [copy for _, _, copies in needs for copy in copies]
+        if not copies:
+            return records
+        refused: PopRefused | None = None
         try:
-            handle = self.codec.decode_for(text, group=group, topic=topic)
-        except HandleError as error:
-            return HandleResult(text, "INVALID_RECEIPT_HANDLE", str(error)), Outcome([])
-        key = QueueKey(group, topic, handle.queue_id)
-        policy = self.policy(group)
-        outcome = Outcome([])
-        with self.lock:
-            with self.state_lock:
-                generation = self.states_generation
-                state = self.registry.state(key)
-                now_ms = self.clock_ms()
-                decision = None if state is None else state.plan_change(
-                    queue_offset=handle.queue_offset, delivery_id=handle.delivery_id,
-                    invisible_ms=invisible_ms, now_ms=now_ms, policy=policy,
-                    delivery_id_floor=self.delivery_id_floor())
-            if decision is None or decision.event is None:
-                return _stale(text, handle), outcome
-            event = decision.event
-            copies = self.copies.for_ended(group, key, (event,), now_ms)
-            outcome.completions.extend(_copied(self.copies.put, copies))
-            outcome.completions.append(self._write(key, (event,), now_ms, generation))
-            if not isinstance(event, Changed):
-                return HandleResult(text, "OK"), outcome
-            delivery = event.delivery
-            new_handle = self.codec.encode(ReceiptHandle(
-                group, topic, handle.queue_id, handle.queue_offset, delivery.attempt,
-                delivery.delivery_id))
-        return HandleResult(text, "OK", new_handle=new_handle,
-                            invisible_until_ms=delivery.invisible_until_ms), outcome
+            completions = _copied(self.copies.put, copies)
+        except PopRefused as refusal:
+            completions, refused = [], refusal
+        kept = []
+        for record, outcomes, copies in needs:
+            for outcome in outcomes if copies else ():
+                outcome.completions.extend(completions)
+                outcome.refused = outcome.refused or refused
+            if not copies or refused is None:
+                kept.append((record, outcomes))
+        return kept
 
     def expire(self, is_master: Callable[[], bool]) -> int:
         """One expiry round: deliveries whose invisible time passed (at most
@@ -539,19 +489,6 @@ class GroupConsumption:
             return self.appender(messages)
         return self._store.put_system_messages(messages)
 
-    def _write(self, key: QueueKey, events: tuple[Event, ...], now_ms: int,
-               generation: int) -> PutCompletion:
-        """Append one pop record and apply it here (`_apply_ahead`; the lock is held); a
-        refusal raises."""
-        record = PopRecord(key, events, now_ms)
-        ((result, completion),) = self._put_records([_message_of(record)])
-        if not result.status.is_stored:
-            self.refused_writes += 1
-            raise PopRefused(result.status.value, result.detail or
-                             "the broker did not store the consumption record")
-        self._apply_ahead(record, generation)
-        return completion
-
     def _apply_ahead(self, record: PopRecord, generation: int) -> None:
         """Apply a decision's stored record here at once, so the next decision sees it;
         unless the states were rebuilt since it was planned from them (`reset`: a cut or a
@@ -570,12 +507,6 @@ class GroupConsumption:
 def _message_of(record: PopRecord) -> Message:
     return Message(METADATA_TOPIC, encode(record), properties={PROPERTY_OP: record.op},
                    queue_id=0)
-
-
-def _stale(text: str, handle: ReceiptHandle) -> HandleResult:
-    return HandleResult(text, "STALE_RECEIPT_HANDLE",
-                        f"the message at queue offset {handle.queue_offset} is not in flight "
-                        f"under this handle's delivery (redelivered, changed or acked since)")
 
 
 def _copied(put: Callable[..., _T], *args: object) -> _T:

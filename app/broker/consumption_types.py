@@ -72,9 +72,14 @@ class ReceiveAsk:
 
 @dataclass(frozen=True, slots=True)
 class AckAsk:
+    """An ack of `handles`, or with `invisible_ms` a change of invisibility of its one handle
+    (a new invisible time from now; 0 releases the message for a retry after the group's
+    backoff): decided in the same batches, one record per queue."""
+
     group: str
     topic: str
     handles: Sequence[str]
+    invisible_ms: int | None = None
 
 
 # What a receive or an ack is answered: its messages or handles' results and the outcome of

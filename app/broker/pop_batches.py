@@ -1,4 +1,5 @@
-"""Receives and acks gathered into shared decisions (group commit of group consumption).
+"""Receives, acks and changes of invisibility gathered into shared decisions (group commit of
+group consumption). A change is an ack ask with its `invisible_ms` (`pop.AckAsk`).
 
 A receive or an ack arriving on the event loop does not decide at once: it joins the batch
 of the loop's current turn, and the batch is decided once the turn's other requests have

@@ -20,6 +20,7 @@ from app.cli.client import (
 from app.cli.times import timestamp_ms
 
 _PERMISSION_NAMES = {6: "rw", 4: "r", 2: "w", 0: "-"}
+BROKER_BACKOFF = "default"
 
 
 def _path(*parts: str | int) -> str:
@@ -95,15 +96,72 @@ def _group_list(arguments: argparse.Namespace, client: BrokerClient) -> int:
     if arguments.as_json:
         print_json(answer)
         return 0
-    print_table(["GROUP", "CONSUME", "BROADCAST", "RETRY_QUEUES", "RETRY_MAX"],
+    print_table(["GROUP", "CONSUME", "BROADCAST", "RETRY_QUEUES", "RETRY_MAX", "BACKOFF"],
                 [[g["name"], g["consume_enabled"], g["broadcast_enabled"],
-                  g["retry_queue_count"], g["retry_times_max"]] for g in answer["groups"]])
+                  g["retry_queue_count"], g["retry_times_max"], _backoff_text(g["backoff"])]
+                 for g in answer["groups"]])
     return 0
 
 
 def _group_create(arguments: argparse.Namespace, client: BrokerClient) -> int:
-    answer = client.call("POST", "/v1/groups", json={"name": arguments.group}, ok=(200, 201))
-    return print_result(arguments, answer, f"created {answer['name']}")
+    body: dict[str, Any] = {"name": arguments.group, **_group_fields(arguments)}
+    answer = client.call("POST", "/v1/groups", json=body, ok=(200, 201))
+    return print_result(arguments, answer, f"created {answer['name']}: "
+                                           f"{_group_policy_text(answer)}")
+
+
+def _group_update(arguments: argparse.Namespace, client: BrokerClient) -> int:
+    body = _group_fields(arguments)
+    if not body:
+        raise CliError(EXIT_USAGE, "nothing to update: give --retry-max or --backoff")
+    answer = client.call("PATCH", _path("v1", "groups", arguments.group), json=body)
+    return print_result(arguments, answer, f"updated {answer['name']}: "
+                                           f"{_group_policy_text(answer)}")
+
+
+def _group_fields(arguments: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if arguments.retry_max is not None:
+        body["retry_times_max"] = arguments.retry_max
+    if arguments.backoff is not None:
+        body["backoff"] = _backoff_of(arguments.backoff)
+    return body
+
+
+def _backoff_of(text: str) -> dict[str, Any] | None:
+    """--backoff: "table", "exponential:INITIAL_MS[:MULTIPLIER[:MAX_MS]]" (the API's
+    backoff object), or "default" (the broker's pop_backoff: null)."""
+    if text == BROKER_BACKOFF:
+        return None
+    if text == "table":
+        return {"policy": "table"}
+    kind, *values = text.split(":")
+    if kind != "exponential" or not 1 <= len(values) <= 3:
+        raise CliError(EXIT_USAGE, f"--backoff {text!r}: give table, "
+                                   "exponential:INITIAL_MS[:MULTIPLIER[:MAX_MS]] or default")
+    try:
+        backoff: dict[str, Any] = {"policy": "exponential", "initial_ms": int(values[0])}
+        if len(values) > 1:
+            backoff["multiplier"] = float(values[1])
+        if len(values) > 2:
+            backoff["max_ms"] = int(values[2])
+    except ValueError:
+        raise CliError(EXIT_USAGE, f"--backoff {text!r}: INITIAL_MS and MAX_MS are whole "
+                                   "milliseconds, MULTIPLIER a number") from None
+    return backoff
+
+
+def _backoff_text(backoff: dict[str, Any] | None) -> str:
+    if backoff is None:
+        return BROKER_BACKOFF
+    if backoff["policy"] == "table":
+        return "table"
+    return f"exponential:{backoff['initial_ms']}:{backoff['multiplier']:g}:{backoff['max_ms']}"
+
+
+def _group_policy_text(group: dict[str, Any]) -> str:
+    return (f"at most {group['retry_times_max']} retries, backoff "
+            f"{_backoff_text(group['backoff'])}")
 
 
 def _group_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:
@@ -113,7 +171,7 @@ def _group_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:
         print_json({"group": group, "offsets": offsets["offsets"]})
         return 0
     print(f"{group['name']}: consume {'on' if group['consume_enabled'] else 'off'}, "
-          f"{group['retry_queue_count']} retry queues, at most {group['retry_times_max']} retries")
+          f"{group['retry_queue_count']} retry queues, {_group_policy_text(group)}")
     print_table(["TOPIC", "QUEUE", "OFFSET"],
                 [[o["topic"], o["queue_id"], o["offset"]] for o in offsets["offsets"]])
     return 0
@@ -195,13 +253,23 @@ def add_commands(commands: Any) -> None:
     delete.add_argument("topic")
     delete.set_defaults(handler=run(_topic_delete))
 
-    group = commands.add_parser("group", help="list, create, describe, delete groups; lag; reset")
+    group = commands.add_parser("group", help="list, create, update, describe, delete groups; "
+                                                  "lag; reset")
     group_actions = group.add_subparsers(dest="group_command", required=True)
     group_listing = group_actions.add_parser("list", help="every subscription group")
     group_listing.set_defaults(handler=run(_group_list))
     group_create = group_actions.add_parser("create", help="create a subscription group")
     group_create.add_argument("group")
+    group_update = group_actions.add_parser("update", help="change a group's retry policy")
+    group_update.add_argument("group")
+    for parser in (group_create, group_update):
+        parser.add_argument("--retry-max", type=int, help="retries before the dead letters")
+        parser.add_argument("--backoff", help=(
+            "wait of a released message: table (10s 30s 1m 2m ... 2h), "
+            "exponential:INITIAL_MS[:MULTIPLIER[:MAX_MS]] (multiplier 2, max 2 h unless "
+            "given), or default (the broker's pop_backoff)"))
     group_create.set_defaults(handler=run(_group_create))
+    group_update.set_defaults(handler=run(_group_update))
     group_describe = group_actions.add_parser("describe", help="a group and its offsets")
     group_describe.add_argument("group")
     group_describe.set_defaults(handler=run(_group_describe))
@@ -224,5 +292,5 @@ def add_commands(commands: Any) -> None:
                              "(epoch ms or ISO 8601, UTC unless it says)")
     reset.set_defaults(handler=run(_group_reset))
     for parser in (listing, create, describe, update, delete, group_listing, group_create,
-                   group_describe, group_delete, lag, reset):
+                   group_update, group_describe, group_delete, lag, reset):
         add_connection_arguments(parser)

@@ -56,7 +56,8 @@ class ConsumptionFields(BaseModel):
                     "group (master and slaves), so that a failover keeps handles valid")
     pop_backoff: str = Field(
         "table", pattern="^(table|exponential)$",
-        description="the wait before a released message is receivable again: table "
+        description="the wait before a released message is receivable again, for a group "
+                    "without a backoff of its own (the group's `backoff`): table "
                     "(RocketMQ's delay levels from 10 s: 10 s, 30 s, 1 m, 2 m, ... 2 h) or "
                     "exponential (pop_backoff_initial_ms doubling, capped at 2 h)")
     pop_backoff_initial_ms: int = Field(

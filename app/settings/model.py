@@ -44,6 +44,7 @@ from ha.dledger.core.peers import Peer, parse_peers
 from ha.dledger.host.host_config import HostConfig
 from ha.dledger.host.transport_config import TransportConfig
 from store import BrokerRole, ConfigError, FlushDiskType, StoreConfig
+from store.consumption.policy import Backoff, BackoffKind
 from store.metadata import sqlite_database_url
 from store.paths import StorePaths
 from store.timers.lanes import TimerPlan, parse_delay_levels
@@ -295,6 +296,13 @@ class Settings(SnapshotFields, ConsumptionFields, MetadataFields, ReplicationFie
         if self.database_url:
             return self.database_url
         return sqlite_database_url(StorePaths(self.data_dir).metadata_database)
+
+    @property
+    def pop_default_backoff(self) -> Backoff:
+        """The backoff of a group without its own (`pop_backoff`)."""
+        if self.pop_backoff == BackoffKind.TABLE.value:
+            return Backoff()
+        return Backoff.exponential(self.pop_backoff_initial_ms)
 
     @property
     def auth_open(self) -> bool:

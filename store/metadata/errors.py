@@ -54,6 +54,10 @@ class InvalidRetryTimes(MetadataError):
     error_code = "INVALID_RETRY_TIMES"
 
 
+class InvalidBackoff(MetadataError):
+    error_code = "INVALID_BACKOFF"
+
+
 class InvalidOffset(MetadataError):
     error_code = "INVALID_OFFSET"
 

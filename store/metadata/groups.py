@@ -10,7 +10,12 @@ from store.metadata.changes import delete_row_and_offsets, update_row
 from store.metadata.database import read_transaction, transaction
 from store.metadata.errors import GroupAlreadyExists, GroupNotFound
 from store.metadata.models import ConsumerOffsetRow, SubscriptionGroup, SubscriptionGroupRow
-from store.metadata.rules import check_group_name, check_queue_count, check_retry_times_max
+from store.metadata.rules import (
+    check_backoff,
+    check_group_name,
+    check_queue_count,
+    check_retry_times_max,
+)
 from store.metadata.versions import MetadataTable, bump_data_version
 
 # RocketMQ's SubscriptionGroupConfig defaults.
@@ -27,17 +32,20 @@ def create_group(
     broadcast_enabled: bool = False,
     retry_queue_count: int = DEFAULT_RETRY_QUEUE_COUNT,
     retry_times_max: int = DEFAULT_RETRY_TIMES_MAX,
+    backoff: str = "",
 ) -> SubscriptionGroup:
     """Create a subscription group; GroupAlreadyExists when it exists."""
     check_group_name(name)
     check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
     check_retry_times_max(retry_times_max)
+    check_backoff(backoff)
     row = SubscriptionGroupRow(
         name=name,
         consume_enabled=consume_enabled,
         broadcast_enabled=broadcast_enabled,
         retry_queue_count=retry_queue_count,
         retry_times_max=retry_times_max,
+        backoff=backoff,
         created_at_ms=now_ms,
         updated_at_ms=now_ms,
     )
@@ -84,18 +92,23 @@ def update_group(
     broadcast_enabled: bool | None = None,
     retry_queue_count: int | None = None,
     retry_times_max: int | None = None,
+    backoff: str | None = None,
 ) -> SubscriptionGroup:
-    """Change the given fields (None keeps a field); identical values write nothing."""
+    """Change the given fields (None keeps a field, a backoff of "" is the broker's
+    default); identical values write nothing."""
     check_group_name(name)
     if retry_queue_count is not None:
         check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
     if retry_times_max is not None:
         check_retry_times_max(retry_times_max)
-    changes: dict[str, bool | int | None] = {
+    if backoff is not None:
+        check_backoff(backoff)
+    changes: dict[str, bool | int | str | None] = {
         "consume_enabled": consume_enabled,
         "broadcast_enabled": broadcast_enabled,
         "retry_queue_count": retry_queue_count,
         "retry_times_max": retry_times_max,
+        "backoff": backoff,
     }
     with transaction(engine) as session:
         row = _get_row(session, name)

@@ -80,6 +80,9 @@ class GroupPut:
     retry_times_max: int
     created_at_ms: int
     updated_at_ms: int
+    # The group's backoff (store/consumption/policy.py `Backoff.text`), "" for the broker's
+    # default; left out of a record when "" (the bytes of builds before it).
+    backoff: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +168,20 @@ def encode(change: MetadataChange) -> bytes:
         for name in _SNAPSHOT_LATER:  # left out when empty: the bytes older builds wrote
             if not fields[name]:
                 del fields[name]
+        fields["groups"] = [_group_fields(group) for group in change.groups]
+    elif type(change) is GroupPut:
+        fields = _group_fields(change)
     return orjson.dumps({"v": RECORD_VERSION, "op": op_of(change), **fields})
+
+
+def _group_fields(group: GroupPut) -> dict[str, Any]:
+    """A group's fields, without a backoff of "" (the broker's default): a group without a
+    backoff of its own is written as builds before the field wrote it, in its record and in
+    a snapshot."""
+    fields = _shallow(group)
+    if not group.backoff:
+        del fields["backoff"]
+    return fields
 
 
 def _shallow(change: MetadataChange) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import enum
 from sqlalchemy import BigInteger, Boolean, CheckConstraint, Integer, String
 from sqlmodel import Field, SQLModel
 
+from store.consumption.policy import BACKOFF_TEXT_LENGTH_MAX
 from store.topic import TOPIC_LENGTH_MAX
 
 # Stable constraint names on every database, so that a later migration can drop or alter a
@@ -28,6 +29,7 @@ SQLModel.metadata.naming_convention = {
 
 _GROUP_NAME_COLUMN_LENGTH = 255
 _TABLE_NAME_COLUMN_LENGTH = 64
+_BACKOFF_COLUMN_LENGTH = BACKOFF_TEXT_LENGTH_MAX
 
 
 class TopicPermission(enum.IntFlag):
@@ -83,6 +85,9 @@ class SubscriptionGroupBase(SQLModel):
     retry_times_max: int = Field(sa_type=Integer)
     created_at_ms: int = Field(sa_type=BigInteger)
     updated_at_ms: int = Field(sa_type=BigInteger)
+    # store/consumption/policy.py `Backoff.text`; "" for the broker's default (pop_backoff).
+    backoff: str = Field(default="", sa_type=String(_BACKOFF_COLUMN_LENGTH),
+                         sa_column_kwargs={"server_default": ""})
 
 
 class SubscriptionGroupRow(SubscriptionGroupBase, table=True):

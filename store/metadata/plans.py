@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import TypeVar
 
 from sqlalchemy import Engine, func
 from sqlmodel import col, select
@@ -25,6 +27,7 @@ from store.metadata.log_records import GroupDelete, GroupPut, TopicDelete, Topic
 from store.metadata.models import SubscriptionGroupRow, TopicConfigRow
 from store.metadata.offsets import OffsetKey, check_offset_key, check_offset_target
 from store.metadata.rules import (
+    check_backoff,
     check_group_name,
     check_permission,
     check_queue_count,
@@ -34,6 +37,8 @@ from store.metadata.rules import (
     check_topic_name,
 )
 from store.metadata.topics import NewTopic
+
+_V = TypeVar("_V")
 
 
 def create_topics(engine: Engine, new_topics: Sequence[NewTopic], *, now_ms: int,
@@ -102,39 +107,46 @@ def delete_topic(engine: Engine, name: str, *, now_ms: int) -> TopicDelete:
 
 def create_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: bool,
                  broadcast_enabled: bool, retry_queue_count: int,
-                 retry_times_max: int) -> GroupPut:
+                 retry_times_max: int, backoff: str = "") -> GroupPut:
     check_group_name(name)
     check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
     check_retry_times_max(retry_times_max)
+    check_backoff(backoff)
     with read_transaction(engine) as session:
         if session.get(SubscriptionGroupRow, name) is not None:
             raise GroupAlreadyExists(f"group {name!r} already exists")
     return GroupPut(name, consume_enabled, broadcast_enabled, retry_queue_count,
-                    retry_times_max, now_ms, now_ms)
+                    retry_times_max, now_ms, now_ms, backoff)
 
 
 def update_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: bool | None,
                  broadcast_enabled: bool | None, retry_queue_count: int | None,
-                 retry_times_max: int | None) -> GroupPut | None:
-    """The group afterwards, or None when nothing would change; GroupNotFound."""
+                 retry_times_max: int | None, backoff: str | None = None) -> GroupPut | None:
+    """The group afterwards, or None when nothing would change; GroupNotFound. None keeps a
+    field; a backoff of "" is the broker's default."""
     check_group_name(name)
     if retry_queue_count is not None:
         check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
     if retry_times_max is not None:
         check_retry_times_max(retry_times_max)
+    if backoff is not None:
+        check_backoff(backoff)
     with read_transaction(engine) as session:
         row = session.get(SubscriptionGroupRow, name)
         if row is None:
             raise GroupNotFound(f"group {name!r} does not exist")
-        before = (row.consume_enabled, row.broadcast_enabled, row.retry_queue_count,
-                  row.retry_times_max)
-        after = tuple(old if new is None else new for old, new in zip(
-            before, (consume_enabled, broadcast_enabled, retry_queue_count, retry_times_max),
-            strict=True))
-        if after == before:
+        after = GroupPut(
+            name, _kept(consume_enabled, row.consume_enabled),
+            _kept(broadcast_enabled, row.broadcast_enabled),
+            _kept(retry_queue_count, row.retry_queue_count),
+            _kept(retry_times_max, row.retry_times_max), row.created_at_ms, row.updated_at_ms,
+            _kept(backoff, row.backoff))
+        if after == GroupPut(name, row.consume_enabled, row.broadcast_enabled,
+                             row.retry_queue_count, row.retry_times_max, row.created_at_ms,
+                             row.updated_at_ms, row.backoff):
             return None
-        return GroupPut(name, bool(after[0]), bool(after[1]), int(after[2]), int(after[3]),
-                        row.created_at_ms, now_ms)
+        return replace(after, updated_at_ms=now_ms)
+
 
 
 def check_groups_max(engine: Engine, name: str, groups_max: int | None) -> None:
@@ -160,3 +172,8 @@ def check_offset(engine: Engine, key: OffsetKey) -> None:
     check_offset_key(key)
     with read_transaction(engine) as session:
         check_offset_target(session, key)
+
+
+def _kept(new: _V | None, old: _V) -> _V:
+    """An update's field: the new value, or the old one when none was given."""
+    return old if new is None else new

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
+from store.consumption.policy import Backoff
 from store.metadata.errors import (
+    InvalidBackoff,
     InvalidDelayLevel,
     InvalidGroupName,
     InvalidOffset,
@@ -107,6 +109,15 @@ def check_retry_times_max(retry_times_max: int) -> None:
         raise InvalidRetryTimes(
             f"retry_times_max must be between 0 and {RETRY_TIMES_MAX}, got {retry_times_max}"
         )
+
+
+def check_backoff(backoff: str) -> None:
+    """A group's backoff as stored: "" (the broker's default) or a `Backoff.text`."""
+    if backoff:
+        try:
+            Backoff.parse(backoff)
+        except ValueError as error:
+            raise InvalidBackoff(str(error)) from None
 
 
 def check_queue_id(queue_id: int) -> None:

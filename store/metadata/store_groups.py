@@ -24,6 +24,7 @@ class GroupsMixin(MetadataStoreBase):
         broadcast_enabled: bool = False,
         retry_queue_count: int = groups.DEFAULT_RETRY_QUEUE_COUNT,
         retry_times_max: int = groups.DEFAULT_RETRY_TIMES_MAX,
+        backoff: str = "",
     ) -> SubscriptionGroup:
         self._check_open()
         with self._write_lock:
@@ -36,6 +37,7 @@ class GroupsMixin(MetadataStoreBase):
                 broadcast_enabled=broadcast_enabled,
                 retry_queue_count=retry_queue_count,
                 retry_times_max=retry_times_max,
+                backoff=backoff,
             )
             self._view.put_group(created)
             return created.model_copy()
@@ -48,6 +50,7 @@ class GroupsMixin(MetadataStoreBase):
         broadcast_enabled: bool | None = None,
         retry_queue_count: int | None = None,
         retry_times_max: int | None = None,
+        backoff: str | None = None,
     ) -> SubscriptionGroup:
         self._check_open()
         with self._write_lock:
@@ -59,6 +62,7 @@ class GroupsMixin(MetadataStoreBase):
                 broadcast_enabled=broadcast_enabled,
                 retry_queue_count=retry_queue_count,
                 retry_times_max=retry_times_max,
+                backoff=backoff,
             )
             self._view.put_group(updated)
             return updated.model_copy()

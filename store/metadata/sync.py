@@ -33,6 +33,7 @@ from store.metadata.models import (
 )
 from store.metadata.offsets import OffsetKey, check_offset_key
 from store.metadata.rules import (
+    check_backoff,
     check_delay_level,
     check_group_name,
     check_permission,
@@ -69,6 +70,7 @@ def _check_group(group: SubscriptionGroup) -> None:
     check_group_name(group.name)
     check_queue_count("retry_queue_count", group.retry_queue_count, minimum=0)
     check_retry_times_max(group.retry_times_max)
+    check_backoff(group.backoff)
 
 
 def _check_consumer_offset(offset: ConsumerOffset) -> None:

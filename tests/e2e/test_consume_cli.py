@@ -125,3 +125,28 @@ def test_produce_delayed_then_timers_and_cancel(broker: BrokerProcess) -> None:
     assert bad.returncode == 2 and "'tomorrow' is neither epoch milliseconds" in bad.stderr
     as_json = json.loads(ok(twinlog(url, "timers", "--json")))
     assert as_json["cancels_pending"] == 1 and as_json["pending_timers"] == 2
+
+
+def test_group_create_and_update_set_the_retry_policy(broker: BrokerProcess) -> None:
+    """`group create|update --retry-max --backoff` set a group's retry policy; describe and
+    list show it; `--backoff default` gives the broker's back; a bad backoff exits 2 before
+    any request, one the broker refuses exits 1 with its reason."""
+    url = broker.url
+    assert "created CliPolicy: at most 16 retries, backoff exponential:2000:3:60000" in ok(
+        twinlog(url, "group", "create", "CliPolicy", "--backoff", "exponential:2000:3:60000"))
+    assert "updated CliPolicy: at most 4 retries, backoff table" in ok(twinlog(
+        url, "group", "update", "CliPolicy", "--retry-max", "4", "--backoff", "table"))
+    assert "at most 4 retries, backoff table" in ok(
+        twinlog(url, "group", "describe", "CliPolicy"))
+    described = json.loads(ok(twinlog(url, "group", "describe", "CliPolicy", "--json")))
+    assert described["group"]["backoff"] == {"policy": "table", "initial_ms": None,
+                                             "multiplier": None, "max_ms": None}
+    assert "backoff default" in ok(
+        twinlog(url, "group", "update", "CliPolicy", "--backoff", "default"))
+    [row] = [line for line in ok(twinlog(url, "group", "list")).splitlines()
+             if line.startswith("CliPolicy ")]
+    assert row.split()[-2:] == ["4", "default"], row
+    one_error_line(twinlog(url, "group", "update", "CliPolicy", "--backoff", "levels"), 2)
+    one_error_line(twinlog(url, "group", "update", "CliPolicy"), 2)
+    assert "400 VALIDATION_FAILED" in one_error_line(twinlog(
+        url, "group", "update", "CliPolicy", "--backoff", "exponential:9000:2:1000"), 1)

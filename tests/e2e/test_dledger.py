@@ -316,6 +316,10 @@ def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
     committed = leader.client.put("/v1/groups/billing/offsets/Meta/queues/1",
                                   json={"offset": 1})
     assert committed.status_code == 200, committed.text
+    backoff = {"policy": "exponential", "initial_ms": 1_500, "multiplier": 1.5,
+               "max_ms": 90_000}
+    patched = leader.client.patch("/v1/groups/billing", json={"backoff": backoff})
+    assert patched.status_code == 200, patched.text
     followers = _followers(group, leader)
 
     def offsets_of(member: Member) -> list[Any]:
@@ -327,14 +331,21 @@ def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
         wait_for(lambda f=follower: [(o["topic"], o["queue_id"], o["offset"])
                                      for o in offsets_of(f)] == [("Meta", 1, 1)],
                  what=f"{follower.node_id} consumer offset")
+        # The group's backoff comes with its group.put record (after the commit's), as the
+        # master decides with it once elected.
+        wait_for(lambda f=follower: f.client.get("/v1/groups/billing").json()["backoff"]
+                 == backoff, what=f"{follower.node_id} backoff")
         sync = follower.dledger()["metadata_sync"]
         assert sync["master_http_address"] == leader.url
     assert leader.dledger()["metadata_sync"] is None
     target = followers[0]
     _hand_over(group, leader, target)
     assert target.client.post("/v1/topics", json={"name": "Meta2"}).status_code == 201
+    assert target.client.patch("/v1/groups/billing", json={"backoff": None}).status_code == 200
     for member in _followers(group, target):
         wait_for(lambda m=member: _has_topic(m, "Meta2"), what=f"{member.node_id} Meta2")
+        wait_for(lambda m=member: m.client.get("/v1/groups/billing").json()["backoff"] is None,
+                 what=f"{member.node_id} backoff back to the broker's")
         assert member.dledger()["metadata_sync"]["master_http_address"] == target.url
 
 

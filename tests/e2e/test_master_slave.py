@@ -123,6 +123,10 @@ def test_metadata_reaches_the_slave(pair: Pair) -> None:
     master, slave = pair
     created = master.client.post("/v1/groups", json={"name": "Auditors", "retry_times_max": 3})
     assert created.status_code == 201, created.text
+    backoff = {"policy": "exponential", "initial_ms": 2_000, "multiplier": 3.0,
+               "max_ms": 60_000}
+    patched = master.client.patch("/v1/groups/Auditors", json={"backoff": backoff})
+    assert patched.status_code == 200, patched.text
     assert master.client.post("/v1/topics", json={"name": "Synced",
                                                   "write_queue_count": 2}).status_code == 201
     assert master.client.post("/v1/topics/Synced/messages",
@@ -143,6 +147,10 @@ def test_metadata_reaches_the_slave(pair: Pair) -> None:
     wait_for(synced, what="topic and offset on the slave")
     wait_for(lambda: "Auditors" in {g["name"] for g in slave.get_json("/v1/groups")["groups"]},
              what="group on the slave")
+    # The update is a group.put record of the log, applied by the slave's dispatch (the
+    # sync's pull runs once a minute): the slave, once promoted, decides with it.
+    wait_for(lambda: slave.get_json("/v1/groups/Auditors")["backoff"] == backoff,
+             what="the group's backoff on the slave")
     group = slave.get_json("/v1/groups/Auditors")
     assert group["retry_times_max"] == 3
     sync = slave.get_json("/admin/diff")["slave"]["metadata_sync"]

@@ -41,8 +41,10 @@ from app.api.schemas.groups import (
     ConsumerOffsetList,
     ConsumerOffsetView,
     Group,
+    GroupBackoff,
     GroupCreate,
     GroupList,
+    GroupUpdate,
     LagReport,
     OffsetCommit,
     OffsetResetByTime,
@@ -58,7 +60,7 @@ TopicFilter = Annotated[str | None, Query(pattern=TOPIC_PATTERN, description="On
 
 
 def group_view(group: SubscriptionGroup) -> Group:
-    return Group(**group.model_dump())
+    return Group(**{**group.model_dump(), "backoff": GroupBackoff.of(group.backoff)})
 
 
 def offset_view(offset: ConsumerOffset) -> ConsumerOffsetView:
@@ -92,7 +94,25 @@ def create_group(group: GroupCreate, gateway: GatewayDep) -> Group:
     return group_view(metadata_writes.create_group(
         gateway.master_broker(), group.name, consume_enabled=group.consume_enabled,
         broadcast_enabled=group.broadcast_enabled, retry_queue_count=group.retry_queue_count,
-        retry_times_max=group.retry_times_max))
+        retry_times_max=group.retry_times_max,
+        backoff="" if group.backoff is None else group.backoff.backoff().text))
+
+
+@router.patch("/v1/groups/{group}", operation_id="update-group",
+              dependencies=[requires(TokenScope.ADMIN)],
+              responses=problem_responses(202, 400, 401, 403, 404, 429, 503, 507))
+def update_group(group: GroupPath, update: GroupUpdate, gateway: GatewayDep) -> Group:
+    """Change a group's switches and retry policy (404 GROUP_NOT_FOUND when unknown). Fields
+    left out stay; `backoff` null sets the broker's default back. Every replica applies the
+    change from the log, and the master's next decisions use it: a message released
+    afterwards waits the new backoff (one released before keeps the time it was given)."""
+    backoff = None
+    if "backoff" in update.model_fields_set:
+        backoff = "" if update.backoff is None else update.backoff.backoff().text
+    return group_view(metadata_writes.update_group(
+        gateway.master_broker(), group, consume_enabled=update.consume_enabled,
+        broadcast_enabled=update.broadcast_enabled, retry_queue_count=update.retry_queue_count,
+        retry_times_max=update.retry_times_max, backoff=backoff))
 
 
 @router.get("/v1/groups/{group}", operation_id="describe-group",

@@ -200,12 +200,13 @@ async def change_answer(gateway: Any, group: str, topic: str, handle: str,
     _check_invisible(broker, invisible_ms, release_allowed=True)
     await _ensure_topics(broker, group, topic)
     try:
-        result, outcome = broker.consumption.change(group, topic, handle, invisible_ms)
+        [result], outcome = await broker.pop_batches.ack(
+            AckAsk(group, topic, [handle], invisible_ms))
+        if result.code != "OK":
+            raise ApiError(result.code, result.detail)
+        status = await outcome.status()
     except PopRefused as error:
         raise _refusal(error, gateway) from None
-    if result.code != "OK":
-        raise ApiError(result.code, result.detail)
-    status = await outcome.status()
     document = {"status": status.value, "receipt_handle": result.new_handle,
                 "invisible_until_ms": result.invisible_until_ms,
                 "released": result.new_handle is None}

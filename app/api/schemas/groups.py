@@ -2,11 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from app.api.schemas.fields import GROUP_PATTERN, QUEUE_ID_MAX, STRICT, Offset, QueueId, WholeNumber
+from store.consumption.policy import (
+    BACKOFF_CAP_MS,
+    MULTIPLIER_MAX,
+    MULTIPLIER_MIN,
+    Backoff,
+    BackoffKind,
+)
+
+BackoffMs = Annotated[int, Field(ge=1, le=BACKOFF_CAP_MS), WholeNumber]
+RetryQueueCount = Annotated[int, Field(ge=0, le=QUEUE_ID_MAX + 1), WholeNumber]
+RetryTimesMax = Annotated[int, Field(ge=0, le=128), WholeNumber]
+
+
+class GroupBackoff(BaseModel):
+    """How long a message released by its consumer (change-invisibility to 0) waits before it
+    is receivable again, by its delivery attempt n."""
+
+    model_config = STRICT
+
+    policy: Literal["table", "exponential"] = Field(description=(
+        "table: RocketMQ's delay levels from 10 s (10 s, 30 s, 1 m, 2 m, 3 m, ... 10 m, 20 m, "
+        "30 m, 1 h, 2 h, then 2 h); exponential: initial_ms x multiplier^(n-1), at most "
+        "max_ms."))
+    initial_ms: BackoffMs | None = Field(None, description="exponential only (required).")
+    multiplier: Annotated[float, Field(ge=MULTIPLIER_MIN, le=MULTIPLIER_MAX)] | None = Field(
+        None, description="exponential only; default 2.")
+    max_ms: BackoffMs | None = Field(None, description="exponential only; default 7,200,000 "
+                                                       "(2 h), at least initial_ms.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        self.backoff()  # a ValueError names what is wrong (a 400)
+        return self
+
+    def backoff(self) -> Backoff:
+        if self.policy == BackoffKind.TABLE.value:
+            if (self.initial_ms, self.multiplier, self.max_ms) != (None, None, None):
+                raise ValueError("the table policy takes no initial_ms, multiplier or max_ms")
+            return Backoff()
+        if self.initial_ms is None:
+            raise ValueError("the exponential policy needs initial_ms")
+        return Backoff.exponential(
+            self.initial_ms, 2.0 if self.multiplier is None else self.multiplier,
+            BACKOFF_CAP_MS if self.max_ms is None else self.max_ms)
+
+    @classmethod
+    def of(cls, text: str) -> GroupBackoff | None:
+        """A group's stored backoff as the API shows it (None: the broker's default)."""
+        if not text:
+            return None
+        backoff = Backoff.parse(text)
+        if backoff.kind is BackoffKind.TABLE:
+            return cls(policy="table", initial_ms=None, multiplier=None, max_ms=None)
+        return cls(policy="exponential", initial_ms=backoff.initial_ms,
+                   multiplier=backoff.multiplier, max_ms=backoff.max_ms)
+
+
+_BACKOFF_DESCRIPTION = ("The group's backoff for released messages; null (or left out): the "
+                        "broker's pop_backoff setting.")
 
 
 class GroupCreate(BaseModel):
@@ -15,8 +74,23 @@ class GroupCreate(BaseModel):
     name: Annotated[str, StringConstraints(pattern=GROUP_PATTERN)]
     consume_enabled: bool = True
     broadcast_enabled: bool = False
-    retry_queue_count: Annotated[int, Field(ge=0, le=QUEUE_ID_MAX + 1), WholeNumber] = 1
-    retry_times_max: Annotated[int, Field(ge=0, le=128), WholeNumber] = 16
+    retry_queue_count: RetryQueueCount = 1
+    retry_times_max: RetryTimesMax = 16
+    backoff: GroupBackoff | None = Field(None, description=_BACKOFF_DESCRIPTION)
+
+
+class GroupUpdate(BaseModel):
+    """Fields left out stay as they are."""
+
+    model_config = STRICT
+
+    consume_enabled: bool | None = None
+    broadcast_enabled: bool | None = None
+    retry_queue_count: RetryQueueCount | None = None
+    retry_times_max: RetryTimesMax | None = None
+    backoff: GroupBackoff | None = Field(None, description=(
+        "The group's backoff for released messages; null sets the broker's pop_backoff "
+        "back."))
 
 
 class Group(BaseModel):
@@ -25,6 +99,7 @@ class Group(BaseModel):
     broadcast_enabled: bool
     retry_queue_count: int
     retry_times_max: int
+    backoff: GroupBackoff | None = Field(description=_BACKOFF_DESCRIPTION)
     created_at_ms: int
     updated_at_ms: int
 

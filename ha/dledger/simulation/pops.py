@@ -41,7 +41,7 @@ from store.consumption.events import (
     Event,
     Received,
 )
-from store.consumption.policy import BackoffKind, RetryPolicy
+from store.consumption.policy import Backoff, RetryPolicy
 from store.consumption.queue_state import AckStatus, ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode
 from store.consumption.registry import ConsumptionRegistry
@@ -51,8 +51,7 @@ POP_PREFIX = b"\x00pop:"
 MESSAGE_COUNT = 80
 KEY = QueueKey("g", "t", 0)
 # Ticks stand for milliseconds: two retries, backoff from 2 ticks doubling to 16.
-POLICY = RetryPolicy(retry_times_max=2, backoff=BackoffKind.EXPONENTIAL, initial_backoff_ms=2,
-                     backoff_cap_ms=16)
+POLICY = RetryPolicy(retry_times_max=2, backoff=Backoff.exponential(2, max_ms=16))
 EVERYTHING = TagFilter(None)
 # Appends one record through the member; the index it took, or None (refused).
 Append = Callable[[bytes], int | None]

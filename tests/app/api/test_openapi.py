@@ -29,7 +29,7 @@ SPEC_FILE = ROOT / "openapi" / "openapi.json"
 OPERATION_IDS = {
     "produce-message", "produce-batch", "consume-messages", "list-topics", "create-topic",
     "create-topics", "describe-topic", "list-groups", "create-group", "describe-group",
-    "list-consumer-offsets", "get-message", "find-messages-by-key", "update-topic",
+    "list-consumer-offsets", "get-message", "find-messages-by-key", "update-topic", "update-group",
     "delete-topic", "delete-group", "reset-consumer-offsets",
     "commit-consumer-offset", "get-consumer-lag", "admin-diff", "admin-ha", "admin-broker",
     "admin-store", "admin-sync-topics", "admin-sync-subscription-groups",

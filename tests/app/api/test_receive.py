@@ -1,7 +1,7 @@
 """Group consumption through the app: receive, ack, change of invisibility, redelivery after
-the invisible time, release with backoff, dead letters, stale and foreign handles, tags, order
-keys, the in-flight bound, and the state kept across a restart. A fake clock drives time; the
-expiry tick is called by the test (its thread's interval is a minute)."""
+the invisible time, release with backoff (each group's own), dead letters, stale and foreign
+handles, tags, order keys, the in-flight bound, and the state kept across a restart. A fake
+clock drives time; the expiry tick is called by the test (its thread's interval is a minute)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from app.api.schemas.messages import ConsumeResult
+from store import Message, PutMessageStatus
+from store.property_names import PROPERTY_TAGS
 from tests.support.app import Served, app_settings, problem, serving
 from tests.support.store import wait_dispatched
 from tests.support.timers import FakeClock
@@ -45,21 +47,27 @@ def clock(served: Served) -> FakeClock:
 
 
 async def _setup(served: Served, *, queues: int = 2, retry_times_max: int = 16,
-                 messages: list[dict[str, Any]] | None = None) -> tuple[str, str]:
-    number = next(_names)
-    group, topic = f"g{number}", f"t{number}"
+                 messages: list[dict[str, Any]] | None = None,
+                 **group_fields: Any) -> tuple[str, str]:
+    topic = f"t{next(_names)}"
     response = await served.client.post("/v1/topics", json={
         "name": topic, "read_queue_count": queues, "write_queue_count": queues})
     assert response.status_code == 201, response.text
-    response = await served.client.post("/v1/groups", json={
-        "name": group, "retry_times_max": retry_times_max})
-    assert response.status_code == 201, response.text
+    group = (await _group(served, retry_times_max=retry_times_max, **group_fields))["name"]
     for message in messages or []:
         response = await served.client.post(f"/v1/topics/{topic}/messages",
                                             json={"body_encoding": "utf8", **message})
         assert response.status_code == 201, response.text
     wait_dispatched(served.broker.store)
     return group, topic
+
+
+async def _group(served: Served, **fields: Any) -> dict[str, Any]:
+    response = await served.client.post("/v1/groups",
+                                        json={"name": f"g{next(_names)}", **fields})
+    assert response.status_code == 201, response.text
+    document: dict[str, Any] = response.json()
+    return document
 
 
 async def _receive(served: Served, group: str, topic: str, expected_status: int = 200,
@@ -170,15 +178,7 @@ async def test_a_release_comes_back_after_the_backoff(served: Served, clock: Fak
     assert released.json()["released"] is True
     wait_dispatched(served.broker.store)
     assert await _receive(served, group, topic) == []  # backoff: 10 s for the first attempt
-    clock.now_ms += 10_000
-    timers = served.broker.timers
-    assert timers is not None
-    timers.wake()
-    for _ in range(200):  # the scheduler delivers the retry copy on its thread
-        wait_dispatched(served.broker.store)
-        again = await _receive(served, group, topic)
-        if again:
-            break
+    again = await _receivable_at(served, clock, clock.now_ms + 10_000, group, topic)
     assert [(item["body"], item["delivery_attempt"]) for item in again] == [("try later", 2)]
 
 
@@ -248,6 +248,45 @@ async def test_tag_filters_deliver_matching_messages_and_consume_the_rest(
                                    params={"tags": "Z || Y", "body_encoding": "utf8"})
     assert none.status_code == 200, none.text  # no message of those tags: an empty answer
     assert none.json()["messages"] == [] and none.json()["next_offset"] == 5
+
+
+async def test_a_receive_behind_many_filtered_messages_answers_empty_and_passes_them(
+        served: Served, clock: FakeClock) -> None:
+    """3,000 messages of another tag, more than a queue's window holds (pop_window_max,
+    1,024): a receive for tag A answers empty, a long poll too (after its wait), each passing
+    hundreds of them (a bounded scan: about 576 here); a few receives pass them all, which
+    then count as consumed (lag 0, the group offset at their end), and an A produced after
+    them is received."""
+    filtered = 3_000
+    group, topic = await _setup(served, queues=1)
+    store = served.broker.store  # (in the store's batches: the gateway's are 10 at most)
+    for start in range(0, filtered, 500):
+        results = store.put_messages([Message(topic, b"b", {PROPERTY_TAGS: "B"}, queue_id=0)
+                                      for _ in range(start, start + 500)])
+        assert all(result.status is PutMessageStatus.PUT_OK for result, _ in results)
+    wait_dispatched(store)
+    assert await _receive(served, group, topic, tags="A") == []
+    assert await _receive(served, group, topic, tags="A", wait_ms=200) == []
+    receives = 2
+    while await _group_offsets(served, group) != [filtered]:
+        assert receives < filtered // 500 + 2, "a receive passed fewer than 500 of them"
+        assert await _receive(served, group, topic, tags="A") == []
+        receives += 1
+        wait_dispatched(served.broker.store)
+    assert (await served.client.get(f"/v1/groups/{group}/lag")).json()["total_lag"] == 0
+    [counts] = await _consumption(served, group)
+    assert (counts["ready"], counts["in_flight"]) == (0, 0)
+    response = await served.client.post(f"/v1/topics/{topic}/messages", json={
+        "body": "wanted", "tags": "A", "body_encoding": "utf8"})
+    assert response.status_code == 201, response.text
+    wait_dispatched(served.broker.store)
+    [message] = await _receive(served, group, topic, tags="A")
+    assert (message["body"], message["queue_offset"]) == ("wanted", filtered)
+
+
+async def _group_offsets(served: Served, group: str) -> list[int]:
+    response = await served.client.get(f"/v1/groups/{group}/offsets")
+    return [offset["offset"] for offset in response.json()["offsets"]]
 
 
 async def test_an_order_key_holds_the_next_message_until_the_previous_is_acked(
@@ -365,3 +404,126 @@ async def test_a_masters_delivery_ids_start_at_its_epoch(served: Served, clock: 
     assert stale.status_code == 409, stale.text
     acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
     assert acked.status_code == 200, acked.text
+
+
+# -- a group's own backoff: set on create and update, shown, validated, used ---------------
+
+EXPONENTIAL = {"policy": "exponential", "initial_ms": 2_000, "multiplier": 3.0,
+               "max_ms": 60_000}
+
+
+async def _release(served: Served, group: str, topic: str, handle: str) -> None:
+    response = await _change(served, group, topic, handle, 0)
+    assert response.status_code == 200, response.text
+    assert response.json()["released"] is True
+    wait_dispatched(served.broker.store)
+
+
+async def _receivable_at(served: Served, clock: FakeClock, at_ms: int, group: str,
+                         topic: str) -> list[dict[str, Any]]:
+    """What a receive gets once the clock reads `at_ms` and the scheduler had its turn."""
+    clock.now_ms = at_ms
+    timers = served.broker.timers
+    assert timers is not None
+    timers.wake()
+    for _ in range(100):  # the scheduler puts due copies on its own thread
+        wait_dispatched(served.broker.store)
+        received = await _receive(served, group, topic)
+        if received:
+            return received
+    return []
+
+
+async def test_two_groups_release_after_their_own_backoffs(served: Served,
+                                                           clock: FakeClock) -> None:
+    fast, topic = await _setup(served, queues=1, messages=[{"body": "work"}],
+                               backoff=EXPONENTIAL)
+    table = (await _group(served, backoff={"policy": "table"}))["name"]
+    default = (await _group(served))["name"]  # the broker's pop_backoff: the table
+    released_at = clock.now_ms
+    for group in (fast, table, default):
+        [message] = await _receive(served, group, topic)
+        await _release(served, group, topic, message["receipt_handle"])
+    # fast: 2 s, then 6 s (x3); table and default: 10 s.
+    assert await _receivable_at(served, clock, released_at + 1_500, fast, topic) == []
+    [again] = await _receivable_at(served, clock, released_at + 2_000, fast, topic)
+    assert again["delivery_attempt"] == 2
+    assert await _receive(served, table, topic) == []
+    assert await _receive(served, default, topic) == []
+    await _release(served, fast, topic, again["receipt_handle"])  # at +2 s: 6 s more
+    assert await _receivable_at(served, clock, released_at + 7_500, fast, topic) == []
+    [third] = await _receivable_at(served, clock, released_at + 8_000, fast, topic)
+    assert third["delivery_attempt"] == 3
+    assert await _receivable_at(served, clock, released_at + 9_500, table, topic) == []
+    assert await _receive(served, default, topic) == []
+    for group in (table, default):
+        [late] = await _receivable_at(served, clock, released_at + 10_000, group, topic)
+        assert (late["body"], late["delivery_attempt"]) == ("work", 2)
+
+
+async def test_an_update_changes_the_backoff_of_later_releases(served: Served,
+                                                               clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "later"}])
+    response = await served.client.patch(f"/v1/groups/{group}", json={"backoff": EXPONENTIAL})
+    assert response.status_code == 200, response.text
+    assert response.json()["backoff"] == EXPONENTIAL
+    assert response.json()["updated_at_ms"] >= response.json()["created_at_ms"]
+    [message] = await _receive(served, group, topic)
+    released_at = clock.now_ms
+    await _release(served, group, topic, message["receipt_handle"])
+    [again] = await _receivable_at(served, clock, released_at + 2_000, group, topic)
+    assert again["delivery_attempt"] == 2
+    response = await served.client.patch(f"/v1/groups/{group}", json={"backoff": None})
+    assert response.status_code == 200, response.text
+    assert response.json()["backoff"] is None  # the broker's default again
+    await _release(served, group, topic, again["receipt_handle"])
+    # The table's second level: 30 s.
+    assert await _receivable_at(served, clock, released_at + 2_000 + 29_000, group,
+                                topic) == []
+    [third] = await _receivable_at(served, clock, released_at + 2_000 + 30_000, group, topic)
+    assert third["delivery_attempt"] == 3
+
+
+async def test_the_backoff_shows_on_describe_and_list_and_patch_keeps_what_it_leaves_out(
+        served: Served, clock: FakeClock) -> None:
+    created = await _group(served, retry_times_max=3, backoff={"policy": "exponential",
+                                                                "initial_ms": 500})
+    name = created["name"]
+    shown = {"policy": "exponential", "initial_ms": 500, "multiplier": 2.0,
+             "max_ms": 7_200_000}
+    assert created["backoff"] == shown
+    described = (await served.client.get(f"/v1/groups/{name}")).json()
+    assert described == created
+    listed = (await served.client.get("/v1/groups")).json()["groups"]
+    assert [group["backoff"] for group in listed if group["name"] == name] == [shown]
+    patched = await served.client.patch(f"/v1/groups/{name}", json={"retry_times_max": 5})
+    assert patched.status_code == 200, patched.text
+    assert (patched.json()["retry_times_max"], patched.json()["backoff"]) == (5, shown)
+    unknown = await served.client.patch("/v1/groups/nobody-here", json={"retry_times_max": 5})
+    assert problem(unknown)["error_code"] == "GROUP_NOT_FOUND"
+
+
+@pytest.mark.parametrize("backoff", [
+    {"policy": "levels"},
+    {"policy": "table", "initial_ms": 1_000},
+    {"policy": "exponential"},
+    {"policy": "exponential", "initial_ms": 0},
+    {"policy": "exponential", "initial_ms": 5_000, "max_ms": 4_000},
+    {"policy": "exponential", "initial_ms": 5_000, "max_ms": 7_200_001},
+    {"policy": "exponential", "initial_ms": 5_000, "multiplier": 0.5},
+    {"policy": "exponential", "initial_ms": 5_000, "multiplier": 10.5},
+    {"policy": "exponential", "initial_ms": "5000"},
+    {"policy": "exponential", "initial_ms": 5_000, "extra": 1},
+    "table",
+])
+async def test_a_bad_backoff_is_a_400_on_create_and_update(served: Served, clock: FakeClock,
+                                                           backoff: Any) -> None:
+    response = await served.client.post("/v1/groups", json={"name": f"g{next(_names)}",
+                                                            "backoff": backoff})
+    assert response.status_code == 400, response.text
+    assert problem(response)["error_code"] == "VALIDATION_FAILED"
+    name = (await _group(served))["name"]
+    response = await served.client.patch(f"/v1/groups/{name}", json={"backoff": backoff})
+    assert response.status_code == 400, response.text
+    described = (await served.client.get(f"/v1/groups/{name}")).json()
+    assert described["backoff"] is None

@@ -1,5 +1,6 @@
-"""Receives and acks of one event-loop turn decided together (app/broker/pop_batches.py): they
-share records and appends, hand out disjoint messages, and an append the store refuses loses
+"""Receives, acks and changes of invisibility of one event-loop turn decided together
+(app/broker/pop_batches.py): they share records and appends, hand out disjoint messages and
+distinct delivery ids, a stale handle is refused alone, and an append the store refuses loses
 no decision and doubles none."""
 
 from __future__ import annotations
@@ -171,3 +172,65 @@ async def test_a_refused_record_refuses_only_its_own_requests(
     assert rest == list(range(6, 12))  # offset 1 (in flight) and 0 (acked) are not here
     ack = await _together(served, [AckAsk(group, topic, handles)])
     assert ack == [(["STALE_RECEIPT_HANDLE", "OK"], PutMessageStatus.PUT_OK)]
+
+
+async def _changes(served: Served, asks: Sequence[ReceiveAsk | AckAsk]) -> list[Any]:
+    """Like `_together`, with each change's new handles (None for a release or a refusal)."""
+    batches = served.broker.pop_batches
+
+    async def one(ask: ReceiveAsk | AckAsk) -> Any:
+        if isinstance(ask, ReceiveAsk):
+            delivered, outcome = await batches.receive(ask)
+            await outcome.status()
+            return [item.message.queue_offset for item in delivered], \
+                [item.handle for item in delivered]
+        results, outcome = await batches.ack(ask)
+        return [(result.code, result.new_handle) for result in results], \
+            await outcome.status()
+
+    return list(await asyncio.gather(*(one(ask) for ask in asks)))
+
+
+def _change(group: str, topic: str, handle: str, invisible_ms: int) -> AckAsk:
+    return AckAsk(group, topic, [handle], invisible_ms)
+
+
+async def test_changes_of_one_turn_share_one_record_and_a_stale_one_is_refused_alone(
+        served: Served) -> None:
+    """Two extensions, a release, the change of an acked handle and an ack of a handle
+    changed in the same turn: one decision, one record for the queue; the stale two are
+    409 alone; both new handles ack (each change took its own delivery id), the old ones are
+    stale."""
+    group, topic = await _topic(served, 4)
+    _, handles, _ = (await _together(served, [_ask(group, topic, 4)]))[0]
+    assert await _together(served, [AckAsk(group, topic, handles[3:])]) == [
+        (["OK"], PutMessageStatus.PUT_OK)]
+    before, batches = _pop_records(served), served.broker.pop_batches.batches
+    answers = await _changes(served, [
+        _change(group, topic, handles[0], 60_000), _change(group, topic, handles[1], 60_000),
+        _change(group, topic, handles[2], 0), _change(group, topic, handles[3], 60_000),
+        AckAsk(group, topic, handles[:1])])
+    assert served.broker.pop_batches.batches == batches + 1
+    assert _pop_records(served) - before == 1
+    codes = [[code for code, _ in results] for results, _ in answers]
+    assert codes == [["OK"], ["OK"], ["OK"], ["STALE_RECEIPT_HANDLE"], ["STALE_RECEIPT_HANDLE"]]
+    new = [answers[number][0][0][1] for number in (0, 1)]
+    assert None not in new and answers[2][0][0][1] is None  # a release answers no handle
+    acked = await _together(served, [AckAsk(group, topic, [*new, *handles[:2]])])
+    assert acked == [(["OK", "OK", "STALE_RECEIPT_HANDLE", "STALE_RECEIPT_HANDLE"],
+                      PutMessageStatus.PUT_OK)]
+
+
+async def test_a_change_and_a_receive_of_one_queue_in_one_turn_take_distinct_ids(
+        served: Served) -> None:
+    """A change and a receive of the same queue decided together: the receive's deliveries
+    and the changed one each have their own delivery id, so every handle answered acks."""
+    group, topic = await _topic(served, 4)
+    _, handles, _ = (await _together(served, [_ask(group, topic, 2)]))[0]
+    changed, received = await _changes(served, [_change(group, topic, handles[0], 60_000),
+                                                _ask(group, topic, 2)])
+    assert received[0] == [2, 3]
+    [(code, new_handle)], _ = changed
+    assert code == "OK" and new_handle is not None
+    acked = await _together(served, [AckAsk(group, topic, [new_handle, *received[1]])])
+    assert acked == [(["OK", "OK", "OK"], PutMessageStatus.PUT_OK)]

@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 
 from store.consumption import events as ev
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
-from store.consumption.policy import BackoffKind, RetryPolicy
+from store.consumption.policy import Backoff, RetryPolicy
 from store.consumption.queue_state import FIFO_KEY, AckStatus, QueueState
 from store.consumption.tags import TagFilter
 
@@ -53,8 +53,7 @@ class ConsumptionMachine(RuleBasedStateMachine):
                 window_max=st.integers(1, 6), expression=st.sampled_from(["*", "A || B", "A"]))
     def setup(self, retry_times_max: int, fifo: bool, window_max: int, expression: str) -> None:
         self.policy = RetryPolicy(retry_times_max=retry_times_max,
-                                  backoff=BackoffKind.EXPONENTIAL, initial_backoff_ms=100,
-                                  backoff_cap_ms=BACKOFF_CAP_MS)
+                                  backoff=Backoff.exponential(100, max_ms=BACKOFF_CAP_MS))
         self.fifo = fifo
         self.tag_filter = TagFilter.parse(expression)
         self.states = {"main": QueueState(fifo=fifo, window_max=window_max),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.consumption.policy import BackoffKind, RetryPolicy
+from store.consumption.policy import Backoff, RetryPolicy
 from store.consumption.tags import TagExpressionError, TagFilter
 
 
@@ -15,8 +15,7 @@ def test_the_table_backoff_starts_at_ten_seconds_and_stops_at_two_hours() -> Non
 
 
 def test_the_exponential_backoff_doubles_up_to_its_cap() -> None:
-    policy = RetryPolicy(backoff=BackoffKind.EXPONENTIAL, initial_backoff_ms=1_000,
-                         backoff_cap_ms=10_000)
+    policy = RetryPolicy(backoff=Backoff.exponential(1_000, max_ms=10_000))
     assert [policy.backoff_ms(attempt) for attempt in (1, 2, 3, 4, 5, 1_000)] == [
         1_000, 2_000, 4_000, 8_000, 10_000, 10_000]
 
@@ -28,11 +27,9 @@ def test_retry_times_max_counts_retries() -> None:
     assert [policy.exhausted(attempt) for attempt in (1, 2, 3)] == [False, False, True]
 
 
-@pytest.mark.parametrize("kwargs", [{"retry_times_max": -1}, {"initial_backoff_ms": 0},
-                                    {"initial_backoff_ms": 10, "backoff_cap_ms": 5}])
-def test_a_bad_policy_is_refused(kwargs: dict[str, int]) -> None:
+def test_a_bad_policy_is_refused() -> None:
     with pytest.raises(ValueError):
-        RetryPolicy(**kwargs)  # type: ignore[arg-type]
+        RetryPolicy(retry_times_max=-1)
 
 
 def test_attempts_are_one_based() -> None:

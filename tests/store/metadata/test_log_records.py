@@ -30,6 +30,7 @@ from store.metadata.log_records import (
     decode,
     encode,
     op_of,
+    snapshot_parts,
 )
 from tests.support.metadata import fresh_database_url
 
@@ -46,7 +47,8 @@ _CHANGES: st.SearchStrategy[MetadataChange] = st.one_of(
     st.builds(TopicsPut, topics=st.lists(_TOPIC_PUTS, max_size=3).map(tuple)),
     st.builds(GroupPut, name=_GROUPS, consume_enabled=st.booleans(),
               broadcast_enabled=st.booleans(), retry_queue_count=st.integers(0, 4),
-              retry_times_max=st.integers(0, 16), created_at_ms=_TIMES, updated_at_ms=_TIMES),
+              retry_times_max=st.integers(0, 16), created_at_ms=_TIMES, updated_at_ms=_TIMES,
+              backoff=st.sampled_from(["", "table", "exponential:500:1.5:60000"])),
     st.builds(GroupDelete, name=_GROUPS, at_ms=_TIMES),
     st.builds(OffsetSet, group_name=_GROUPS, topic=_TOPICS, queue_id=st.integers(0, 3),
               queue_offset=st.integers(0, 10**6), reset=st.booleans(), at_ms=_TIMES),
@@ -60,7 +62,26 @@ def test_a_change_round_trips_through_its_record(change: MetadataChange) -> None
     assert decode(op_of(change), encode(change)) == change
 
 
+def test_a_group_without_its_own_backoff_writes_the_bytes_of_builds_before_it() -> None:
+    older = (b'{"v":1,"op":"group.put","name":"g","consume_enabled":true,'
+             b'"broadcast_enabled":false,"retry_queue_count":1,"retry_times_max":16,'
+             b'"created_at_ms":5,"updated_at_ms":6}')
+    assert encode(GroupPut("g", True, False, 1, 16, 5, 6)) == older
+    assert decode("group.put", older) == GroupPut("g", True, False, 1, 16, 5, 6, "")
+    own = GroupPut("g", True, False, 1, 16, 5, 6, "exponential:500:1.5:60000")
+    assert b'"backoff":"exponential:500:1.5:60000"' in encode(own)
+    assert decode("group.put", encode(own)) == own
+    plain = GroupPut("h", True, False, 1, 16, 5, 6)
+    snapshot = snapshot_parts([], [own, plain], [], [])[0]
+    body = encode(snapshot)
+    assert body.count(b'"backoff"') == 1  # the plain group as older builds wrote it
+    assert decode(op_of(snapshot), body) == snapshot
+
+
 @pytest.mark.parametrize(("op", "body"), [
+    ("group.put", b'{"v": 1, "op": "group.put", "name": "g", "consume_enabled": true, '
+                  b'"broadcast_enabled": false, "retry_queue_count": 1, "retry_times_max": 16, '
+                  b'"created_at_ms": 5, "updated_at_ms": 6, "backoff": 7}'),
     ("topic.put", b"not json"),
     ("topic.put", b"[1, 2]"),
     ("topic.put", b'{"v": 2, "op": "topic.put"}'),

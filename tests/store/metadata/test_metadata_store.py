@@ -11,6 +11,7 @@ import pytest
 
 from store.metadata import (
     GroupNotFound,
+    InvalidBackoff,
     InvalidOffset,
     InvalidQueueCount,
     MetadataStore,
@@ -310,3 +311,36 @@ def test_store_works_on_postgresql(postgres_database_url: str) -> None:
         assert reopened.data_version(MetadataTable.CONSUMER_OFFSET).counter == 1
     finally:
         reopened.stop()
+
+
+def test_a_groups_backoff_is_planned_applied_synced_and_snapshotted(
+    open_store: OpenStore, migrated_template: Path, tmp_path: Path
+) -> None:
+    """The backoff travels with the group's record, its row, the slave sync's export and a
+    snapshot's tables; "" sets the broker's default back; a bad one is refused by name."""
+    store = open_store()
+    own = "exponential:500:3.0:60000"
+    change = store.plan_create_group(name="g", backoff=own)
+    assert change.backoff == own
+    store.apply_change(change)
+    assert store.get_group(name="g").backoff == own
+    with pytest.raises(InvalidBackoff, match="multiplier"):
+        store.plan_update_group(name="g", backoff="exponential:500:30.0:60000")
+    with pytest.raises(InvalidBackoff):
+        store.plan_create_group(name="h", backoff="levels")
+    assert store.plan_update_group(name="g", backoff=own) is None  # nothing changes
+    _, (_, groups, _) = store.snapshot_tables()
+    assert [group.backoff for group in groups] == [own]
+    (tmp_path / "slave").mkdir()
+    slave = MetadataStore(fresh_database_url(migrated_template, tmp_path / "slave"),
+                          clock_ms=lambda: 1)
+    try:
+        assert slave.import_groups(store.export_table(MetadataTable.SUBSCRIPTION_GROUP))
+        assert slave.get_group(name="g").backoff == own
+    finally:
+        slave.stop()
+    cleared = store.plan_update_group(name="g", backoff="")
+    assert cleared is not None and cleared.backoff == ""
+    store.apply_change(cleared)
+    assert store.get_group(name="g").backoff == ""
+    assert store.update_group(name="g", backoff="table").backoff == "table"

@@ -25,7 +25,7 @@ from store.metadata import (
     sqlite_database_url,
     upgrade_to_head,
 )
-from store.metadata.migrate import migrations_directory
+from store.metadata.migrate import alembic_config, migrations_directory
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
 METADATA_TABLES = {table.value for table in MetadataTable} | {"data_version", "log_position"}
@@ -141,3 +141,31 @@ def test_alembic_ini_and_revision_file_names() -> None:
     for script in scripts:
         assert script.path is not None
         assert re.fullmatch(rf"{script.revision}_[a-z0-9_]+\.py", Path(script.path).name)
+
+
+def test_the_group_backoff_column_keeps_existing_groups(empty_database_url: str) -> None:
+    """A group stored before the backoff column exists gets "" (the broker's default) when
+    the column comes, and keeps its other fields when the column goes again."""
+    url = empty_database_url
+    config = alembic_config(database_url=url)
+    command.upgrade(config, "7d2c5e1f0a86")
+    engine = create_metadata_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO subscription_group (name, consume_enabled, broadcast_enabled, "
+                "retry_queue_count, retry_times_max, created_at_ms, updated_at_ms) "
+                "VALUES ('old', true, false, 1, 5, 7, 8)"))
+        command.upgrade(config, "head")
+        with engine.connect() as connection:
+            assert connection.execute(text(
+                "SELECT name, retry_times_max, backoff FROM subscription_group")).all() == [
+                ("old", 5, "")]
+        command.downgrade(config, "7d2c5e1f0a86")
+        assert "backoff" not in {column["name"] for column in
+                                 inspect(engine).get_columns("subscription_group")}
+        with engine.connect() as connection:
+            assert connection.execute(text(
+                "SELECT name, retry_times_max FROM subscription_group")).all() == [("old", 5)]
+    finally:
+        engine.dispose()

@@ -234,6 +234,7 @@ group_rows = st.lists(
             "broadcast_enabled": st.booleans(),
             "retry_queue_count": st.integers(0, 1024),
             "retry_times_max": st.integers(0, 128),
+            "backoff": st.sampled_from(["", "table", "exponential:1000:2.0:60000"]),
             "created_at_ms": times_ms,
             "updated_at_ms": times_ms,
         }
