@@ -36,6 +36,10 @@ def _expire_files(broker: Broker) -> int:
     wait_until(broker.store.dispatch_caught_up)  # retention removes dispatched files only
     retention = broker.store.retention
     retention._wall_clock_s = lambda: time.time() + FAR_FUTURE_S
+    # The member's host holds retention at its log's end as of its last tick (a lone member
+    # has no peer behind): wait for a tick past the fill, or the fill's first files are held.
+    end_offset = broker.store.max_offset
+    wait_until(lambda: retention.hold_offset is None or retention.hold_offset >= end_offset)
     return retention.delete_expired()
 
 
