@@ -16,7 +16,7 @@ from store.arrivals import Arrivals
 from store.clock import ClockMs, monotonic_ms, wall_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.dispatch import DispatchService, SystemRecordHandler
+from store.dispatch import DispatchService, SystemRecordHandler, SystemRunHandler
 from store.encoded_reads import EncodedRecords
 from store.errors import StoreStateError
 from store.files.allocate_service import AllocateService
@@ -244,7 +244,8 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
     def attach_system_records(self, handler: SystemRecordHandler, from_queue_offset: int,
                               applied_offset: int | None = None,
                               reset: Callable[[], None] | None = None,
-                              cut: Callable[[int], None] | None = None) -> int:
+                              cut: Callable[[int], None] | None = None,
+                              run_handler: SystemRunHandler | None = None) -> int:
         """Hand every metadata record to `handler`, in log order: first those dispatched
         already from `from_queue_offset` of the metadata topic on (what the metadata layer has
         not applied yet: recovery redispatches before it is attached), then each one dispatch
@@ -252,12 +253,14 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
         or handed twice between the two. With `reset`, the layer never keeps what the log
         lost: when its last applied record (`applied_offset`) is not in the log, or a cut
         (`truncate_log`) removes one it applied, it is reset and fed again from the start
-        (store/system_feed.py); `cut` hears of every cut of the log."""
+        (store/system_feed.py); `cut` hears of every cut of the log. `run_handler` takes
+        dispatch's runs of plain records at once (SystemRecordFeed.dispatched_run)."""
 
         def catch_up() -> int:
             count = self.system_feed.attach(handler, from_queue_offset, applied_offset, reset,
-                                            cut)
+                                            cut, run_handler)
             self.dispatch.on_system_record = self.system_feed.dispatched
+            self.dispatch.on_system_run = self.system_feed.dispatched_run
             return count
 
         return self.dispatch.hold_still(catch_up)
@@ -282,6 +285,7 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
 
     def detach_system_records(self) -> None:
         self.dispatch.on_system_record = None
+        self.dispatch.on_system_run = None
         self.system_feed.detach()
 
     def put_messages(

@@ -197,7 +197,8 @@ class Broker:
                          replayed)
             caught_up = self.store.attach_system_records(
                 self.system_records.apply, applied.queue_offset, applied.commit_log_offset,
-                reset=self._reset_metadata, cut=self.metadata.cut_ahead)
+                reset=self._reset_metadata, cut=self.metadata.cut_ahead,
+                run_handler=self.system_records.apply_run)
             if self.dledger is None:  # a commit's answer waits for its entry's commit there
                 self.metadata_log.apply_ahead = self.metadata.apply_ahead
             if caught_up:
