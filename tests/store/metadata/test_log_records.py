@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore, MetadataTable, export_table
 from store.metadata.log_records import (
+    RECORD_VERSION,
     GroupDelete,
     GroupPut,
     MetadataChange,
@@ -53,6 +55,16 @@ _SETTINGS = settings(max_examples=40, deadline=None,
 @given(_CHANGES)
 def test_a_change_round_trips_through_its_record(change: MetadataChange) -> None:
     assert decode(op_of(change), encode(change)) == change
+
+
+@given(st.builds(OffsetSet, group_name=_GROUPS, topic=_TOPICS, queue_id=st.integers(0, 3),
+                 queue_offset=st.integers(0, 2**53), reset=st.booleans(), at_ms=_TIMES))
+def test_an_offset_commit_is_written_as_every_change_is(change: OffsetSet) -> None:
+    """The commit's own encoder writes the bytes the general layout gives (older builds
+    and every replica read them)."""
+    general = {"v": RECORD_VERSION, "op": op_of(change),
+               **{name: getattr(change, name) for name in change.__dataclass_fields__}}
+    assert encode(change) == orjson.dumps(general)
 
 
 @pytest.mark.parametrize(("op", "body"), [
