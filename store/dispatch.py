@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from store.arrivals import Arrivals
 from store.commit_log import CommitLog
@@ -72,10 +72,10 @@ _SUBJECT_PREFIX = (PROPERTY_SUBJECT_TOPIC + "\x01").encode()
 _TIMER_STATE_PREFIX = STATE_PROPERTY_PREFIX.encode()
 
 
-@dataclass(frozen=True, slots=True)
-class SystemRecord:
+class SystemRecord(NamedTuple):
     """A metadata record as dispatch hands it to the metadata layer: where it is (its
-    commit-log offset and its queue offset in the metadata topic), what it does, its body."""
+    commit-log offset and its queue offset in the metadata topic), what it does, its body.
+    (A named tuple: dispatch builds one for every offset commit, on every replica.)"""
 
     commit_log_offset: int
     queue_offset: int
@@ -84,6 +84,25 @@ class SystemRecord:
 
 
 SystemRecordHandler = Callable[[SystemRecord], None]
+# Applies a run of metadata records (none a topic delete or a snapshot part) in log order,
+# exactly as the record handler would one by one; raises SystemRunStopped when one fails.
+SystemRunHandler = Callable[[Sequence[SystemRecord]], None]
+# What dispatch parsed of a metadata record: its position in the file, body size, end of its
+# topic, queue offset, total size and queue key.
+_Parsed = tuple[int, int, int, int, int, tuple[bytes, int]]
+# The operations whose records the store applies a part of itself (one by one).
+_STORE_OPS = frozenset({OP_TOPIC_DELETE, OP_SNAPSHOT})
+_OPS_MAX = 256
+
+
+class SystemRunStopped(Exception):
+    """A run's apply stopped at its record `applied` (those before it are applied), which
+    failed with `error`: dispatch stays at that record and raises `error`."""
+
+    def __init__(self, applied: int, error: BaseException) -> None:
+        super().__init__(f"stopped at record {applied} of the run: {error}")
+        self.applied = applied
+        self.error = error
 # Handed the raw properties of each record carrying a timer-state property, in log order.
 TimerRecordHandler = Callable[[bytes], None]
 
@@ -113,6 +132,10 @@ class DispatchService(ServiceThread):
         self.limit_offset: int | None = None
         self.failures = DispatchFailures()
         self.on_system_record: SystemRecordHandler | None = None
+        # Takes runs of plain metadata records at once (None: one by one, on_system_record).
+        self.on_system_run: SystemRunHandler | None = None
+        # Operations by a metadata record's raw properties (most are the operation alone).
+        self._ops: dict[bytes, str] = {}
         self.on_timer_record: TimerRecordHandler | None = None
         # Waits for the dispatch of everything below an offset (a metadata change answered
         # once applied here); a timeout answers SERVICE_NOT_AVAILABLE.
@@ -232,9 +255,9 @@ class DispatchService(ServiceThread):
         count = 0
         last_record = -1
         records_max = min(records_max, _BATCH_RECORDS_MAX)
-        # A batch is a run of metadata records (each applied as it is parsed) or of other
-        # records, never both.
-        system_count = 0
+        # A batch is a run of metadata records (parsed first, then applied in log order) or
+        # of other records, never both.
+        system: list[_Parsed] = []
         on_timer_record = self.on_timer_record
         while count < records_max and position + 8 <= limit:
             if position + _DISPATCH_FIELDS.size <= limit:
@@ -250,6 +273,8 @@ class DispatchService(ServiceThread):
                 count += 1
                 break
             if magic != MESSAGE_MAGIC or total_size < RECORD_OVERHEAD:
+                if system:
+                    break  # the metadata records before it are applied first
                 self._write(pending, batch_start)
                 self.dispatched_offset = base + position
                 raise RecordError(f"bad record at offset {base + position}")
@@ -259,23 +284,15 @@ class DispatchService(ServiceThread):
             topic_end = cursor + 1 + buffer[cursor]
             key = (buffer[cursor + 1 : topic_end], queue_id)
             if key[0] == METADATA_TOPIC_BYTES:
-                if count > system_count:
+                if count > len(system):
                     break  # the batch so far is written first; the records go next
-                try:
-                    self._apply_system_record(mapped, position, body_size, topic_end,
-                                              queue_offset)
-                except BaseException:
-                    # Dispatch stays at this record: the ones before it are done.
-                    self._end_batch(pending, keyed, batch_start, base, last_record, position)
-                    raise
-                pending.setdefault(key, []).append((queue_offset, base + position, total_size,
-                                                    0))
-                system_count += 1
+                system.append((position, body_size, topic_end, queue_offset, total_size,
+                               key))
                 last_record = position
                 position += total_size
                 count += 1
                 continue
-            if system_count:
+            if system:
                 break  # a run of metadata records is a batch of its own
             properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
             code = 0
@@ -293,6 +310,10 @@ class DispatchService(ServiceThread):
             last_record = position
             position += total_size
             count += 1
+        if system:
+            self._apply_system_records(mapped, system, batch_start)
+            for item in system:
+                pending.setdefault(item[5], []).append((item[3], base + item[0], item[4], 0))
         self._end_batch(pending, keyed, batch_start, base, last_record, position)
         return count
 
@@ -312,28 +333,81 @@ class DispatchService(ServiceThread):
         if len(self.dispatched_waits):
             self.dispatched_waits.advance(self.dispatched_offset)
 
-    def _apply_system_record(self, mapped: MappedFile, position: int, body_size: int,
-                             topic_end: int, queue_offset: int) -> None:
-        """Apply one metadata record (its queue entry goes in with its batch's). Raises
-        when the metadata layer could not apply it."""
+    def _apply_system_records(self, mapped: MappedFile, system: list[_Parsed],
+                              batch_start: tuple[int, int]) -> None:
+        """Apply a batch's metadata records in log order (their queue entries go in with the
+        batch, after): a topic delete or a snapshot part one by one, as the store applies its
+        part first; runs of the others in one hand-off when the layer takes runs
+        (`on_system_run`). When one cannot be applied, dispatch ends the batch at it (past the
+        records before it, which are applied) and raises its error."""
+        run_handler = self.on_system_run
+        applied = 0
+        run: list[SystemRecord] = []
+        failure: BaseException
+        try:
+            for item in system:
+                record, properties = self._system_record(mapped, item)
+                if run_handler is not None and record.op not in _STORE_OPS:
+                    run.append(record)
+                    continue
+                if run:
+                    assert run_handler is not None
+                    run_handler(run)
+                    applied += len(run)
+                    run = []
+                self._apply_system_record(record, properties)
+                applied += 1
+            if run:
+                assert run_handler is not None
+                run_handler(run)
+            return
+        except SystemRunStopped as stopped:
+            applied += stopped.applied
+            failure = stopped.error
+        except BaseException as error:
+            failure = error
+        self._stop_system_records(mapped, system, applied, batch_start)
+        raise failure
+
+    def _stop_system_records(self, mapped: MappedFile, system: list[_Parsed], applied: int,
+                             batch_start: tuple[int, int]) -> None:
+        """Dispatch stays at the record `system[applied]`: the ones before it are done."""
+        base = mapped.start_offset
+        pending: dict[tuple[bytes, int], list[Entry]] = {}
+        for item in system[:applied]:
+            pending.setdefault(item[5], []).append((item[3], base + item[0], item[4], 0))
+        last_record = system[applied - 1][0] if applied else -1
+        self._end_batch(pending, [], batch_start, base, last_record, system[applied][0])
+
+    def _system_record(self, mapped: MappedFile, item: _Parsed) -> tuple[SystemRecord, bytes]:
+        """A parsed metadata record as the layer gets it, and its raw properties."""
+        position, body_size, topic_end, queue_offset = item[0], item[1], item[2], item[3]
         buffer = mapped.buffer
-        offset = mapped.start_offset + position
         properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
         properties = bytes(buffer[topic_end + 2 : topic_end + 2 + properties_size])
-        op = _property_of(properties, _OP_PREFIX) or ""
+        op = self._ops.get(properties)
+        if op is None:  # the properties of most records are their operation alone: kept
+            op = _property_of(properties, _OP_PREFIX) or ""
+            if op != OP_TOPIC_DELETE and len(self._ops) < _OPS_MAX:
+                self._ops[properties] = op
+        body_start = position + HEADER_SIZE
+        return SystemRecord(mapped.start_offset + position, queue_offset, op,
+                            bytes(buffer[body_start : body_start + body_size])), properties
+
+    def _apply_system_record(self, record: SystemRecord, properties: bytes) -> None:
+        """Apply one metadata record: the store's part (a topic delete's tombstone, a
+        snapshot's queue starts), then the layer's. Raises when the layer could not."""
+        op = record.op
         if op == OP_TOPIC_DELETE:
             topic = _property_of(properties, _SUBJECT_PREFIX)
             if topic:
-                self._delete_topic(topic, offset)
-        handler = self.on_system_record
-        body_start = position + HEADER_SIZE
+                self._delete_topic(topic, record.commit_log_offset)
         if op == OP_SNAPSHOT:  # queues this log has no record of start where the master's are
-            body = bytes(buffer[body_start : body_start + body_size])
-            for topic, start_queue_id, start_offset in queue_starts(op, body):
+            for topic, start_queue_id, start_offset in queue_starts(op, record.body):
                 self._queues.start_at(topic, start_queue_id, start_offset)
+        handler = self.on_system_record
         if handler is not None:
-            handler(SystemRecord(offset, queue_offset, op,
-                                 bytes(buffer[body_start : body_start + body_size])))
+            handler(record)
 
     def _delete_topic(self, topic: str, offset: int) -> None:
         """A topic delete at `offset`: records of the topic below it are dead (durably, before

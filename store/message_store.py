@@ -16,7 +16,7 @@ from store.arrivals import Arrivals
 from store.clock import ClockMs, monotonic_ms, wall_ms
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.dispatch import DispatchService, SystemRecordHandler
+from store.dispatch import DispatchService, SystemRecordHandler, SystemRunHandler
 from store.encoded_reads import EncodedRecords
 from store.errors import StoreStateError
 from store.files.allocate_service import AllocateService
@@ -247,7 +247,8 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
                               applied_offset: int | None = None,
                               reset: Callable[[], None] | None = None,
                               cut: Callable[[int], None] | None = None,
-                              snapshot: SnapshotAt | None = None) -> int:
+                              snapshot: SnapshotAt | None = None,
+                              run_handler: SystemRunHandler | None = None) -> int:
         """Hand every metadata record to `handler`, in log order: first those dispatched
         already from `from_queue_offset` of the metadata topic on (what the metadata layer has
         not applied yet: recovery redispatches before it is attached), then each one dispatch
@@ -257,12 +258,14 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
         (`truncate_log`) removes one it applied, it is reset and fed again from the start
         (store/system_feed.py); `cut` hears of every cut of the log. `snapshot`: the last
         whole metadata snapshot among the records the layer applied (it persists it), which
-        spares reading the log back from its end to find it."""
+        spares reading the log back from its end to find it. `run_handler` takes dispatch's
+        runs of plain records at once (SystemRecordFeed.dispatched_run)."""
 
         def catch_up() -> int:
             count = self.system_feed.attach(handler, from_queue_offset, applied_offset, reset,
-                                            cut, snapshot)
+                                            cut, snapshot, run_handler)
             self.dispatch.on_system_record = self.system_feed.dispatched
+            self.dispatch.on_system_run = self.system_feed.dispatched_run
             return count
 
         return self.dispatch.hold_still(catch_up)
@@ -287,6 +290,7 @@ class MessageStore(StoreLifecycle, StoreReads, DLedgerEntries):
 
     def detach_system_records(self) -> None:
         self.dispatch.on_system_record = None
+        self.dispatch.on_system_run = None
         self.system_feed.detach()
 
     def put_messages(

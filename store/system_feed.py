@@ -20,10 +20,15 @@ part 0 replaces the tables, so the replay gives the tables of the whole log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from store.dispatch import SystemRecord, SystemRecordHandler
+from store.dispatch import (
+    SystemRecord,
+    SystemRecordHandler,
+    SystemRunHandler,
+    SystemRunStopped,
+)
 from store.reads import GetMessagesResult, GetMessageStatus
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP, SnapshotAt, snapshot_part
 
@@ -53,6 +58,7 @@ class SystemRecordFeed:
     def __init__(self, reads: MetadataReads) -> None:
         self._reads = reads
         self._handler: SystemRecordHandler | None = None
+        self._run_handler: SystemRunHandler | None = None
         self._reset: Callable[[], None] | None = None
         # Told of every cut (its offset): the layer drops what it shows ahead of its apply.
         self._cut: Callable[[int], None] | None = None
@@ -75,14 +81,18 @@ class SystemRecordFeed:
     def attach(self, handler: SystemRecordHandler, from_queue_offset: int,
                applied_offset: int | None, reset: Callable[[], None] | None,
                cut: Callable[[int], None] | None = None,
-               snapshot: SnapshotAt | None = None) -> int:
+               snapshot: SnapshotAt | None = None,
+               run_handler: SystemRunHandler | None = None) -> int:
         """Hand the records from `from_queue_offset` on. When the layer's last applied record
         (at `from_queue_offset - 1`, commit-log offset `applied_offset`) is not in the log,
         the layer is ahead of the log: it is reset and fed again from 0. `snapshot` is the
         last whole snapshot among the records the layer applied, as it persisted it: taken
         when the log holds it so, else the log is searched. Returns how many records were
-        handed. The caller holds dispatch still."""
+        handed. The caller holds dispatch still. `run_handler`, when given, takes dispatch's
+        runs of records that are neither a topic delete nor a snapshot part at once
+        (`dispatched_run`)."""
         self._handler, self._reset, self._cut = handler, reset, cut
+        self._run_handler = run_handler
         if not self._known(snapshot, from_queue_offset):
             self._scan()
         if reset is not None and from_queue_offset > 0 and applied_offset is not None \
@@ -104,7 +114,7 @@ class SystemRecordFeed:
         return self._replay(from_queue_offset)
 
     def detach(self) -> None:
-        self._handler = self._reset = self._cut = None
+        self._handler = self._reset = self._cut = self._run_handler = None
 
     def dispatched(self, record: SystemRecord) -> None:
         """Dispatch's hand-off (SystemRecordHandler): the layer's, remembered."""
@@ -113,6 +123,26 @@ class SystemRecordFeed:
             handler(record)
             self.last_handed_offset = record.commit_log_offset
             self._note(record.commit_log_offset, record.queue_offset, record.op, record.body)
+
+    def dispatched_run(self, records: Sequence[SystemRecord]) -> None:
+        """Dispatch's hand-off of a run of records that are neither a topic delete nor a
+        snapshot part (SystemRunHandler): the layer's run handler, remembered as `dispatched`
+        remembers each (none is a snapshot part: nothing to follow)."""
+        run_handler = self._run_handler
+        if run_handler is None:
+            for index, record in enumerate(records):
+                try:
+                    self.dispatched(record)
+                except Exception as error:
+                    raise SystemRunStopped(index, error) from error
+            return
+        try:
+            run_handler(records)
+        except SystemRunStopped as stopped:
+            if stopped.applied:
+                self.last_handed_offset = records[stopped.applied - 1].commit_log_offset
+            raise
+        self.last_handed_offset = records[-1].commit_log_offset
 
     def log_cut(self, offset: int) -> None:
         """The log was cut back to `offset` (dispatch held still): when that removed a record

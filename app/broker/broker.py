@@ -44,14 +44,13 @@ from app.broker.pop_batches import PopBatches
 from app.broker.put_rates import PutRateSampler
 from app.broker.slave_sync import SlaveSync, queue_max_offset, start_queues
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
-from app.broker.system_records import apply_system_record
+from app.broker.system_records import SystemRecords
 from app.broker.writable_topics import WritableTopics
 from app.settings import ReplicationMode, Settings
 from ha import Replication
 from store import BrokerRole, Lifecycle, MessageStore, PutMessageStatus
 from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
-from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
 from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX
 from store.service import IntervalService
@@ -156,6 +155,9 @@ class Broker:
         self.consumption = GroupConsumption(settings, self.store, lambda: self.metadata_store) \
             if self.dledger is None else dledger_consumption(
                 settings, self.dledger, lambda: self.metadata_store, self._pop_term)
+        # Dispatch's hand-off of the log's metadata records to the layers above.
+        self.system_records = SystemRecords(lambda: self.metadata_store, self.consumption,
+                                            self.writable_topics)
         if self.dledger is None:  # a promoted slave never hands out its old master's ids
             self.consumption.delivery_id_floor = \
                 lambda: epoch_delivery_id_floor(self.replication)
@@ -194,9 +196,10 @@ class Broker:
                 log.info("group consumption: %d pop records of the log applied at start",
                          replayed)
             caught_up = self.store.attach_system_records(
-                self._apply_system_record, applied.queue_offset, applied.commit_log_offset,
+                self.system_records.apply, applied.queue_offset, applied.commit_log_offset,
                 reset=self._reset_metadata, cut=self.metadata.cut_ahead,
-                snapshot=self.metadata.applied_snapshot)
+                snapshot=self.metadata.applied_snapshot,
+                run_handler=self.system_records.apply_run)
             if self.dledger is None:  # a commit's answer waits for its entry's commit there
                 self.metadata_log.apply_ahead = self.metadata.apply_ahead
             if caught_up:
@@ -538,10 +541,6 @@ class Broker:
 
     def cached_write_queue_count(self, topic: str) -> int | None:
         return self.writable_topics.cached_queue_count(topic)
-
-    def _apply_system_record(self, record: SystemRecord) -> None:
-        """Dispatch's hand-off of a metadata record (app/broker/system_records.py)."""
-        apply_system_record(self.metadata_store, self.consumption, self.writable_topics, record)
 
     def snapshot_if_due(self) -> bool:
         """The master's (a DLedger leader's) check: a metadata snapshot once

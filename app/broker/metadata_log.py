@@ -103,8 +103,10 @@ class MetadataLog:
                 committed, self._apply_timeout_ms))
             return _settled([], applied, self._apply_timeout_ms)
         completions, end_offset = self._append(changes)
+        if end_offset is None:  # a forward commit shown ahead: its guarantees alone
+            return _held(await completions[0])
         statuses = [await completion for completion in completions]
-        applied = PutMessageStatus.PUT_OK if end_offset is None else await PutCompletion(
+        applied = await PutCompletion(
             pending=self._store.wait_dispatched(end_offset, self._apply_timeout_ms))
         return _settled(statuses, applied, self._apply_timeout_ms)
 
@@ -184,6 +186,16 @@ def _settled(statuses: list[PutMessageStatus], applied: PutMessageStatus,
             "(dispatch is behind); it applies when dispatch reaches it"))
     for status in statuses:
         if status is not PutMessageStatus.PUT_OK:
-            return WriteOutcome(status, "applied on this broker, but not held as its role "
-                                        "promises")
-    return WriteOutcome(PutMessageStatus.PUT_OK)
+            return _held(status)
+    return _HELD
+
+
+_HELD = WriteOutcome(PutMessageStatus.PUT_OK)
+
+
+def _held(status: PutMessageStatus) -> WriteOutcome:
+    """The outcome of a change applied on this broker (or shown ahead) whose record's
+    guarantees came out as `status`."""
+    if status is PutMessageStatus.PUT_OK:
+        return _HELD
+    return WriteOutcome(status, "applied on this broker, but not held as its role promises")

@@ -6,6 +6,7 @@ snapshot's states when it lacks them), and a slave's bootstrap from its master's
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from app.broker.consumption import GroupConsumption
@@ -41,6 +42,14 @@ def follow(consumption: GroupConsumption, record: SystemRecord,
             registry.snapshot_part(record.queue_offset, change.part, change.parts,
                                    change.pop_queues, change.pop_counts)
         else:
+            registry.noted(record.queue_offset)
+
+
+def follow_run(consumption: GroupConsumption, records: Sequence[SystemRecord]) -> None:
+    """`follow` for a run of records none of which is a snapshot part, in one lock hold."""
+    with consumption.state_lock:
+        registry = consumption.registry
+        for record in records:
             registry.noted(record.queue_offset)
 
 

@@ -162,6 +162,11 @@ def op_of(change: MetadataChange) -> str:
 
 
 def encode(change: MetadataChange) -> bytes:
+    if type(change) is OffsetSet:  # every commit: its fields written out, in the same order
+        return orjson.dumps({"v": RECORD_VERSION, "op": OP_OFFSET_SET,
+                             "group_name": change.group_name, "topic": change.topic,
+                             "queue_id": change.queue_id, "queue_offset": change.queue_offset,
+                             "reset": change.reset, "at_ms": change.at_ms})
     # orjson writes the dataclasses TopicsPut nests itself (fields in declaration order).
     fields = _shallow(change)
     if type(change) is MetadataSnapshot:

@@ -26,6 +26,9 @@ from store.metadata.offsets import OffsetKey, check_moves_forward, offset_key
 
 # An offset of the table: (queue offset, updated at ms).
 Entry = tuple[int, int]
+# One offset record of a run dispatch applies: its key, queue offset, reset, time (ms), its
+# commit-log offset, and whether it applies (False: the tables hold it already, it passes).
+OffsetStep = tuple[OffsetKey, int, bool, int, int, bool]
 
 
 class CommitOutcome(enum.Enum):
@@ -132,6 +135,15 @@ class ConsumerOffsetTable:
         with self._lock:
             self._drop_ahead(key, log_offset)
             return self._set(key, queue_offset, reset=reset, now_ms=now_ms)
+
+    def apply_run(self, steps: Iterable[OffsetStep]) -> None:
+        """Dispatch's run of offset records in one lock hold, in order: each `apply_passed`,
+        or only `passed` for a record the tables hold already (its `applies` is False)."""
+        with self._lock:
+            for key, queue_offset, reset, now_ms, log_offset, applies in steps:
+                self._drop_ahead(key, log_offset)
+                if applies:
+                    self._set(key, queue_offset, reset=reset, now_ms=now_ms)
 
     def _set(self, key: OffsetKey, queue_offset: int, *, reset: bool, now_ms: int) -> bool:
         """`apply`'s rule; the lock is held."""

@@ -12,6 +12,7 @@ from store.metadata.log_records import (
     GroupDelete,
     GroupPut,
     MetadataChange,
+    MetadataRecordError,
     MetadataSnapshot,
     OffsetSet,
     TopicDelete,
@@ -22,7 +23,7 @@ from store.metadata.log_records import (
 from store.metadata.models import (
     LogPosition,
 )
-from store.metadata.offset_table import ConsumerOffsetTable
+from store.metadata.offset_table import ConsumerOffsetTable, OffsetStep
 from store.metadata.offsets import OffsetKey
 from store.metadata.store_base import APPENDED_CHANGES_MAX, MetadataStoreBase
 from store.system_topics import SnapshotAt
@@ -80,6 +81,50 @@ class LogRecordsMixin(MetadataStoreBase):
                 self.flush_consumer_offsets()
         return change
 
+    def apply_offset_run(self, records: Sequence[SystemRecord]) -> int:
+        """`apply_record` for a run of offset.set records (dispatch's run of consecutive ones),
+        in one hold of the locks and one position move: exactly the tables and position that
+        applying them one by one gives. Returns how many it applied: all of them, or those
+        before the first it cannot decode (the caller hands that one to `apply_record`, which
+        raises as it would have)."""
+        self._check_open()
+        kept = self._kept_run(records) if self._appended else None
+        changes: list[OffsetSet] = []
+        for index, record in enumerate(records):
+            change = kept[index] if kept is not None else None
+            if change is None:
+                try:
+                    decoded = decode(record.op, record.body)
+                except MetadataRecordError:
+                    break
+                if type(decoded) is not OffsetSet:
+                    break
+                change = decoded
+            changes.append(change)
+        if kept is not None:
+            self._take_appended_run(records[:len(changes)])
+        if not changes:
+            return 0
+        with self._write_lock:
+            next_queue_offset = self._applied.queue_offset
+            last_offset = -1
+            steps: list[OffsetStep] = []
+            for record, change in zip(records, changes, strict=False):  # a prefix applies
+                applies = record.queue_offset >= next_queue_offset
+                if applies:  # else in the tables already (a bootstrap took it): passed only
+                    if record.queue_offset > next_queue_offset:
+                        self._lacking = True  # records below it are not in the tables
+                    next_queue_offset = record.queue_offset + 1
+                    last_offset = record.commit_log_offset
+                steps.append((OffsetKey(change.group_name, change.topic, change.queue_id),
+                              change.queue_offset, change.reset, change.at_ms,
+                              record.commit_log_offset, applies))
+            self._offsets.apply_run(steps)
+            if last_offset >= 0:
+                self._applied = AppliedPosition(next_queue_offset, last_offset,
+                                                self._clock_ms())
+        return len(changes)
+
     def apply_ahead(self, change: OffsetSet, log_offset: int) -> None:
         """A forward commit whose record this broker just appended at `log_offset`: readers
         see it from now on, before dispatch applies the record (MetadataLog: the commit's
@@ -111,6 +156,25 @@ class LogRecordsMixin(MetadataStoreBase):
                     break
                 del appended[first]
             return change
+
+    def _kept_run(self, records: Sequence[SystemRecord]) -> list[OffsetSet | None]:
+        """The change kept for each record of a run, if any (taken once applied)."""
+        with self._appended_lock:
+            appended = self._appended
+            return [appended.get(record.commit_log_offset) for record in records]
+
+    def _take_appended_run(self, records: Sequence[SystemRecord]) -> None:
+        """`_take_appended` for each record of a run, in one hold of the lock."""
+        with self._appended_lock:
+            appended = self._appended
+            for record in records:
+                log_offset = record.commit_log_offset
+                appended.pop(log_offset, None)
+                while appended:
+                    first = next(iter(appended))
+                    if first >= log_offset:
+                        break
+                    del appended[first]
 
     def _passed(self, change: MetadataChange, log_offset: int) -> None:
         """The record at `log_offset` is applied: a commit shown ahead of it goes."""

@@ -75,14 +75,29 @@ class PlansMixin(MetadataStoreBase):
         """A commit (forward only: OffsetMovesBackwards) or a reset; None when the offset is
         the group's already. A queue's first commit checks that its group, topic and queue
         exist (GroupNotFound, TopicNotFound, InvalidQueueId); later ones need no query."""
+        known, change = self.plan_known_offset(group_name=group_name, topic=topic,
+                                               queue_id=queue_id, queue_offset=queue_offset,
+                                               reset=reset)
+        if known:
+            return change
+        plans.check_offset(self._engine, OffsetKey(group_name, topic, queue_id))
+        return OffsetSet(group_name, topic, queue_id, queue_offset, reset, self._clock_ms())
+
+    def plan_known_offset(self, *, group_name: str, topic: str, queue_id: int,
+                          queue_offset: int, reset: bool) -> tuple[bool, OffsetSet | None]:
+        """`plan_offset` for a queue the group committed before, from one look-up of the
+        table and no query (the commit's hot path): (True, the change, or None when the
+        offset is the group's already). (False, None) for a queue's first commit, which
+        `plan_offset` plans (it checks the group, topic and queue)."""
         self._check_open()
         check_queue_offset(queue_offset)
         key = OffsetKey(group_name, topic, queue_id)
         current = self._offsets.entry(key)
         if current is None:
-            plans.check_offset(self._engine, key)
-        elif current[0] == queue_offset:
-            return None
-        elif not reset:
+            return False, None
+        if current[0] == queue_offset:
+            return True, None
+        if not reset:
             offsets.check_moves_forward(key, current[0], queue_offset)
-        return OffsetSet(group_name, topic, queue_id, queue_offset, reset, self._clock_ms())
+        return True, OffsetSet(group_name, topic, queue_id, queue_offset, reset,
+                               self._clock_ms())

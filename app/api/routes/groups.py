@@ -195,12 +195,11 @@ async def commit_answer(gateway: Gateway, group: str, topic: str, queue_id: int,
         raise ApiError("INVALID_OFFSET", f"offset {offset} is past the queue's max "
                        f"offset {max_offset}")
     metadata = broker.metadata_store
-    known = metadata.get_consumer_offset(group_name=group, topic=topic, queue_id=queue_id)
-    if known is not None:
+    known, change = metadata.plan_known_offset(group_name=group, topic=topic, queue_id=queue_id,
+                                               queue_offset=offset, reset=allow_backwards)
+    if known:
         # The hot path, on the event loop: a queue committed before needs no query, and the
         # record's guarantees and its apply are awaited, not waited for on a worker thread.
-        change = metadata.plan_offset(group_name=group, topic=topic, queue_id=queue_id,
-                                      queue_offset=offset, reset=allow_backwards)
         if change is not None:
             await metadata_writes.write(broker, [change])
     else:

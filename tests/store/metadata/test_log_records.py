@@ -78,6 +78,16 @@ def test_a_group_without_its_own_backoff_writes_the_bytes_of_builds_before_it() 
     assert decode(op_of(snapshot), body) == snapshot
 
 
+@given(st.builds(OffsetSet, group_name=_GROUPS, topic=_TOPICS, queue_id=st.integers(0, 3),
+                 queue_offset=st.integers(0, 2**53), reset=st.booleans(), at_ms=_TIMES))
+def test_an_offset_commit_is_written_as_every_change_is(change: OffsetSet) -> None:
+    """The commit's own encoder writes the bytes the general layout gives (older builds
+    and every replica read them)."""
+    general = {"v": RECORD_VERSION, "op": op_of(change),
+               **{name: getattr(change, name) for name in change.__dataclass_fields__}}
+    assert encode(change) == orjson.dumps(general)
+
+
 @pytest.mark.parametrize(("op", "body"), [
     ("group.put", b'{"v": 1, "op": "group.put", "name": "g", "consume_enabled": true, '
                   b'"broadcast_enabled": false, "retry_queue_count": 1, "retry_times_max": 16, '
