@@ -83,7 +83,7 @@ bench: setup
 # workload (produces, commits, deletes, leader kills), with many more seeds than `make test`
 # runs (3 and 1): `make faults SEEDS=100`. A failure names its seed.
 faults: setup
-	TWINLOG_FAULT_SEEDS=$(or $(SEEDS),25) TWINLOG_STATE_SEEDS=$(or $(SEEDS),25) \
+	TWINLOG_FAULT_SEEDS=$(or $(SEEDS),25) TWINLOG_DLEDGER_STATE_SEEDS=$(or $(SEEDS),25) \
 		$(BIN)/pytest -q tests/e2e/test_ha_link_faults.py tests/ha/test_epochs.py \
 		tests/e2e/test_dledger_state.py::test_seeded_produces_commits_deletes_and_leader_kills_keep_every_promise
 

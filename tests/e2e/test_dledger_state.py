@@ -207,8 +207,8 @@ def test_a_member_started_with_another_peer_list_is_refused(tmp_path: Path) -> N
 
 
 # Seed 1 in `make test` (two leader kills between deletes before and after them); `make faults`
-# runs seeds 1 to N with TWINLOG_STATE_SEEDS=N.
-SEEDS = range(1, 1 + int(os.environ.get("TWINLOG_STATE_SEEDS", "1")))
+# runs seeds 1 to N with TWINLOG_DLEDGER_STATE_SEEDS=N.
+SEEDS = range(1, 1 + int(os.environ.get("TWINLOG_DLEDGER_STATE_SEEDS", "1")))
 STEPS = 36
 KILLS_MAX = 2
 QUEUES = 2
