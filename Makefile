@@ -79,11 +79,13 @@ bench: setup
 	$(BIN)/python bench/dledger.py
 	$(BIN)/python bench/idle_memory.py
 
-# Replication under seeded link faults between real processes, with many more seeds than
-# `make test` runs (3): `make faults SEEDS=100`. A failure names its seed.
+# Replication under seeded link faults between real processes, and the seeded DLedger state
+# workload (produces, commits, deletes, leader kills), with many more seeds than `make test`
+# runs (3 and 1): `make faults SEEDS=100`. A failure names its seed.
 faults: setup
-	TWINLOG_FAULT_SEEDS=$(or $(SEEDS),25) $(BIN)/pytest -q tests/e2e/test_ha_link_faults.py \
-		tests/ha/test_epochs.py
+	TWINLOG_FAULT_SEEDS=$(or $(SEEDS),25) TWINLOG_DLEDGER_STATE_SEEDS=$(or $(SEEDS),25) \
+		$(BIN)/pytest -q tests/e2e/test_ha_link_faults.py tests/ha/test_epochs.py \
+		tests/e2e/test_dledger_state.py::test_seeded_produces_commits_deletes_and_leader_kills_keep_every_promise
 
 # Mutation testing of the promise-bearing modules, one mutant at a time (not part of `make test`).
 # `make mutate MODULE=store/record.py` mutates one module; see docs/mutation.md.
@@ -93,7 +95,8 @@ mutate: setup
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .mutmut-cache
 
-# The DLedger simulation over many seeds (not part of `make test`, which runs seeds 0-299):
+# The DLedger simulation over many seeds (not part of `make test`, which runs seeds 0-99;
+# TWINLOG_SIM_SEEDS=N widens the test's own run):
 # `make sim` runs 10,000 over 2 processes and prints how many and how long (`SEEDS=N`,
 # `WORKERS=N`); a failure prints its seed, `python -m ha.dledger.simulation.sim --seed N` replays it.
 # The timing model (failover p50/max, quiet healthy group): `make sim-timing`.
@@ -101,9 +104,9 @@ sim: setup
 	$(BIN)/python -m ha.dledger.simulation.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
 
 # The classic (master/slave) replication simulation over many seeds (`make test` runs seeds
-# 0-299): `make sim-ha` runs 10,000 over 2 processes and prints how many and how long
-# (`SEEDS=N`, `WORKERS=N`); a failure prints its seed, and
-# `python -m ha.classic.simulation.sim --seed N` replays it (docs/replication.md).
+# 0-99; TWINLOG_SIM_SEEDS=N widens the test's own run): `make sim-ha` runs 10,000 over 2
+# processes and prints how many and how long (`SEEDS=N`, `WORKERS=N`); a failure prints its
+# seed, and `python -m ha.classic.simulation.sim --seed N` replays it (docs/replication.md).
 sim-ha: setup
 	$(BIN)/python -m ha.classic.simulation.sim --seeds $(or $(SEEDS),10000) --workers $(or $(WORKERS),2)
 

@@ -1,9 +1,10 @@
-"""The classic-replication simulation: several hundred seeds keep every invariant (over a
+"""The classic-replication simulation: the suite's seeds keep every invariant (over a
 pool of 2 processes), a run replays exactly, a master that takes fake acks or counts one
 slave twice is caught and named by seed, and the command line says how many seeds passed."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -18,11 +19,15 @@ from ha.classic.simulation.sim import Simulation, SimulationFailure, main, run_s
 from ha.sim_timers import SimScheduler, TimerModel
 from store.metadata.log_records import TopicDelete
 
-SUITE_SEEDS = 300
+# Seeds 0-99 in `make test`; TWINLOG_SIM_SEEDS=N runs seeds 0 to N-1 (`make sim-ha` runs
+# 10,000 through the command line). The broken rules below are each caught within
+# CAUGHT_WITHIN_SEEDS seeds, whatever the pass run's count.
+SUITE_SEEDS = int(os.environ.get("TWINLOG_SIM_SEEDS", "100"))
+CAUGHT_WITHIN_SEEDS = 100
 
 
-def test_several_hundred_seeds_keep_every_invariant() -> None:
-    """Under each of seeds 0-299's configuration and faults (cuts, stalls, failed tags,
+def test_every_seed_keeps_every_invariant() -> None:
+    """Under each of the suite's seeds' configuration and faults (cuts, stalls, failed tags,
     kills, power cuts, retention, promotions by hand and by force, a lying and a foreign
     slave) every invariant holds after every event, and after healing every slave is the
     last master's, byte for byte."""
@@ -48,9 +53,9 @@ def test_a_seed_replays_exactly() -> None:
     assert Simulation(7).run() == Simulation(7).run()
 
 
-def first_failure(seeds: int = SUITE_SEEDS) -> str:
-    """The first failure over the suite's seeds, found by a pool of 2 (workers inherit the
-    patched code: they are forked)."""
+def first_failure(seeds: int = CAUGHT_WITHIN_SEEDS) -> str:
+    """The first failure over the first `seeds` seeds, found by a pool of 2 (workers inherit
+    the patched code: they are forked)."""
     with pytest.raises(SimulationFailure) as failure:
         run_seeds_pooled(0, seeds, workers=2)
     return str(failure.value)
