@@ -88,6 +88,11 @@ def _declare_limits(schemas: dict[str, Any], settings: Settings) -> None:
             for branch in schemas[model]["properties"][name]["anyOf"]:
                 if branch.get("type") == "integer":
                     branch["maximum"] = settings.queues_per_topic_max
+    for model in ("GroupCreate", "GroupUpdate"):  # the group's retry topics' queues
+        field = schemas[model]["properties"]["retry_queue_count"]
+        for branch in field.get("anyOf", [field]):
+            if branch.get("type") == "integer":
+                branch["maximum"] = settings.queues_per_topic_max
     schemas["ProduceBatch"]["properties"]["messages"]["maxItems"] = settings.max_batch_messages
 
 

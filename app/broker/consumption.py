@@ -175,9 +175,11 @@ class GroupConsumption:
                             self._settings.pop_default_backoff)
 
     def retry_queue_count(self, group: str) -> int:
+        """The queues of the group's retry topics: its setting, within the broker's cap on
+        a topic's queues (a group stored before the cap was checked on groups)."""
         config = self._metadata().find_group(name=group)
-        return config.retry_queue_count if config is not None and config.retry_queue_count \
-            else 1
+        count = config.retry_queue_count if config is not None else 0
+        return min(count or 1, self._settings.queues_per_topic_max)
 
     def decide(self, receives: Sequence[ReceiveAsk], acks: Sequence[AckAsk]
                ) -> tuple[list[ReceiveAnswer], list[AckAnswer]]:

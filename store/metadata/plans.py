@@ -19,6 +19,7 @@ from store.metadata.errors import (
     GroupAlreadyExists,
     GroupNotFound,
     GroupsMaxReached,
+    QueuesPerTopicMaxExceeded,
     TopicAlreadyExists,
     TopicNotFound,
     TopicsMaxReached,
@@ -105,11 +106,22 @@ def delete_topic(engine: Engine, name: str, *, now_ms: int) -> TopicDelete:
     return TopicDelete(name, now_ms)
 
 
+def _check_retry_queue_count(count: int, queues_per_topic_max: int | None) -> None:
+    """The group's retry topics get `count` queues: within the broker's cap on a topic's
+    queues, or a receive needing the retry topic would be refused for the group's setting."""
+    check_queue_count("retry_queue_count", count, minimum=0)
+    if queues_per_topic_max is not None and count > queues_per_topic_max:
+        raise QueuesPerTopicMaxExceeded(
+            f"retry_queue_count {count} is above this broker's queues_per_topic_max "
+            f"({queues_per_topic_max}): the group's retry topics would have that many queues")
+
+
 def create_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: bool,
                  broadcast_enabled: bool, retry_queue_count: int,
-                 retry_times_max: int, backoff: str = "") -> GroupPut:
+                 retry_times_max: int, backoff: str = "",
+                 queues_per_topic_max: int | None = None) -> GroupPut:
     check_group_name(name)
-    check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
+    _check_retry_queue_count(retry_queue_count, queues_per_topic_max)
     check_retry_times_max(retry_times_max)
     check_backoff(backoff)
     with read_transaction(engine) as session:
@@ -121,12 +133,13 @@ def create_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: boo
 
 def update_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: bool | None,
                  broadcast_enabled: bool | None, retry_queue_count: int | None,
-                 retry_times_max: int | None, backoff: str | None = None) -> GroupPut | None:
+                 retry_times_max: int | None, backoff: str | None = None,
+                 queues_per_topic_max: int | None = None) -> GroupPut | None:
     """The group afterwards, or None when nothing would change; GroupNotFound. None keeps a
     field; a backoff of "" is the broker's default."""
     check_group_name(name)
     if retry_queue_count is not None:
-        check_queue_count("retry_queue_count", retry_queue_count, minimum=0)
+        _check_retry_queue_count(retry_queue_count, queues_per_topic_max)
     if retry_times_max is not None:
         check_retry_times_max(retry_times_max)
     if backoff is not None:

@@ -52,7 +52,8 @@ class PlansMixin(MetadataStoreBase):
                                   consume_enabled=consume_enabled,
                                   broadcast_enabled=broadcast_enabled,
                                   retry_queue_count=retry_queue_count,
-                                  retry_times_max=retry_times_max, backoff=backoff)
+                                  retry_times_max=retry_times_max, backoff=backoff,
+                                  queues_per_topic_max=self._queues_per_topic_max)
 
     def plan_update_group(self, *, name: str, consume_enabled: bool | None = None,
                           broadcast_enabled: bool | None = None,
@@ -64,7 +65,8 @@ class PlansMixin(MetadataStoreBase):
                                   consume_enabled=consume_enabled,
                                   broadcast_enabled=broadcast_enabled,
                                   retry_queue_count=retry_queue_count,
-                                  retry_times_max=retry_times_max, backoff=backoff)
+                                  retry_times_max=retry_times_max, backoff=backoff,
+                                  queues_per_topic_max=self._queues_per_topic_max)
 
     def plan_delete_group(self, *, name: str) -> GroupDelete:
         self._check_open()

@@ -11,7 +11,8 @@ import pytest
 
 from app.api.schemas.topics import TOPICS_PER_BATCH_MAX
 from app.settings import SettingsError
-from tests.support.app import Served, ServeFactory, app_settings, problem
+from store.consumption.names import retry_topic
+from tests.support.app import Served, ServeFactory, app_settings, problem, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +139,38 @@ async def test_ten_thousand_topics_keep_open_files_bounded(serve: ServeFactory) 
                                                    "body_encoding": "utf8"})
             assert read.status_code == 200, read.text
             assert read.json()["messages"][0]["body"] == f"m{index}"
+
+
+async def test_a_groups_retry_queue_count_is_held_to_the_cap(tmp_path: Path) -> None:
+    """A group's retry topics get retry_queue_count queues: past queues_per_topic_max the
+    group is refused (400 naming the setting) on create and update, as a topic would be, so
+    that no receive is later refused for the group's setting. A group stored under a wider
+    cap still receives after the cap is lowered: its retry topic takes the cap's queues."""
+    async with serving(app_settings(tmp_path, queues_per_topic_max=8)) as served:
+        client = served.client
+        refused = await client.post("/v1/groups", json={"name": "wide", "retry_queue_count": 9})
+        assert refused.status_code == 400, refused.text
+        assert problem(refused)["error_code"] == "QUEUES_PER_TOPIC_MAX_EXCEEDED"
+        assert problem(refused)["setting"] == "queues_per_topic_max"
+        assert (await client.get("/v1/groups/wide")).status_code == 404
+        created = await client.post("/v1/groups", json={"name": "g", "retry_queue_count": 8})
+        assert created.status_code == 201, created.text
+        widened = await client.patch("/v1/groups/g", json={"retry_queue_count": 9})
+        assert widened.status_code == 400, widened.text
+        assert problem(widened)["error_code"] == "QUEUES_PER_TOPIC_MAX_EXCEEDED"
+        assert (await client.get("/v1/groups/g")).json()["retry_queue_count"] == 8
+        put = await client.post("/v1/topics/T/messages", json={"body": "x"})
+        assert put.status_code == 201, put.text
+    async with serving(app_settings(tmp_path, queues_per_topic_max=4,
+                                    default_queue_count=4)) as served:
+        received = await served.client.post("/v1/groups/g/topics/T/messages:receive",
+                                            json={"invisible_ms": 10_000, "body_encoding": "utf8"})
+        assert received.status_code == 200, received.text
+        assert [message["body"] for message in received.json()["messages"]] == ["x"]
+        handle = received.json()["messages"][0]["receipt_handle"]
+        released = await served.client.post(
+            "/v1/groups/g/topics/T/messages:change-invisibility",
+            json={"receipt_handle": handle, "invisible_ms": 0})
+        assert released.status_code == 200, released.text
+        retry = served.broker.metadata_store.find_topic(name=retry_topic("g", "T"))
+        assert retry is not None and retry.read_queue_count == 4
