@@ -149,4 +149,4 @@ def test_group_create_and_update_set_the_retry_policy(broker: BrokerProcess) -> 
     one_error_line(twinlog(url, "group", "update", "CliPolicy", "--backoff", "levels"), 2)
     one_error_line(twinlog(url, "group", "update", "CliPolicy"), 2)
     assert "400 VALIDATION_FAILED" in one_error_line(twinlog(
-        url, "group", "update", "CliPolicy", "--backoff", "exponential:9000:2:1000"), 1)
+        url, "group", "update", "CliPolicy", "--backoff", "exponential:9000:2:7200001"), 1)

@@ -16,6 +16,7 @@ from store.consumption.policy import (
 )
 
 BackoffMs = Annotated[int, Field(ge=1, le=BACKOFF_CAP_MS), WholeNumber]
+DEFAULT_INITIAL_MS = Backoff().initial_ms
 RetryQueueCount = Annotated[int, Field(ge=0, le=QUEUE_ID_MAX + 1), WholeNumber]
 RetryTimesMax = Annotated[int, Field(ge=0, le=128), WholeNumber]
 
@@ -29,12 +30,15 @@ class GroupBackoff(BaseModel):
     policy: Literal["table", "exponential"] = Field(description=(
         "table: RocketMQ's delay levels from 10 s (10 s, 30 s, 1 m, 2 m, 3 m, ... 10 m, 20 m, "
         "30 m, 1 h, 2 h, then 2 h); exponential: initial_ms x multiplier^(n-1), at most "
-        "max_ms."))
-    initial_ms: BackoffMs | None = Field(None, description="exponential only (required).")
+        "max_ms. The other fields are the exponential policy's: the table policy ignores "
+        "them."))
+    initial_ms: BackoffMs | None = Field(None, description=(
+        "exponential only; default 5,000. Above max_ms it is max_ms (every delay is capped "
+        "at max_ms, the first too)."))
     multiplier: Annotated[float, Field(ge=MULTIPLIER_MIN, le=MULTIPLIER_MAX)] | None = Field(
         None, description="exponential only; default 2.")
     max_ms: BackoffMs | None = Field(None, description="exponential only; default 7,200,000 "
-                                                       "(2 h), at least initial_ms.")
+                                                       "(2 h).")
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -42,15 +46,15 @@ class GroupBackoff(BaseModel):
         return self
 
     def backoff(self) -> Backoff:
+        """The stored backoff. Every body the schema allows has one (the generated clients
+        and the contract fuzzer rely on it): no rule here joins two fields."""
         if self.policy == BackoffKind.TABLE.value:
-            if (self.initial_ms, self.multiplier, self.max_ms) != (None, None, None):
-                raise ValueError("the table policy takes no initial_ms, multiplier or max_ms")
             return Backoff()
-        if self.initial_ms is None:
-            raise ValueError("the exponential policy needs initial_ms")
+        max_ms = BACKOFF_CAP_MS if self.max_ms is None else self.max_ms
+        initial_ms = DEFAULT_INITIAL_MS if self.initial_ms is None else self.initial_ms
         return Backoff.exponential(
-            self.initial_ms, 2.0 if self.multiplier is None else self.multiplier,
-            BACKOFF_CAP_MS if self.max_ms is None else self.max_ms)
+            min(initial_ms, max_ms), 2.0 if self.multiplier is None else self.multiplier,
+            max_ms)
 
     @classmethod
     def of(cls, text: str) -> GroupBackoff | None:
