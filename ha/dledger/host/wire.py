@@ -284,6 +284,8 @@ def _decode_vote_response(reader: _Reader, source_id: str, flags: int, term: int
     if flags & FLAG_COMMIT:
         commit_index, commit_term = reader.unpack(_VOTE_COMMIT)
         _check_non_negative(commit_index, commit_term)
+        if not commit_index:  # the encoder sends no mark then: one body per message
+            raise WireError("a vote response's commit mark of index 0")
         if flags & FLAG_COMMIT_CRC:
             commit_crc = reader.unpack(_PREV_CRC)[0]
     elif flags & FLAG_COMMIT_CRC:

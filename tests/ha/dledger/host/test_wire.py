@@ -279,3 +279,13 @@ def test_a_run_pushed_to_every_peer_is_encoded_once_and_never_confused(
     bodies += [encode_message(messages[2]), encode_message(messages[3])]
     assert len(packs) == 3 * len(entries)
     assert [decode_message(body) for body in bodies] == messages
+
+
+def test_a_vote_response_commit_mark_of_index_0_is_refused() -> None:
+    """The encoder sends no commit mark for commit index 0; a body carrying one (a flipped
+    flag bit: found by test_flipped_bytes_never_escape in CI) is refused, not decoded into a
+    message whose body differs."""
+    body = bytearray(encode_message(VoteResponse("000", 0, False, False, 1, 0, None)))
+    body[21] ^= 1  # the commit index's low byte: 1 -> 0, the flag kept
+    with pytest.raises(WireError, match="index 0"):
+        decode_message(bytes(body))
