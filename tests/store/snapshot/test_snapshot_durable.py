@@ -174,6 +174,7 @@ def test_retention_before_the_first_file_is_read_is_a_clear_error(
     export fails with SnapshotRangeRemoved, naming the file, and leaves nothing behind."""
     store = open_store(data_dir=tmp_path / "data")
     produce(store, 400, size=1500)
+    wait_dispatched(store)  # retention removes dispatched files only, and unheld at once
     first = store.commit_log.files.first_file()
     assert first is not None
     inner = _sources(store)[source_name] or DirectoryLogFiles(store.paths.commit_log_dir)
