@@ -89,7 +89,23 @@ SystemRecordHandler = Callable[[SystemRecord], None]
 SystemRunHandler = Callable[[Sequence[SystemRecord]], None]
 # What dispatch parsed of a metadata record: its position in the file, body size, end of its
 # topic, queue offset, total size and queue key.
-_Parsed = tuple[int, int, int, int, int, tuple[bytes, int]]
+class _Parsed(NamedTuple):
+    """A metadata record of the batch, parsed: applied once the batch is read."""
+
+    position: int  # in its file
+    body_size: int
+    topic_end: int
+    queue_offset: int
+    total_size: int
+    key: tuple[bytes, int]  # (topic, queue id) of its consume-queue entry
+
+
+def _add_system_entries(pending: dict[tuple[bytes, int], list[Entry]],
+                        system: Sequence[_Parsed], base: int) -> None:
+    """The consume-queue entries of applied metadata records (no tag code)."""
+    for item in system:
+        pending.setdefault(item.key, []).append(
+            (item.queue_offset, base + item.position, item.total_size, 0))
 # The operations whose records the store applies a part of itself (one by one).
 _STORE_OPS = frozenset({OP_TOPIC_DELETE, OP_SNAPSHOT})
 _OPS_MAX = 256
@@ -286,8 +302,8 @@ class DispatchService(ServiceThread):
             if key[0] == METADATA_TOPIC_BYTES:
                 if count > len(system):
                     break  # the batch so far is written first; the records go next
-                system.append((position, body_size, topic_end, queue_offset, total_size,
-                               key))
+                system.append(_Parsed(position, body_size, topic_end, queue_offset, total_size,
+                                      key))
                 last_record = position
                 position += total_size
                 count += 1
@@ -312,8 +328,7 @@ class DispatchService(ServiceThread):
             count += 1
         if system:
             self._apply_system_records(mapped, system, batch_start)
-            for item in system:
-                pending.setdefault(item[5], []).append((item[3], base + item[0], item[4], 0))
+            _add_system_entries(pending, system, base)
         self._end_batch(pending, keyed, batch_start, base, last_record, position)
         return count
 
@@ -374,14 +389,13 @@ class DispatchService(ServiceThread):
         """Dispatch stays at the record `system[applied]`: the ones before it are done."""
         base = mapped.start_offset
         pending: dict[tuple[bytes, int], list[Entry]] = {}
-        for item in system[:applied]:
-            pending.setdefault(item[5], []).append((item[3], base + item[0], item[4], 0))
-        last_record = system[applied - 1][0] if applied else -1
-        self._end_batch(pending, [], batch_start, base, last_record, system[applied][0])
+        _add_system_entries(pending, system[:applied], base)
+        last_record = system[applied - 1].position if applied else -1
+        self._end_batch(pending, [], batch_start, base, last_record, system[applied].position)
 
     def _system_record(self, mapped: MappedFile, item: _Parsed) -> tuple[SystemRecord, bytes]:
         """A parsed metadata record as the layer gets it, and its raw properties."""
-        position, body_size, topic_end, queue_offset = item[0], item[1], item[2], item[3]
+        position, body_size, topic_end, queue_offset = item[:4]
         buffer = mapped.buffer
         properties_size = buffer[topic_end] << 8 | buffer[topic_end + 1]
         properties = bytes(buffer[topic_end + 2 : topic_end + 2 + properties_size])
