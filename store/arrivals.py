@@ -35,6 +35,8 @@ class Arrivals:
         self._count = 0
         self._released = False
         self._lock = threading.Lock()
+        # How many pokes so far: a reader that parks after one it did not see wakes at once.
+        self.pokes = 0
         # Told of every queue's new max offset (read workers publish it: store/shared_reads/).
         self.listener: Callable[[str, int, int], None] | None = None
 
@@ -85,6 +87,15 @@ class Arrivals:
             waiters = self._waiters.get((topic, queue_id))
             ready = [w for w in waiters if w.seen_max_offset < max_offset] if waiters else []
         for waiter in ready:
+            self._wake(waiter)
+
+    def poke(self, topic: str, queue_id: int) -> None:
+        """A message of this queue became readable again without a new entry (group
+        consumption's retry in place): its waiters wake, whatever offset they saw."""
+        with self._lock:
+            self.pokes += 1
+            waiters = list(self._waiters.get((topic, queue_id), ()))
+        for waiter in waiters:
             self._wake(waiter)
 
     def wake_all(self) -> None:

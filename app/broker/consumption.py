@@ -47,7 +47,7 @@ from store import (
     PutMessageResult,
 )
 from store.clock import ClockMs, wall_ms
-from store.consumption.events import Disposition, Received
+from store.consumption.events import Disposition, Received, Retried
 from store.consumption.handles import HandleCodec, ReceiptHandle
 from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
@@ -311,6 +311,7 @@ class GroupConsumption:
                 if event is None or not event.scanned and not event.deliveries:
                     gather.order.remove(queue_id)
                     continue
+                reads.prefetch([delivery.queue_offset for delivery in event.deliveries])
                 touched.add(key)
                 left -= len(event.deliveries)
                 planned.append((PopRecord(key, (event,), now_ms), (gather, reads)))
@@ -424,6 +425,11 @@ class GroupConsumption:
                 if result.status.is_stored:
                     self._apply_ahead(record, generation)
                     ended += len(record.events)
+                    if any(isinstance(event, Retried) and event.in_place
+                           for event in record.events):
+                        key = record.key
+                        self._store.arrivals.poke(stored_topic(key),
+                                                  key.queue_id & ~RETRY_QUEUE_BIT)
             return ended
 
     def _plan_expiry(self) -> list[tuple[PopRecord, list[Message]]]:

@@ -15,6 +15,9 @@ from store.consumption.registry import RETRY_QUEUE_BIT, is_retry_queue
 from store.consumption.tags import TagFilter
 from store.tag_reads import get_tagged_messages
 
+PREFETCH_GAP_MAX = 8  # offsets apart that one read still joins (it reads the ones between)
+PREFETCH_SPAN_MAX = 1_024
+
 
 class Reads:
     """The messages of one queue a receive read (by queue offset), and its candidates."""
@@ -32,6 +35,23 @@ class Reads:
                 message = result.messages[0]
         return message
 
+    def prefetch(self, offsets: list[int]) -> None:
+        """Read the messages of `offsets` not read yet (waiting entries, retried in place) in
+        runs: one read for offsets at most PREFETCH_GAP_MAX apart, each at most
+        PREFETCH_SPAN_MAX offsets long, instead of one read each."""
+        wanted = sorted(offset for offset in offsets if offset not in self.found)
+        at = 0
+        while at < len(wanted):
+            start = end = wanted[at]
+            at += 1
+            while at < len(wanted) and wanted[at] - end <= PREFETCH_GAP_MAX \
+                    and wanted[at] - start < PREFETCH_SPAN_MAX:
+                end = wanted[at]
+                at += 1
+            result = self._store.get_messages(self._topic, self._queue_id, start,
+                                              end - start + 1)
+            for message in result.messages:
+                self.found.setdefault(message.queue_offset, message)
 
 
 def stored_topic(key: QueueKey) -> str:

@@ -13,12 +13,21 @@ already applied (a replay from an earlier position) changes nothing.
 
 Order: a message with an order key (or any message, in a FIFO queue) is not delivered while an
 earlier message of the same key in this queue is waiting or in flight, and its retries stay in
-place. A message without a key is delivered in parallel, and its retries leave the queue.
+place. A message without a key is delivered in parallel; when its invisible time passes it is
+retried in place too while the window has at least half its room free (no copy to write: the
+cheapest redelivery), else, and when released for a retry after a backoff, it leaves the queue.
+
+Decisions cost what they hand out, not the window's size: the waiting offsets are kept in
+order, the keys in flight counted, and the in-flight deadlines in a heap (its stale items,
+deliveries acked or changed since, are dropped as they surface, and the heap is rebuilt when
+they outnumber the deliveries in flight, so it stays within twice the window).
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
+import heapq
 from dataclasses import dataclass
 
 from store.consumption.events import (
@@ -85,6 +94,9 @@ class QueueState:
         self._scan_offset = committed_offset
         self._window: dict[int, Entry] = {}  # offset -> entry, in offset order
         self.in_flight_count = 0
+        self._waiting: list[int] = []  # the offsets of the waiting entries, ascending
+        self._keys_in_flight: dict[str, int] = {}  # a key -> its deliveries in flight
+        self._deadlines: list[tuple[int, int, int]] = []  # heap: (until_ms, offset, id)
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -128,10 +140,13 @@ class QueueState:
                 or entry.state is EntryState.DONE for offset, entry in given.items()):
             raise ConsumptionError("a queue state image out of its window")
         for offset in range(committed_offset, scan_offset):
-            state._window[offset] = given.get(offset) or Entry(EntryState.DONE, None, 0)
+            entry = given.get(offset) or Entry(EntryState.DONE, None, 0)
+            state._window[offset] = entry
+            if entry.state is EntryState.WAITING:
+                state._waiting.append(offset)
+            elif entry.state is EntryState.IN_FLIGHT:
+                state._took_flight(offset, entry)
         state._scan_offset = scan_offset
-        state.in_flight_count = sum(entry.state is EntryState.IN_FLIGHT
-                                    for entry in given.values())
         state._advance()
         return state
 
@@ -170,13 +185,13 @@ class QueueState:
                                            now_ms + invisible_ms))
                 delivery_id += 1
 
-        for offset, entry in self._window.items():
-            if entry.state is EntryState.IN_FLIGHT:
-                key = self._key(entry.order_key)
-                if key is not None:
-                    blocked.add(key)
-            elif entry.state is EntryState.WAITING:
-                offer(offset, entry.order_key, entry.attempt, entry.until_ms <= now_ms)
+        blocked.update(self._keys_in_flight)
+        window = self._window
+        for offset in self._waiting:
+            if len(deliveries) >= max_messages:
+                break  # nothing more is offered, and no candidate is scanned
+            entry = window[offset]
+            offer(offset, entry.order_key, entry.attempt, entry.until_ms <= now_ms)
         scanned: list[Scanned] = []
         expected = self._scan_offset
         for candidate in candidates[:max(self.room, 0)]:
@@ -220,27 +235,38 @@ class QueueState:
         return AckDecision(AckStatus.OK, Changed(delivery_id, delivery))
 
     def plan_expiry(self, *, now_ms: int, policy: RetryPolicy) -> list[Retried | DeadLettered]:
-        """The deliveries whose invisible time has passed: each is retried now, or
-        dead-lettered when it was the last attempt."""
-        return [self._ended(offset, entry, now_ms, policy)
-                for offset, entry in self._window.items()
-                if entry.state is EntryState.IN_FLIGHT and entry.until_ms <= now_ms]
+        """The deliveries whose invisible time has passed, in offset order: each is retried
+        now (in place while the window has half its room free), or dead-lettered when it was
+        the last attempt."""
+        due: list[tuple[int, int, int]] = []
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ms:
+            item = heapq.heappop(deadlines)
+            if self._holds(item[1], item[2]):
+                due.append(item)
+        for item in due:  # in flight until an event ends them: their deadlines stay
+            heapq.heappush(deadlines, item)
+        in_place = self.room * 2 >= self.window_max
+        return [self._ended(offset, self._window[offset], now_ms, policy, in_place=in_place)
+                for _, offset, _ in sorted(due, key=lambda item: item[1])]
 
     def next_expiry_ms(self) -> int | None:
-        times = [entry.until_ms for entry in self._window.values()
-                 if entry.state is EntryState.IN_FLIGHT]
-        return min(times) if times else None
+        """The earliest invisible time of the deliveries in flight."""
+        deadlines = self._deadlines
+        while deadlines and not self._holds(deadlines[0][1], deadlines[0][2]):
+            heapq.heappop(deadlines)  # acked, changed or ended since
+        return deadlines[0][0] if deadlines else None
 
     def _holds(self, queue_offset: int, delivery_id: int) -> bool:
         entry = self._window.get(queue_offset)
         return (entry is not None and entry.state is EntryState.IN_FLIGHT
                 and entry.delivery_id == delivery_id)
 
-    def _ended(self, offset: int, entry: Entry, due_ms: int,
-               policy: RetryPolicy) -> Retried | DeadLettered:
+    def _ended(self, offset: int, entry: Entry, due_ms: int, policy: RetryPolicy, *,
+               in_place: bool = False) -> Retried | DeadLettered:
         if policy.exhausted(entry.attempt):
             return DeadLettered(offset, entry.delivery_id, entry.attempt)
-        in_place = self._key(entry.order_key) is not None
+        in_place = in_place or self._key(entry.order_key) is not None
         return Retried(offset, entry.delivery_id, entry.attempt, due_ms, in_place)
 
     # -- applying ------------------------------------------------------------------------------
@@ -258,15 +284,17 @@ class QueueState:
             entry.delivery_id = event.delivery.delivery_id
             entry.until_ms = event.delivery.invisible_until_ms
             self.next_delivery_id = event.delivery.delivery_id + 1
+            self._deadline(event.delivery.queue_offset, entry)
             return True
         if not self._holds(event.queue_offset, event.delivery_id):
             return False  # acked, retried or dead-lettered already
         entry = self._window[event.queue_offset]
-        self.in_flight_count -= 1
+        self._landed(entry)
         if isinstance(event, Retried) and event.in_place:
             entry.state, entry.attempt, entry.until_ms = EntryState.WAITING, event.attempt, \
                 event.due_ms
             entry.delivery_id = 0
+            bisect.insort(self._waiting, event.queue_offset)
         else:
             entry.state = EntryState.DONE
             self._advance()
@@ -287,6 +315,8 @@ class QueueState:
             self._window[scanned.queue_offset] = Entry(
                 EntryState.DONE if done else EntryState.WAITING, scanned.order_key,
                 scanned.attempts_before)
+            if not done:  # above every offset of the window: the order holds
+                self._waiting.append(scanned.queue_offset)
             self._scan_offset = scanned.queue_offset + 1
         for delivery in event.deliveries:
             entry = self._window.get(delivery.queue_offset)
@@ -295,9 +325,46 @@ class QueueState:
             entry.state, entry.attempt = EntryState.IN_FLIGHT, delivery.attempt
             entry.delivery_id, entry.until_ms = delivery.delivery_id, delivery.invisible_until_ms
             self.next_delivery_id = delivery.delivery_id + 1
-        self.in_flight_count += len(event.deliveries)
+            self._unwait(delivery.queue_offset)
+            self._took_flight(delivery.queue_offset, entry)
         self._advance()
         return True
+
+    # -- the indexes -----------------------------------------------------------------------------
+    def _unwait(self, offset: int) -> None:
+        waiting = self._waiting
+        at = bisect.bisect_left(waiting, offset)
+        if at < len(waiting) and waiting[at] == offset:
+            del waiting[at]
+
+    def _took_flight(self, offset: int, entry: Entry) -> None:
+        self.in_flight_count += 1
+        key = self._key(entry.order_key)
+        if key is not None:
+            self._keys_in_flight[key] = self._keys_in_flight.get(key, 0) + 1
+        self._deadline(offset, entry)
+
+    def _landed(self, entry: Entry) -> None:
+        """An entry in flight leaves flight (acked, retried, dead-lettered)."""
+        self.in_flight_count -= 1
+        key = self._key(entry.order_key)
+        if key is not None:
+            left = self._keys_in_flight[key] - 1
+            if left:
+                self._keys_in_flight[key] = left
+            else:
+                del self._keys_in_flight[key]
+        self._prune()
+
+    def _deadline(self, offset: int, entry: Entry) -> None:
+        heapq.heappush(self._deadlines, (entry.until_ms, offset, entry.delivery_id))
+        self._prune()
+
+    def _prune(self) -> None:
+        deadlines = self._deadlines
+        if len(deadlines) > 2 * self.in_flight_count + 64:  # mostly stale: rebuild
+            deadlines[:] = [item for item in deadlines if self._holds(item[1], item[2])]
+            heapq.heapify(deadlines)
 
     def _advance(self) -> None:
         while self._window:

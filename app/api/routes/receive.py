@@ -124,12 +124,13 @@ async def receive_answer(gateway: Any, group: str, topic: str, *, max_messages: 
     deadline_s = time.monotonic() + min(wait_ms, broker.settings.long_poll_wait_ms_max) / 1000
     try:
         while True:
+            pokes_seen = broker.store.arrivals.pokes
             delivered, outcome = await broker.pop_batches.receive(ask)
             left_s = deadline_s - time.monotonic()
             if delivered or left_s <= 0 or not broker.is_running:
                 break
             await _wait_any(broker.store, _queues(broker, group, topic, queue_count),
-                            min(left_s * 1000, _WAIT_SLICE_MS))
+                            min(left_s * 1000, _WAIT_SLICE_MS), pokes_seen)
         status = await outcome.status()
     except PopRefused as error:
         raise _refusal(error, gateway) from None
@@ -258,9 +259,11 @@ def _queues(broker: Broker, group: str, topic: str, queue_count: int) -> list[tu
         [(retry, queue_id) for queue_id in range(broker.consumption.retry_queue_count(group))]
 
 
-async def _wait_any(store: MessageStore, queues: list[tuple[str, int]], wait_ms: float) -> None:
-    """Until a message arrives in one of the queues, or `wait_ms`; 429 LONG_POLL_BUSY past
-    the long-poll bound (every queue waited on holds a place)."""
+async def _wait_any(store: MessageStore, queues: list[tuple[str, int]], wait_ms: float,
+                    pokes_seen: int) -> None:
+    """Until a message arrives in one of the queues, or one is retried in place there (or was
+    anywhere since `pokes_seen`: the receive before may have missed it), or `wait_ms`; 429
+    LONG_POLL_BUSY past the long-poll bound (every queue waited on holds a place)."""
     loop = asyncio.get_running_loop()
     arrived = asyncio.Event()
 
@@ -278,6 +281,8 @@ async def _wait_any(store: MessageStore, queues: list[tuple[str, int]], wait_ms:
                                "already (long_poll_waiters_max); retry later or receive "
                                "without wait_ms")
             waiters.append(waiter)
+        if store.arrivals.pokes != pokes_seen:
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait_ms / 1000):
                 await arrived.wait()

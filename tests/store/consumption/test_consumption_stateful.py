@@ -120,7 +120,8 @@ class ConsumptionMachine(RuleBasedStateMachine):
         assert message_id not in self.fate, f"message {message_id} ended twice"
         self.fate[message_id] = fate
 
-    def _ended(self, queue: str, event: ev.Retried | ev.DeadLettered) -> None:
+    def _ended(self, queue: str, event: ev.Retried | ev.DeadLettered, *,
+               expired: bool = False) -> None:
         offset = event.queue_offset
         assert self.current[queue].pop(offset) == event.delivery_id
         message = self.messages[queue][offset]
@@ -128,8 +129,8 @@ class ConsumptionMachine(RuleBasedStateMachine):
         if isinstance(event, ev.DeadLettered):
             assert event.attempt == self.policy.attempts_max
             self._end(queue, offset, "dead")
-        elif event.in_place:
-            assert self._key(queue, message) is not None
+        elif event.in_place:  # keyed, or an expiry while the window has room
+            assert self._key(queue, message) is not None or expired
             self.ready_at_ms[queue][offset] = event.due_ms
         else:
             assert self._key(queue, message) is None
@@ -140,8 +141,15 @@ class ConsumptionMachine(RuleBasedStateMachine):
     def _tick(self, advance_ms: int) -> None:
         self.now_ms += advance_ms
         for queue in QUEUES:
-            for event in self.states[queue].plan_expiry(now_ms=self.now_ms, policy=self.policy):
-                self._ended(queue, event)
+            state = self.states[queue]
+            room_was_half = state.room * 2 >= state.window_max
+            for event in state.plan_expiry(now_ms=self.now_ms, policy=self.policy):
+                if isinstance(event, ev.Retried):
+                    assert event.due_ms == self.now_ms
+                    message = self.messages[queue][event.queue_offset]
+                    assert event.in_place == (room_was_half
+                                              or self._key(queue, message) is not None)
+                self._ended(queue, event, expired=True)
         due = [(due_ms, message) for due_ms, message in self.delayed if due_ms <= self.now_ms]
         self.delayed = [entry for entry in self.delayed if entry[0] > self.now_ms]
         self.messages["retry"].extend(message for _, message in sorted(

@@ -65,9 +65,40 @@ def test_a_second_ack_and_an_ack_of_an_older_delivery_are_stale() -> None:
     state = QueueState()
     (first,) = _receive(state, _candidates(state, 1)).deliveries
     (retry,) = state.plan_expiry(now_ms=first.invisible_until_ms, policy=POLICY)
-    assert isinstance(retry, Retried) and not retry.in_place
+    assert isinstance(retry, Retried) and retry.in_place  # the window has room
     state.apply(retry)
     assert state.plan_ack(queue_offset=0, delivery_id=first.delivery_id).status is AckStatus.STALE
+
+
+def test_an_expiry_retries_in_place_while_half_the_window_is_free_then_out() -> None:
+    state = QueueState(window_max=4)
+    first, second = _receive(state, _candidates(state, 2), now_ms=0).deliveries
+    (retry,) = state.plan_expiry(now_ms=1_000, policy=POLICY)[:1]
+    assert retry == Retried(0, first.delivery_id, 1, 1_000, True)  # 2 of 4 offsets free
+    state.apply(retry)
+    # Receivable again at once from its own offset, with its next attempt.
+    (again,) = _receive(state, [], now_ms=1_000, max_messages=1).deliveries
+    assert (again.queue_offset, again.attempt) == (0, 2)
+    assert [event.queue_offset for event in state.plan_expiry(now_ms=1_000, policy=POLICY)] \
+        == [1]  # the other delivery; offset 0 is in flight again until 2,000
+    _receive(state, _candidates(state, 1), now_ms=1_000)  # 3 of 4 offsets taken: 1 free
+    ended = state.plan_expiry(now_ms=2_000, policy=POLICY)
+    assert [(event.queue_offset, event.in_place) for event in ended] == \
+        [(0, False), (1, False), (2, False)]  # out to the retry topic: the window moves on
+    for event in ended:
+        state.apply(event)
+    assert state.committed_offset == 3 and state.in_flight_count == 0
+
+
+def test_an_expiry_heap_of_acked_deliveries_stays_bounded() -> None:
+    state = QueueState(window_max=8)
+    for _ in range(500):  # each delivery acked before its deadline: a stale heap item
+        (delivery,) = _receive(state, _candidates(state, 1)).deliveries
+        ack = state.plan_ack(queue_offset=delivery.queue_offset,
+                             delivery_id=delivery.delivery_id).event
+        assert ack is not None and state.apply(ack)
+        assert len(state._deadlines) <= 2 * state.in_flight_count + 65
+    assert state.next_expiry_ms() is None and state.plan_expiry(now_ms=10**9, policy=POLICY) == []
 
 
 def test_a_change_makes_the_old_handle_stale_and_the_new_one_acks() -> None:

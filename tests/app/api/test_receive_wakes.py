@@ -1,0 +1,85 @@
+"""A long-polling receive is woken when a message is retried in place in one of its queues (an
+expiry: no new entry arrives, so dispatch wakes nobody), also when the retry lands between its
+empty receive and its parking. The wait's slice (after which a waiting receive looks again
+anyway) is made longer than each test waits, so only the wake can answer in time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.api.routes import receive as receive_route
+from tests.app.api.test_receive import _ack, _expire, _receive, _settings, _setup
+from tests.app.api.test_receive import clock as clock  # noqa: F401 (a fixture)
+from tests.support.app import Served, serving
+from tests.support.timers import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+ANSWER_WAIT_S = 20.0  # far below the wait asked (and the slice): an answer by then is a wake
+
+
+@pytest.fixture(scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
+    async with serving(_settings(tmp_path_factory.mktemp("wakes"),
+                                 long_poll_wait_ms_max=120_000)) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def long_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(receive_route, "_WAIT_SLICE_MS", 600_000)
+
+
+async def test_a_waiting_receive_wakes_when_an_expired_message_is_retried_in_place(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "late"}])
+    [first] = await _receive(served, group, topic, invisible_ms=5_000)
+    waiting = asyncio.ensure_future(_receive(served, group, topic, wait_ms=100_000))
+    arrivals = served.broker.store.arrivals
+    for _ in range(2_000):  # until it waits (the next test covers the other order)
+        if arrivals.waiter_count:
+            break
+        await asyncio.sleep(0.005)
+    assert arrivals.waiter_count and not waiting.done()
+    assert _expire(served, clock, 5_000) == 1
+    [again] = await asyncio.wait_for(waiting, ANSWER_WAIT_S)
+    assert (again["msg_id"], again["delivery_attempt"]) == (first["msg_id"], 2)
+    assert (await _ack(served, group, topic, [again["receipt_handle"]])).status_code == 200
+
+
+async def test_a_retry_between_the_empty_receive_and_the_wait_is_not_missed(
+        served: Served, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    group, topic = await _setup(served, queues=1, messages=[{"body": "late"}])
+    [first] = await _receive(served, group, topic, invisible_ms=5_000)
+    batches = served.broker.pop_batches
+    real_receive = batches.receive
+    expired: list[int] = []
+
+    async def receive_then_expire(ask: Any) -> Any:
+        answer = await real_receive(ask)
+        if not expired:  # after the empty receive, before the wait parks: the poke is missed
+            expired.append(_expire(served, clock, 5_000))
+        return answer
+
+    monkeypatch.setattr(batches, "receive", receive_then_expire)
+    [again] = await asyncio.wait_for(_receive(served, group, topic, wait_ms=100_000),
+                                     ANSWER_WAIT_S)
+    assert expired == [1]
+    assert (again["msg_id"], again["delivery_attempt"]) == (first["msg_id"], 2)
+
+
+def test_a_poke_wakes_the_waiters_of_its_queue_only(tmp_path: Path) -> None:
+    from store.arrivals import Arrivals
+
+    arrivals = Arrivals(waiters_max=4)
+    woken: list[str] = []
+    arrivals.park("T", 0, 5, lambda: 5, lambda: woken.append("q0"))
+    arrivals.park("T", 1, 5, lambda: 5, lambda: woken.append("q1"))
+    before = arrivals.pokes
+    arrivals.poke("T", 0)
+    assert woken == ["q0"] and arrivals.pokes == before + 1
