@@ -219,6 +219,10 @@ class GroupConsumption:
             wanted = max((gather.wanted for gather in gathers), default=0)
             rounds = (wanted + self._settings.pop_window_max) // RECORD_EVENTS_MAX + 2
             for number in range(rounds):
+                if number and not any(gather.refused is None and gather.order
+                                      and len(gather.delivered) < gather.wanted
+                                      for gather in gathers):
+                    break  # every receive has what it wanted: no round to plan
                 if number:
                     # Between two rounds the lock is let go, and the GIL with it (sleep(0)),
                     # so the expiry tick waiting for the lock gets it: held across a big
