@@ -31,14 +31,17 @@ case therefore runs with two kinds of client, both in the same run, since users 
 The ratios pair like with like: (p)/(r) and (p-lean)/(r-h). Under each throughput, the CPU
 per message of every process in the case: this bench's client process (time.process_time),
 the master and the slave, or the two redis-servers (/proc). On a shared machine that is the
-figure load moves least, and it says where each side's time goes.
+figure load moves least, and it says where each side's time goes; the sum over the processes,
+against Redis's ("all CPU per message"), is what the throughput ratio tends to the inverse of
+when every core is busy.
 
 Redelivery lateness: N messages received at once (invisible 2 s) and never acked; 8
 receivers long-poll (1,024 a receive). With httpx by default: at 1,024 messages a receive its
 CPU per message is small next to the master's, which bounds the drain (--lateness-clients
-lean,httpx runs the case with each). The invisible times spread over the time the first
-receives took (printed): a faster client makes a tighter burst, later at its end. Two
-figures, which mean different things:
+lean,httpx runs the case with each). The N invisible times spread over the time the first
+receives took (printed; mostly the master's time, and the load's): the tighter that burst,
+the later its last messages come back after their own invisible time, so end-to-end figures
+compare at similar spreads. Two figures, which mean different things:
   broker: when the master's expiry tick ended the delivery (the message is receivable from
       then on: its retry copy is in the retry queue once dispatch has passed it) minus its
       invisible time; the bucket bounds of twinlog_pop_redelivery_lateness_seconds. This is
@@ -268,8 +271,7 @@ async def redelivery_lateness(url: str, topic: str, group: str, count: int,
     """Receive `count` messages and ack none, then receive them again (8 receivers) and ack.
     The drain's CPU is that of the receivers' span, per message received again; the
     receivers end once each one's long poll has ended after the last message (up to
-    `wait_ms` later). The invisible times spread over the time the first receives took: the
-    faster the client, the tighter the burst that expires together."""
+    `wait_ms` later)."""
     path = f"/v1/groups/{group}/topics/{topic}/messages"
     until: dict[str, int] = {}
     late_ms: list[float] = []
@@ -445,8 +447,13 @@ def _report_consumption(key: str, figures: Consumption, streams: dict[str, Drain
     cpu_line(pop.cpu_us)
     redis_name = "r" if client_kind.redis_parser == "python" else "r-h"
     if client_kind.redis_parser in streams:
+        redis = streams[client_kind.redis_parser]
         row(f"(p{name}) receive + ack, against ({redis_name})", pop.per_s, "msg/s",
-            streams[client_kind.redis_parser].per_s, f"target >= 1.0 of ({redis_name})")
+            redis.per_s, f"target >= 1.0 of ({redis_name})")
+        # What the whole case costs the machine per message: with every core busy (this
+        # bench's case), the throughput ratio tends to the inverse of this one.
+        row(f"(p{name}) all CPU per message, against ({redis_name})",
+            sum(pop.cpu_us.values()), "us", sum(redis.cpu_us.values()))
     row(f"(p{name}) master CPU per message", pop.cpu_us["master"], "us")
     row(f"(q{name}), (p{name}): making {CONSUMERS} clients, CPU", figures.setup_ms, "ms")
     if figures.batch_mean is not None:
