@@ -108,7 +108,7 @@ class Drain:
 class Client:
     """An HTTP client library the consumers use, and its Redis counterpart."""
 
-    name: str  # the rows' suffix: "" for httpx (last session's rows), "-lean"
+    name: str  # the rows' suffix: "" for httpx (the rows earlier runs printed), "-lean"
     title: str
     connect: Callable[[str], Any]  # base URL -> an async context manager client
     redis_parser: str  # "python" or "hiredis"
