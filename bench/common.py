@@ -66,3 +66,29 @@ def process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """The CPU each process of a case used over it, per operation: this (the bench's client)
+    process by `time.process_time()` and the watched ones (label -> pid) by /proc. On a shared
+    machine the figure load moves least, and it says where one side's time goes."""
+
+    def __init__(self, watched: dict[str, int]) -> None:
+        self._watched = dict(watched)
+        self._client_s = time.process_time()
+        self._watched_s = {label: cpu_s(pid) for label, pid in self._watched.items()}
+
+    def per_operation_us(self, operations: int) -> dict[str, float]:
+        """Microseconds per operation since the start: "bench client" first, then each
+        watched process in the order given."""
+        assert operations > 0, operations
+        spent_s = {"bench client": time.process_time() - self._client_s}
+        spent_s.update({label: cpu_s(pid) - self._watched_s[label]
+                        for label, pid in self._watched.items()})
+        return {label: seconds / operations * 1e6 for label, seconds in spent_s.items()}
+
+
+def cpu_line(costs_us: dict[str, float], unit: str = "message") -> None:
+    """One indented line under a figure: each process's CPU per operation and their sum."""
+    parts = ", ".join(f"{label} {value:.1f}" for label, value in costs_us.items())
+    print(f"      CPU us per {unit}: {parts}; all {sum(costs_us.values()):.1f}")

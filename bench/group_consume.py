@@ -3,6 +3,7 @@ commits and to Redis Streams consumer groups, and the lateness of redeliveries.
 
     python bench/group_consume.py            # 16,000 messages a case, 10,000 in flight
     python bench/group_consume.py --quick    # 4,000 messages a case, 2,000 in flight
+    python bench/group_consume.py --clients lean   # one client library (default: both)
     python bench/group_consume.py --old-tree ../wt-old   # and that checkout's broker, in turn
 
 One SYNC_MASTER with a live SLAVE process (every receive, ack and commit is a record its
@@ -16,8 +17,31 @@ asyncio (one connection each), 32 messages a request:
   (r) Redis Streams: XREADGROUP COUNT 32, then XACK of their ids and WAIT 1 (the replica
       holds the acks, as twinlog's slave does).
 Targets: (p) >= 0.5 of (q), (p) >= 1.0 of (r).
+
+Client libraries. The consumers run in this one process, and what their client library costs
+is part of each figure: with httpx it was the largest single CPU cost of the twinlog side, so
+a comparison with redis-py said as much about the two libraries as about the brokers. Every
+case therefore runs with two kinds of client, both in the same run, since users run both:
+  httpx, next to redis-py with its pure-Python reply parser: the rows (q), (p), (r), as
+      earlier runs printed them (each case makes its 8 httpx clients inside its time, as
+      before; the CPU that takes, mostly a TLS context each, is printed);
+  lean (bench/lean_http.py: requests written as bytes, answers parsed by httptools' C
+      parser, JSON by orjson), next to redis-py with hiredis (its C parser): the rows
+      (q-lean), (p-lean), (r-h).
+The ratios pair like with like: (p)/(r) and (p-lean)/(r-h). Under each throughput, the CPU
+per message of every process in the case: this bench's client process (time.process_time),
+the master and the slave, or the two redis-servers (/proc). On a shared machine that is the
+figure load moves least, and it says where each side's time goes; the sum over the processes,
+against Redis's ("all CPU per message"), is what the throughput ratio tends to the inverse of
+when every core is busy.
+
 Redelivery lateness: N messages received at once (invisible 2 s) and never acked; 8
-receivers long-poll (1,024 a receive). Two figures, which mean different things:
+receivers long-poll (1,024 a receive). With httpx by default: at 1,024 messages a receive its
+CPU per message is small next to the master's, which bounds the drain (--lateness-clients
+lean,httpx runs the case with each). The N invisible times spread over the time the first
+receives took (printed; mostly the master's time, and the load's): the tighter that burst,
+the later its last messages come back after their own invisible time, so end-to-end figures
+compare at similar spreads. Two figures, which mean different things:
   broker: when the master's expiry tick ended the delivery (the message is receivable from
       then on: its retry copy is in the retry queue once dispatch has passed it) minus its
       invisible time; the bucket bounds of twinlog_pop_redelivery_lateness_seconds. This is
@@ -26,11 +50,14 @@ receivers long-poll (1,024 a receive). Two figures, which mean different things:
       its first receive answered (the same with one message in flight is the baseline). It
       includes receiving all N again, which takes N / (receive throughput), shown as the
       redelivery drain rate: with N expiring in one burst, the last of them cannot be
-      answered before N / rate.
+      answered before N / rate. The drain runs from the first invisible time to the last
+      message back, with the CPU per message of the receivers' span; "to the receivers'
+      end" is what earlier runs printed as the drain (it also waits for the receivers'
+      last long polls, up to 500 ms after the last message).
 Target: p99 <= 250 ms with 10,000 in flight.
-Master CPU per message of (p) is the master process's CPU (user + system) over the case,
-the figure load moves least; with --old-tree each tree's broker runs every case in turn
-(old, new, ...) and the new/old ratios of one round are printed.
+Master CPU per message of (p) is the master process's CPU (user + system) over the case;
+with --old-tree each tree's broker runs every case in turn (old, new, ...) and the new/old
+ratios of one round are printed (of the first client library's cases).
 """
 
 from __future__ import annotations
@@ -42,17 +69,20 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import cpu_s, header, row  # noqa: E402
+from bench.common import CpuMeter, cpu_line, header, row  # noqa: E402
 from bench.http_produce import broker_processes, free_port  # noqa: E402
-from bench.redis_stream import ensure_redis_server, redis_pair  # noqa: E402
+from bench.lean_http import LeanHttp  # noqa: E402
+from bench.redis_stream import ensure_redis_server, redis_pair_processes  # noqa: E402
 
 CONSUMERS = 8
 BATCH = 32
@@ -67,10 +97,41 @@ SETTINGS = ("pop_invisible_ms_min=1000", "pop_in_flight_per_group_max=100000",
 class Drain:
     messages: int
     elapsed_s: float
+    cpu_us: dict[str, float] = field(default_factory=dict)  # per message, by process
 
     @property
     def per_s(self) -> float:
         return self.messages / self.elapsed_s
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """An HTTP client library the consumers use, and its Redis counterpart."""
+
+    name: str  # the rows' suffix: "" for httpx (the rows earlier runs printed), "-lean"
+    title: str
+    connect: Callable[[str], Any]  # base URL -> an async context manager client
+    redis_parser: str  # "python" or "hiredis"
+
+
+CLIENTS = {
+    "httpx": Client("", "httpx", lambda url: httpx.AsyncClient(base_url=url, timeout=30.0),
+                    "python"),
+    "lean": Client("-lean", "lean client (bench/lean_http.py)",
+                   lambda url: LeanHttp(url, timeout_s=30.0), "hiredis"),
+}
+
+
+class _Meter:
+    """Wall time and CPU (the bench's client process and the watched ones) of one case."""
+
+    def __init__(self, watched: dict[str, int]) -> None:
+        self._cpu = CpuMeter(watched)
+        self._started_s = time.perf_counter()
+
+    def drain(self, messages: int) -> Drain:
+        elapsed_s = time.perf_counter() - self._started_s
+        return Drain(messages, elapsed_s, self._cpu.per_operation_us(messages))
 
 
 async def _produce(client: httpx.AsyncClient, topic: str, count: int) -> None:
@@ -87,13 +148,14 @@ async def _group(client: httpx.AsyncClient, name: str) -> None:
     (await client.post("/v1/groups", json={"name": name})).raise_for_status()
 
 
-async def per_queue(url: str, topic: str, group: str, count: int) -> Drain:
+async def per_queue(url: str, topic: str, group: str, count: int, client_kind: Client,
+                    watched: dict[str, int]) -> Drain:
     """(q): consumer i reads queue i from its offset and commits after each read."""
     done = [0]
 
     async def consumer(queue_id: int) -> None:
         offset = 0
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with client_kind.connect(url) as client:
             while True:
                 answer = (await client.get(f"/v1/topics/{topic}/queues/{queue_id}/messages",
                                            params={"offset": offset,
@@ -107,20 +169,20 @@ async def per_queue(url: str, topic: str, group: str, count: int) -> Drain:
                 response.raise_for_status()
                 done[0] += len(answer["messages"])
 
-    started = time.perf_counter()
+    meter = _Meter(watched)
     await asyncio.gather(*(consumer(queue_id) for queue_id in range(QUEUES)))
-    elapsed = time.perf_counter() - started
     assert done[0] == count, (done[0], count)
-    return Drain(done[0], elapsed)
+    return meter.drain(done[0])
 
 
-async def receive_ack(url: str, topic: str, group: str, count: int) -> Drain:
+async def receive_ack(url: str, topic: str, group: str, count: int, client_kind: Client,
+                      watched: dict[str, int]) -> Drain:
     """(p): receive up to 32 (the broker chooses), ack their handles."""
     done = [0]
     path = f"/v1/groups/{group}/topics/{topic}/messages"
 
     async def consumer() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        async with client_kind.connect(url) as client:
             while done[0] < count:
                 response = await client.post(path + ":receive", json={
                     "max_messages": BATCH, "invisible_ms": 60_000})
@@ -133,19 +195,35 @@ async def receive_ack(url: str, topic: str, group: str, count: int) -> Drain:
                 ack.raise_for_status()
                 done[0] += len(messages)
 
-    started = time.perf_counter()
+    meter = _Meter(watched)
     await asyncio.gather(*(consumer() for _ in range(CONSUMERS)))
-    elapsed = time.perf_counter() - started
     assert done[0] == count, (done[0], count)
-    return Drain(done[0], elapsed)
+    return meter.drain(done[0])
 
 
-async def redis_streams(redis_url: str, count: int) -> Drain:
-    """(r): XREADGROUP COUNT 32 + XACK + WAIT 1, 8 consumers, one connection each."""
+def _redis_parser_class(parser: str) -> type:
+    """redis-py's asyncio parser: hiredis's C one, or its own pure-Python RESP3 one (the
+    protocol redis-py speaks by default). redis-py takes hiredis whenever it is importable,
+    so the pure-Python row names its class."""
+    from redis._parsers import _AsyncHiredisParser, _AsyncRESP3Parser
+    from redis.utils import HIREDIS_AVAILABLE
+
+    if parser == "python":
+        return _AsyncRESP3Parser
+    if not HIREDIS_AVAILABLE:
+        raise SystemExit("hiredis (>= 3.2) is not installed: pip install -e '.[bench]'")
+    return _AsyncHiredisParser
+
+
+async def redis_streams(redis_url: str, count: int, parser: str,
+                        watched: dict[str, int]) -> Drain:
+    """(r): XREADGROUP COUNT 32 + XACK + WAIT 1, 8 consumers, one connection each; redis-py
+    with the given reply parser."""
     import redis.asyncio as redis_async
 
+    parser_class = _redis_parser_class(parser)
     setup = redis_async.Redis.from_url(redis_url)
-    stream, group = "bench-group", "g"
+    stream, group = f"bench-group-{parser}", "g"
     for start in range(0, count, 1000):
         pipe = setup.pipeline(transaction=False)
         for _ in range(min(1000, count - start)):
@@ -156,7 +234,8 @@ async def redis_streams(redis_url: str, count: int) -> Drain:
     done = [0]
 
     async def consumer(name: str) -> None:
-        pool = redis_async.BlockingConnectionPool.from_url(redis_url, max_connections=1)
+        pool = redis_async.BlockingConnectionPool.from_url(redis_url, max_connections=1,
+                                                           parser_class=parser_class)
         client = redis_async.Redis(connection_pool=pool)
         try:
             while True:
@@ -173,21 +252,31 @@ async def redis_streams(redis_url: str, count: int) -> Drain:
             await client.aclose()
             await pool.aclose()
 
-    started = time.perf_counter()
+    meter = _Meter(watched)
     await asyncio.gather(*(consumer(f"c{number}") for number in range(CONSUMERS)))
-    elapsed = time.perf_counter() - started
     assert done[0] == count, (done[0], count)
-    return Drain(done[0], elapsed)
+    return meter.drain(done[0])
 
 
-async def redelivery_lateness(url: str, topic: str, group: str,
-                              count: int) -> tuple[list[float], Drain]:
-    """Receive `count` messages and ack none; the lateness (ms) of each one's redelivery, and
-    the drain of the redelivery (from the first invisible time to the last one back)."""
+@dataclass(frozen=True, slots=True)
+class Redelivery:
+    late_ms: list[float]  # each message's, sorted
+    drain: Drain  # from the first invisible time to the last message back
+    to_end_s: float  # from the first invisible time to the receivers' end
+    spread_ms: float  # from the first invisible time to the last
+
+
+async def redelivery_lateness(url: str, topic: str, group: str, count: int,
+                              client_kind: Client, watched: dict[str, int]) -> Redelivery:
+    """Receive `count` messages and ack none, then receive them again (8 receivers) and ack.
+    The drain's CPU is that of the receivers' span, per message received again; the
+    receivers end once each one's long poll has ended after the last message (up to
+    `wait_ms` later)."""
     path = f"/v1/groups/{group}/topics/{topic}/messages"
     until: dict[str, int] = {}
     late_ms: list[float] = []
-    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+    last_back_ms = [0.0]
+    async with client_kind.connect(url) as client:
         while len(until) < count:
             response = await client.post(path + ":receive", json={
                 "max_messages": min(1024, count - len(until)), "invisible_ms": INVISIBLE_MS})
@@ -195,8 +284,8 @@ async def redelivery_lateness(url: str, topic: str, group: str,
             for message in response.json()["messages"]:
                 until[message["msg_id"]] = message["invisible_until_ms"]
 
-    async def receiver() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+    async def receiver(client: Any) -> None:
+        async with client:
             while len(late_ms) < count:
                 response = await client.post(path + ":receive", json={
                     "max_messages": 1024, "invisible_ms": 60_000, "wait_ms": 500})
@@ -205,13 +294,21 @@ async def redelivery_lateness(url: str, topic: str, group: str,
                 messages = response.json()["messages"]
                 late_ms.extend(now_ms - until[message["msg_id"]] for message in messages)
                 if messages:
+                    last_back_ms[0] = max(last_back_ms[0], now_ms)
                     await client.post(path + ":ack", json={
                         "receipt_handles": [message["receipt_handle"] for message in messages]})
 
-    await asyncio.wait_for(asyncio.gather(*(receiver() for _ in range(CONSUMERS))),
+    # The receivers' clients are made before the meter starts, so that the drain's CPU is
+    # that of receiving again, not of making clients (an httpx client's TLS context is
+    # about 20 ms of CPU: 8 of them are 16 us a message of 10,000, 80 of 2,000).
+    clients = [client_kind.connect(url) for _ in range(CONSUMERS)]
+    meter = CpuMeter(watched)
+    await asyncio.wait_for(asyncio.gather(*(receiver(client) for client in clients)),
                            INVISIBLE_MS / 1000 + 120)
-    drain_s = (time.time() * 1000 - min(until.values())) / 1000
-    return sorted(late_ms), Drain(count, drain_s)
+    first_ms = min(until.values())
+    to_end_s = (time.time() * 1000 - first_ms) / 1000
+    drain = Drain(count, (last_back_ms[0] - first_ms) / 1000, meter.per_operation_us(count))
+    return Redelivery(sorted(late_ms), drain, to_end_s, max(until.values()) - first_ms)
 
 
 async def _expiry_buckets(url: str) -> dict[float, float]:
@@ -240,18 +337,47 @@ def _quantile(values: list[float], fraction: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Figures:
-    """One broker's cases."""
+class Consumption:
+    """(q) and (p) with one client library."""
 
     queue: Drain
     pop: Drain
-    pop_cpu_us: float  # master CPU per message of (p)
     batch_mean: float | None  # receives and acks a decision answered (None: not counted)
+    setup_ms: float  # CPU to make the consumers' clients (each case makes its own)
+
+
+async def _setup_cpu_ms(url: str, client_kind: Client) -> float:
+    """The CPU this process spends making one case's clients (no request sent): part of
+    each case's client CPU and of its wall time, as it happens inside the case."""
+    started_s = time.process_time()
+    clients = [client_kind.connect(url) for _ in range(CONSUMERS)]
+    spent_s = time.process_time() - started_s
+    for client in clients:
+        await client.aclose()
+    return spent_s * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Lateness:
     one_ms: float
     many_ms: list[float]
-    drain: Drain  # the redelivery: N messages received again
+    drain: Drain  # the redelivery: N messages received again, to the last one back
+    to_end_per_s: float  # N over the time to the receivers' end (what earlier runs printed)
+    spread_ms: float  # of the N invisible times
     broker_p50_ms: float
     broker_p99_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One broker's cases, by client (the keys of CLIENTS)."""
+
+    consumption: dict[str, Consumption]
+    lateness: dict[str, Lateness]
+
+    @property
+    def first(self) -> Consumption:
+        return next(iter(self.consumption.values()))
 
 
 async def _counter(url: str, name: str) -> float | None:
@@ -262,91 +388,188 @@ async def _counter(url: str, name: str) -> float | None:
     return values[0] if values else None
 
 
-async def _cases(url: str, master_pid: int, count: int, in_flight: int) -> Figures:
-    async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
-        for topic in ("PerQueue", "Pop", "Late", "Late1"):
-            await _produce(client, topic, {"Late": in_flight, "Late1": 1}.get(topic, count))
-        for group in ("q", "p", "late", "late1"):
-            await _group(client, group)
-    queue = await per_queue(url, "PerQueue", "q", count)
+async def _consumption(url: str, client_kind: Client, count: int,
+                       watched: dict[str, int]) -> Consumption:
+    suffix = client_kind.name.replace("-", "")
+    queue = await per_queue(url, "PerQueue" + suffix, "q" + suffix, count, client_kind,
+                            watched)
     decisions = await _counter(url, "twinlog_pop_decisions_total")
     requests = await _counter(url, "twinlog_pop_decided_requests_total")
-    cpu_before = cpu_s(master_pid)
-    pop = await receive_ack(url, "Pop", "p", count)
-    pop_cpu_us = (cpu_s(master_pid) - cpu_before) / count * 1e6
+    pop = await receive_ack(url, "Pop" + suffix, "p" + suffix, count, client_kind, watched)
     batch_mean = None
     if decisions is not None and requests is not None:
         decided = (await _counter(url, "twinlog_pop_decisions_total") or 0.0) - decisions
         answered = (await _counter(url, "twinlog_pop_decided_requests_total") or 0.0) - requests
         batch_mean = answered / decided if decided else None
-    one, _ = await redelivery_lateness(url, "Late1", "late1", 1)
+    return Consumption(queue, pop, batch_mean, await _setup_cpu_ms(url, client_kind))
+
+
+async def _lateness(url: str, client_kind: Client, in_flight: int,
+                    watched: dict[str, int]) -> Lateness:
+    suffix = client_kind.name.replace("-", "")
+    one = await redelivery_lateness(url, "Late1" + suffix, "late1" + suffix, 1, client_kind,
+                                    watched)
     before = await _expiry_buckets(url)
-    many, drain = await redelivery_lateness(url, "Late", "late", in_flight)
+    many = await redelivery_lateness(url, "Late" + suffix, "late" + suffix, in_flight,
+                                     client_kind, watched)
     after = await _expiry_buckets(url)
-    return Figures(queue, pop, pop_cpu_us, batch_mean, one[0], many, drain,
-                   _bucket_quantile(before, after, 0.5), _bucket_quantile(before, after, 0.99))
+    return Lateness(one.late_ms[0], many.late_ms, many.drain, in_flight / many.to_end_s,
+                    many.spread_ms, _bucket_quantile(before, after, 0.5),
+                    _bucket_quantile(before, after, 0.99))
 
 
-def _report(title: str, figures: Figures, streams: Drain, in_flight: int,
+async def _cases(url: str, watched: dict[str, int], count: int, in_flight: int,
+                 clients: list[str], lateness_clients: list[str]) -> Figures:
+    async with httpx.AsyncClient(base_url=url, timeout=60.0) as client:
+        for key in clients:
+            suffix = CLIENTS[key].name.replace("-", "")
+            for topic in ("PerQueue", "Pop"):
+                await _produce(client, topic + suffix, count)
+            for group in ("q", "p"):
+                await _group(client, group + suffix)
+        for key in lateness_clients:
+            suffix = CLIENTS[key].name.replace("-", "")
+            await _produce(client, "Late" + suffix, in_flight)
+            await _produce(client, "Late1" + suffix, 1)
+            for group in ("late", "late1"):
+                await _group(client, group + suffix)
+    consumption = {key: await _consumption(url, CLIENTS[key], count, watched)
+                   for key in clients}
+    lateness = {key: await _lateness(url, CLIENTS[key], in_flight, watched)
+                for key in lateness_clients}
+    return Figures(consumption, lateness)
+
+
+def _report_consumption(key: str, figures: Consumption, streams: dict[str, Drain]) -> None:
+    client_kind = CLIENTS[key]
+    name, queue, pop = client_kind.name, figures.queue, figures.pop
+    print(f"  -- {client_kind.title}")
+    row(f"(q{name}) per-queue consume + offset commits", queue.per_s, "msg/s")
+    cpu_line(queue.cpu_us)
+    row(f"(p{name}) receive + ack", pop.per_s, "msg/s", queue.per_s,
+        f"target >= 0.5 of (q{name})")
+    cpu_line(pop.cpu_us)
+    redis_name = "r" if client_kind.redis_parser == "python" else "r-h"
+    if client_kind.redis_parser in streams:
+        redis = streams[client_kind.redis_parser]
+        row(f"(p{name}) receive + ack, against ({redis_name})", pop.per_s, "msg/s",
+            redis.per_s, f"target >= 1.0 of ({redis_name})")
+        # What the whole case costs the machine per message: with every core busy (this
+        # bench's case), the throughput ratio tends to the inverse of this one.
+        row(f"(p{name}) all CPU per message, against ({redis_name})",
+            sum(pop.cpu_us.values()), "us", sum(redis.cpu_us.values()))
+    row(f"(p{name}) master CPU per message", pop.cpu_us["master"], "us")
+    row(f"(q{name}), (p{name}): making {CONSUMERS} clients, CPU", figures.setup_ms, "ms")
+    if figures.batch_mean is not None:
+        row(f"(p{name}) receives and acks a decision answered", figures.batch_mean, "mean")
+
+
+def _report_lateness(key: str, figures: Lateness, in_flight: int) -> None:
+    name = CLIENTS[key].name
+    late = f"redelivery{name}:"
+    row(f"{late} end to end, 1 in flight", figures.one_ms, "ms")
+    row(f"{late} {in_flight:,} invisible times spread over", figures.spread_ms, "ms")
+    row(f"{late} end to end, {in_flight:,} in flight: p50", _quantile(figures.many_ms, 0.5),
+        "ms")
+    row(f"{late} end to end, {in_flight:,} in flight: p99",
+        _quantile(figures.many_ms, 0.99), "ms", None, "target <= 250 ms")
+    row(f"{late} drain rate of the {in_flight:,}", figures.drain.per_s, "msg/s")
+    cpu_line(figures.drain.cpu_us, "message received again")
+    row(f"{late} the same to the receivers' end", figures.to_end_per_s, "msg/s")
+    row(f"{late} broker (expiry tick) p50 at most", figures.broker_p50_ms, "ms")
+    row(f"{late} broker (expiry tick) p99 at most", figures.broker_p99_ms, "ms")
+
+
+def _report(title: str, figures: Figures, streams: dict[str, Drain], in_flight: int,
             old: Figures | None) -> None:
     header(f"{title} (load average {os.getloadavg()[0]:.2f})")
-    queue, pop = figures.queue, figures.pop
-    row("(q) per-queue consume + offset commits", queue.per_s, "msg/s")
-    row("(p) receive + ack", pop.per_s, "msg/s", queue.per_s, "target >= 0.5 of (q)")
-    row("(p) receive + ack, against (r)", pop.per_s, "msg/s", streams.per_s,
-        "target >= 1.0 of (r)")
-    row("(p) master CPU per message", figures.pop_cpu_us, "us")
-    if figures.batch_mean is not None:
-        row("(p) receives and acks a decision answered", figures.batch_mean, "mean")
-    row("redelivery: end to end, 1 in flight", figures.one_ms, "ms")
-    row(f"redelivery: end to end, {in_flight:,} in flight: p50", _quantile(figures.many_ms, 0.5),
-        "ms")
-    row(f"redelivery: end to end, {in_flight:,} in flight: p99",
-        _quantile(figures.many_ms, 0.99), "ms", None, "target <= 250 ms")
-    row(f"redelivery: drain rate of the {in_flight:,}", figures.drain.per_s, "msg/s")
-    row("redelivery: broker (expiry tick) p50 at most", figures.broker_p50_ms, "ms")
-    row("redelivery: broker (expiry tick) p99 at most", figures.broker_p99_ms, "ms")
+    for key, consumption in figures.consumption.items():
+        _report_consumption(key, consumption, streams)
+    for key, lateness in figures.lateness.items():
+        _report_lateness(key, lateness, in_flight)
     if old is not None:
-        row("new / old: (p) receive + ack", pop.per_s, "msg/s", old.pop.per_s)
-        row("new / old: (p) master CPU per message", figures.pop_cpu_us, "us",
-            old.pop_cpu_us)
-        row("new / old: (q) per-queue consume", queue.per_s, "msg/s", old.queue.per_s)
-        row("new / old: end to end p99", _quantile(figures.many_ms, 0.99), "ms",
-            _quantile(old.many_ms, 0.99))
+        name = CLIENTS[next(iter(figures.consumption))].name
+        new_first, old_first = figures.first, old.first
+        row(f"new / old: (p{name}) receive + ack", new_first.pop.per_s, "msg/s",
+            old_first.pop.per_s)
+        row(f"new / old: (p{name}) master CPU per message", new_first.pop.cpu_us["master"],
+            "us", old_first.pop.cpu_us["master"])
+        row(f"new / old: (q{name}) per-queue consume", new_first.queue.per_s, "msg/s",
+            old_first.queue.per_s)
+        for key in figures.lateness.keys() & old.lateness.keys():
+            row(f"new / old: end to end p99{CLIENTS[key].name}",
+                _quantile(figures.lateness[key].many_ms, 0.99), "ms",
+                _quantile(old.lateness[key].many_ms, 0.99))
 
 
-def _broker_cases(scratch: Path, tree: Path, name: str, count: int,
-                  in_flight: int) -> Figures:
+def _broker_cases(scratch: Path, tree: Path, name: str, count: int, in_flight: int,
+                  clients: list[str], lateness_clients: list[str]) -> Figures:
     with broker_processes(scratch, "SYNC_MASTER", with_slave=True, name=name,
                           settings=SETTINGS, tree=tree) as (url, processes):
-        return asyncio.run(_cases(url, processes[0].pid, count, in_flight))
+        watched = {"master": processes[0].pid, "slave": processes[1].pid}
+        return asyncio.run(_cases(url, watched, count, in_flight, clients, lateness_clients))
+
+
+def _redis_cases(server: str, scratch: Path, count: int,
+                 clients: list[str]) -> dict[str, Drain]:
+    """(r) and (r-h), as the clients ask, on one master and replica: parser -> drain."""
+    streams = {}
+    with redis_pair_processes(server, scratch, free_port(), free_port()) as (url, processes):
+        watched = {"redis master": processes[0].pid, "redis replica": processes[1].pid}
+        for key in clients:
+            parser = CLIENTS[key].redis_parser
+            streams[parser] = asyncio.run(redis_streams(url, count, parser, watched))
+    return streams
+
+
+def _client_list(text: str) -> list[str]:
+    keys = [key.strip() for key in text.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in CLIENTS]
+    if not keys or unknown:
+        raise argparse.ArgumentTypeError(f"clients are a list of {', '.join(CLIENTS)}; "
+                                         f"got {text!r}")
+    return list(dict.fromkeys(keys))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--clients", type=_client_list, default=list(CLIENTS),
+                        help="HTTP client libraries, each with its Redis counterpart: "
+                             "httpx (and redis-py's Python parser), lean (and hiredis); "
+                             "default both")
+    parser.add_argument("--lateness-clients", type=_client_list, default=["httpx"],
+                        help="the client libraries the redelivery-lateness case runs with "
+                             "(default httpx: the master, not the client, bounds its drain)")
     parser.add_argument("--old-tree", type=Path, default=None,
                         help="another checkout: its broker runs the same cases in turn")
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --old-tree: old then new, this many times")
     arguments = parser.parse_args()
     count, in_flight = (4_000, 2_000) if arguments.quick else (16_000, 10_000)
+    clients, lateness_clients = arguments.clients, arguments.lateness_clients
     server = ensure_redis_server()
     scratch = Path(tempfile.mkdtemp(prefix="twinlog-group-consume-"))
     try:
-        with redis_pair(server, scratch, free_port(), free_port()) as redis_url:
-            streams = asyncio.run(redis_streams(redis_url, count))
+        streams = _redis_cases(server, scratch, count, clients)
         header(f"group consumption: {count:,} messages a case, {CONSUMERS} consumers, "
                f"{BATCH} a request; redelivery after a {INVISIBLE_MS} ms invisible time")
-        row("(r) Redis XREADGROUP + XACK + WAIT 1", streams.per_s, "msg/s")
+        if "python" in streams:
+            row("(r) Redis XREADGROUP + XACK + WAIT 1", streams["python"].per_s, "msg/s")
+            cpu_line(streams["python"].cpu_us)
+        if "hiredis" in streams:
+            row("(r-h) the same, redis-py with hiredis", streams["hiredis"].per_s, "msg/s")
+            cpu_line(streams["hiredis"].cpu_us)
         old_tree = arguments.old_tree
         for number in range(arguments.rounds if old_tree is not None else 1):
             old = None
             if old_tree is not None:
-                old = _broker_cases(scratch, old_tree.resolve(), "old", count, in_flight)
+                old = _broker_cases(scratch, old_tree.resolve(), "old", count, in_flight,
+                                    clients, lateness_clients)
                 _report(f"round {number + 1}: old ({old_tree})", old, streams, in_flight,
                         None)
-            new = _broker_cases(scratch, ROOT, "new", count, in_flight)
+            new = _broker_cases(scratch, ROOT, "new", count, in_flight, clients,
+                                lateness_clients)
             _report(f"round {number + 1}: new ({ROOT})", new, streams, in_flight, old)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

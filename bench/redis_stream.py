@@ -43,6 +43,14 @@ def ensure_redis_server() -> str:
 @contextmanager
 def redis_pair(server: str, scratch: Path, master_port: int, replica_port: int) -> Iterator[str]:
     """A master and a replica of it, both without persistence; yields the master's URL."""
+    with redis_pair_processes(server, scratch, master_port, replica_port) as (url, _):
+        yield url
+
+
+@contextmanager
+def redis_pair_processes(server: str, scratch: Path, master_port: int, replica_port: int
+                         ) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """`redis_pair`, yielding the master's URL and both processes (the master first)."""
     common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
               "--protected-mode", "no", "--daemonize", "no"]
     processes = []
@@ -55,7 +63,7 @@ def redis_pair(server: str, scratch: Path, master_port: int, replica_port: int) 
                 [server, "--port", str(port), "--dir", str(directory), *common, *extra],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait_replica_linked(master_port)
-        yield f"redis://127.0.0.1:{master_port}"
+        yield f"redis://127.0.0.1:{master_port}", processes
     finally:
         for process in reversed(processes):
             process.terminate()
