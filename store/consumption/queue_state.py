@@ -87,7 +87,7 @@ class QueueState:
                  window_max: int = WINDOW_MAX_DEFAULT, next_delivery_id: int = 1) -> None:
         if committed_offset < 0 or window_max < 1 or next_delivery_id < 1:
             raise ConsumptionError("bad queue state bounds")
-        self.fifo = fifo
+        self._fifo = fifo
         self.window_max = window_max
         self.next_delivery_id = next_delivery_id
         self._committed_offset = committed_offset
@@ -99,6 +99,24 @@ class QueueState:
         self._deadlines: list[tuple[int, int, int]] = []  # heap: (until_ms, offset, id)
 
     # -- reading -------------------------------------------------------------------------------
+    @property
+    def fifo(self) -> bool:
+        """Whether the queue is ordered as a whole (its keyless messages share one key)."""
+        return self._fifo
+
+    @fifo.setter
+    def fifo(self, fifo: bool) -> None:
+        """A new mode: the keys in flight are counted again by the keys of the new mode."""
+        if fifo == self._fifo:
+            return
+        self._fifo = fifo
+        self._keys_in_flight = {}
+        for entry in self._window.values():
+            if entry.state is EntryState.IN_FLIGHT:
+                key = self._key(entry.order_key)
+                if key is not None:
+                    self._keys_in_flight[key] = self._keys_in_flight.get(key, 0) + 1
+
     @property
     def committed_offset(self) -> int:
         """The lowest offset not yet done: every offset below it is acked or disposed of."""

@@ -201,3 +201,22 @@ def test_candidates_must_start_at_the_scan_offset() -> None:
         _receive(state, [Candidate(6)])
     with pytest.raises(ConsumptionError, match="positive"):
         _receive(state, [], max_messages=0)
+
+
+def test_a_mode_change_counts_the_keys_in_flight_again() -> None:
+    state = QueueState()
+    first, second = _receive(state, _candidates(state, 3), max_messages=2).deliveries
+    state.fifo = True  # two keyless in flight: the queue's one key is held until both land
+    assert _receive(state, _candidates(state, 1)).deliveries == ()  # offset 2 waits
+    ack = state.plan_ack(queue_offset=0, delivery_id=first.delivery_id).event
+    assert ack is not None and state.apply(ack)
+    assert _receive(state, []).deliveries == ()  # offset 1 still holds it
+    state.fifo = False
+    (third,) = _receive(state, []).deliveries
+    assert third.queue_offset == 2
+    state.fifo = True
+    for delivery in (second, third):
+        ack = state.plan_ack(queue_offset=delivery.queue_offset,
+                             delivery_id=delivery.delivery_id).event
+        assert ack is not None and state.apply(ack)
+    assert state.committed_offset == 3 and state.in_flight_count == 0
