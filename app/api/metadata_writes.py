@@ -91,19 +91,20 @@ def delete_topic(broker: Broker, name: str) -> None:
 
 def create_group(broker: Broker, name: str, *, consume_enabled: bool, broadcast_enabled: bool,
                  retry_queue_count: int, retry_times_max: int,
-                 backoff: str = "") -> SubscriptionGroup:
+                 backoff: str = "", fifo: bool = False) -> SubscriptionGroup:
     metadata = broker.metadata_store
     with broker.metadata_log.change_lock:
         _write(broker, [metadata.plan_create_group(
             name=name, consume_enabled=consume_enabled, broadcast_enabled=broadcast_enabled,
             retry_queue_count=retry_queue_count, retry_times_max=retry_times_max,
-            backoff=backoff)])
+            backoff=backoff, fifo=fifo)])
     return metadata.get_group(name=name)
 
 
 def update_group(broker: Broker, name: str, *, consume_enabled: bool | None,
                  broadcast_enabled: bool | None, retry_queue_count: int | None,
-                 retry_times_max: int | None, backoff: str | None) -> SubscriptionGroup:
+                 retry_times_max: int | None, backoff: str | None,
+                 fifo: bool | None = None) -> SubscriptionGroup:
     """The given fields changed (None keeps one; a backoff of "": the broker's default),
     through a group.put record every replica applies."""
     metadata = broker.metadata_store
@@ -111,7 +112,7 @@ def update_group(broker: Broker, name: str, *, consume_enabled: bool | None,
         change = metadata.plan_update_group(
             name=name, consume_enabled=consume_enabled, broadcast_enabled=broadcast_enabled,
             retry_queue_count=retry_queue_count, retry_times_max=retry_times_max,
-            backoff=backoff)
+            backoff=backoff, fifo=fifo)
         if change is not None:
             _write(broker, [change])
     return metadata.get_group(name=name)

@@ -102,6 +102,11 @@ def pop_metrics(broker: Broker) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "twinlog_pop_decided_requests", "Group consumption: receives and acks those decisions "
         "answered", value=batches.requests)
+    yield CounterMetricFamily(
+        "twinlog_pop_stale_applies_skipped", "Group consumption: decisions whose record was "
+        "not applied here at once, as the states were rebuilt while it was appended (it "
+        "applies as dispatch reaches it, if the log keeps it)",
+        value=broker.consumption.stale_applies_skipped)
     yield lateness_histogram(HistogramMetricFamily(
         "twinlog_pop_redelivery_lateness_seconds",
         "Group consumption: when this broker (as master) ended an expired delivery, minus "

@@ -70,7 +70,7 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
     "list-topics": {"topics": [_TOPIC]},
     "list-groups": {"groups": [{"name": "billing", "consume_enabled": True,
                                 "broadcast_enabled": False, "retry_queue_count": 1,
-                                "retry_times_max": 16, "backoff": None,
+                                "retry_times_max": 16, "backoff": None, "fifo": False,
                                 "created_at_ms": _TIMESTAMP_MS,
                                 "updated_at_ms": _TIMESTAMP_MS}]},
     "admin-diff": {"role": "SYNC_MASTER", "master": {
@@ -113,7 +113,7 @@ _ANSWER_EXAMPLES: dict[str, Any] = {
     "admin-sync-subscription-groups": {
         "table": "subscription_group", "data_version": _DATA_VERSION, "rows": [
             {"name": "billing", "consume_enabled": True, "broadcast_enabled": False,
-             "retry_queue_count": 1, "retry_times_max": 16, "backoff": "",
+             "retry_queue_count": 1, "retry_times_max": 16, "backoff": "", "fifo": False,
              "created_at_ms": _TIMESTAMP_MS, "updated_at_ms": _TIMESTAMP_MS}]},
     "admin-sync-consumer-offsets": {
         "table": "consumer_offset", "data_version": _DATA_VERSION, "rows": [

@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from app.broker.consumption_copies import Copies, CopyRefused, origin_of
@@ -274,6 +275,7 @@ class GroupConsumption:
             if gather is None or gather.wanted + wanted > GATHER_WANTED_MAX:
                 gather = Gather(ask, self.policy(group), self._queue_order(
                     group, ask.topic, ask.queue_count, self.retry_queue_count(group)))
+                self._follow_fifo(group, ask.topic)
                 merged.append(gather)
                 gathers[merge] = gather
             gather.wants.append((number, wanted))
@@ -338,7 +340,8 @@ class GroupConsumption:
                 gather.completions.extend(_copied(self.copies.put, dead))
             except PopRefused as error:
                 gather.refused = error
-        planned = [item for item in planned if item[1][0].refused is None]
+        planned = [(self._moded(record), owner) for record, owner in planned
+                   if owner[0].refused is None]
         records = [record for record, _ in planned] + [record for record, _ in ack_records]
         if not records:
             return
@@ -489,10 +492,39 @@ class GroupConsumption:
             start = bounds[0] if bounds is not None else 0
         try:
             with self.state_lock:
-                return self.registry.create(key, start)
+                return self.registry.create(key, start, fifo=self._fifo(key))
         except RegistryFull as error:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
+
+    def _fifo(self, key: QueueKey) -> bool:
+        """Whether the group's `fifo` orders this queue: a topic's queue of a FIFO group (its
+        retry queues hold copies of messages released while it was not FIFO: delivered as
+        before)."""
+        if key.queue_id & RETRY_QUEUE_BIT:
+            return False
+        config = self._metadata().find_group(name=key.group)
+        return config is not None and config.fifo
+
+    def _follow_fifo(self, group: str, topic: str) -> None:
+        """The group's `fifo` as it is now, on its topic's queue states, before a receive
+        plans from them (a change of the flag applies from each queue's next receive; its
+        record carries the mode to the replicas: `_moded`). The state lock is held."""
+        fifo: bool | None = None
+        for key in self.registry.keys_of(group, topic):
+            state = self.registry.state(key)
+            if state is None or key.queue_id & RETRY_QUEUE_BIT:
+                continue
+            if fifo is None:
+                fifo = self._fifo(key)
+            state.fifo = fifo
+
+    def _moded(self, record: PopRecord) -> PopRecord:
+        """A receive's record with the mode its queue was planned in (every replica's state
+        takes it from the record)."""
+        state = self.registry.state(record.key)
+        fifo = state.fifo if state is not None else self._fifo(record.key)
+        return replace(record, fifo=True) if fifo else record
 
     def _put_records(self, messages: Sequence[Message]
                      ) -> list[tuple[PutMessageResult, PutCompletion]]:

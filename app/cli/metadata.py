@@ -96,9 +96,11 @@ def _group_list(arguments: argparse.Namespace, client: BrokerClient) -> int:
     if arguments.as_json:
         print_json(answer)
         return 0
-    print_table(["GROUP", "CONSUME", "BROADCAST", "RETRY_QUEUES", "RETRY_MAX", "BACKOFF"],
+    print_table(["GROUP", "CONSUME", "BROADCAST", "RETRY_QUEUES", "RETRY_MAX", "BACKOFF",
+                 "FIFO"],
                 [[g["name"], g["consume_enabled"], g["broadcast_enabled"],
-                  g["retry_queue_count"], g["retry_times_max"], _backoff_text(g["backoff"])]
+                  g["retry_queue_count"], g["retry_times_max"], _backoff_text(g["backoff"]),
+                  g["fifo"]]
                  for g in answer["groups"]])
     return 0
 
@@ -113,7 +115,8 @@ def _group_create(arguments: argparse.Namespace, client: BrokerClient) -> int:
 def _group_update(arguments: argparse.Namespace, client: BrokerClient) -> int:
     body = _group_fields(arguments)
     if not body:
-        raise CliError(EXIT_USAGE, "nothing to update: give --retry-max or --backoff")
+        raise CliError(EXIT_USAGE, "nothing to update: give --retry-max, --backoff, --fifo or "
+                                   "--no-fifo")
     answer = client.call("PATCH", _path("v1", "groups", arguments.group), json=body)
     return print_result(arguments, answer, f"updated {answer['name']}: "
                                            f"{_group_policy_text(answer)}")
@@ -125,6 +128,8 @@ def _group_fields(arguments: argparse.Namespace) -> dict[str, Any]:
         body["retry_times_max"] = arguments.retry_max
     if arguments.backoff is not None:
         body["backoff"] = _backoff_of(arguments.backoff)
+    if arguments.fifo is not None:
+        body["fifo"] = arguments.fifo
     return body
 
 
@@ -160,8 +165,8 @@ def _backoff_text(backoff: dict[str, Any] | None) -> str:
 
 
 def _group_policy_text(group: dict[str, Any]) -> str:
-    return (f"at most {group['retry_times_max']} retries, backoff "
-            f"{_backoff_text(group['backoff'])}")
+    return (f"{'FIFO, ' if group['fifo'] else ''}at most {group['retry_times_max']} retries, "
+            f"backoff {_backoff_text(group['backoff'])}")
 
 
 def _group_describe(arguments: argparse.Namespace, client: BrokerClient) -> int:
@@ -268,6 +273,9 @@ def add_commands(commands: Any) -> None:
             "wait of a released message: table (10s 30s 1m 2m ... 2h), "
             "exponential:INITIAL_MS[:MULTIPLIER[:MAX_MS]] (multiplier 2, max 2 h unless "
             "given), or default (the broker's pop_backoff)"))
+        parser.add_argument("--fifo", action=argparse.BooleanOptionalAction, default=None,
+                            help=("a FIFO group: each queue delivered in order, one message at "
+                                  "a time (--no-fifo: in parallel, the default)"))
     group_create.set_defaults(handler=run(_group_create))
     group_update.set_defaults(handler=run(_group_update))
     group_describe = group_actions.add_parser("describe", help="a group and its offsets")

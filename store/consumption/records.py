@@ -9,6 +9,9 @@ decoding them (`is_pop_op`).
 
 The body is JSON with a version. Events carry their whole outcome (docs/group-consumption.md),
 so applying a record is a pure function of the queue state and the record, on every replica.
+A receive's record of a FIFO queue (its group's `fifo`) says so (`"f": true`, left out
+otherwise: the bytes of builds before it): the queue's state takes the mode of the last
+receive applied, on every replica alike.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class PopRecord:
     key: QueueKey
     events: tuple[Event, ...]
     at_ms: int  # when the master decided (the group offset it moves carries it)
+    # A receive's record: whether its queue was FIFO when the master decided it.
+    fifo: bool = False
 
     @property
     def op(self) -> str:
@@ -104,9 +109,12 @@ def _event_fields(event: Event) -> list[Any]:
 def encode(record: PopRecord) -> bytes:
     if not record.events:
         raise ValueError("a pop record holds at least one event")
-    return orjson.dumps({"v": RECORD_VERSION, "g": record.key.group, "t": record.key.topic,
-                         "q": record.key.queue_id, "at": record.at_ms,
-                         "e": [_event_fields(event) for event in record.events]})
+    fields = {"v": RECORD_VERSION, "g": record.key.group, "t": record.key.topic,
+              "q": record.key.queue_id, "at": record.at_ms,
+              "e": [_event_fields(event) for event in record.events]}
+    if record.fifo:
+        fields["f"] = True
+    return orjson.dumps(fields)
 
 
 def decode(body: bytes) -> PopRecord:
@@ -120,11 +128,14 @@ def decode(body: bytes) -> PopRecord:
         key = QueueKey(_text(fields["g"]), _text(fields["t"]), _whole(fields["q"]))
         events = tuple(_event(item) for item in fields["e"])
         at_ms = _whole(fields["at"])
+        fifo = fields.get("f", False)
+        if not isinstance(fifo, bool):
+            raise TypeError(f"{fifo!r} is not a boolean")
     except (KeyError, TypeError, ValueError, IndexError) as error:
         raise PopRecordError(f"a pop record with bad fields: {error!r}") from error
     if not events:
         raise PopRecordError("a pop record without events")
-    return PopRecord(key, events, at_ms)
+    return PopRecord(key, events, at_ms, fifo)
 
 
 def _event(item: list[Any]) -> Event:

@@ -3,7 +3,9 @@
 The master creates a queue's state at its first receive (at the group's committed offset);
 a replica, or the master replaying its log after a restart, creates it at the first record
 that takes offsets into its window, so every replica holds the same states as the master's
-log says. The number of states is bounded (`states_max`): the master refuses a receive that
+log says. A state's mode (FIFO or not) is the one its last receive record carries (the
+master decides it from the group's `fifo`), so it is the same on every replica too. The
+number of states is bounded (`states_max`): the master refuses a receive that
 would create one more, so a replica never holds more than its master.
 
 Applying a record is idempotent (QueueState.apply), and the counters (acked, retried,
@@ -138,14 +140,14 @@ class ConsumptionRegistry:
                    for (name, _), keys in self._topics.items() if name == group
                    for key in keys)
 
-    def create(self, key: QueueKey, committed_offset: int) -> QueueState:
-        """The master's state of a queue at its first receive."""
+    def create(self, key: QueueKey, committed_offset: int, *, fifo: bool = False) -> QueueState:
+        """The master's state of a queue at its first receive (`fifo`: its group's)."""
         state = self._states.get(key)
         if state is not None:
             return state
         if len(self._states) >= self.states_max:
             raise RegistryFull(f"{self.states_max} queue states exist (pop_queue_states_max)")
-        state = QueueState(committed_offset, window_max=self.window_max)
+        state = QueueState(committed_offset, fifo=fifo, window_max=self.window_max)
         self._states[key] = state
         self._reported[key] = committed_offset
         self._topics.setdefault((key.group, key.topic), []).append(key)
@@ -160,13 +162,15 @@ class ConsumptionRegistry:
             first = record.events[0]
             if not isinstance(first, Received) or not first.scanned:
                 return  # its queue's earlier records are gone (retention): nothing to do
-            state = self.create(key, first.scanned[0].queue_offset)
+            state = self.create(key, first.scanned[0].queue_offset, fifo=record.fifo)
         counts = self._counts.get((key.group, key.topic))
         if counts is None:
             counts = self._counts[(key.group, key.topic)] = TopicCounts()
         for event in record.events:
             if not state.apply(event):
                 continue
+            if isinstance(event, Received):
+                state.fifo = record.fifo  # the mode its master decided the receive in
             if isinstance(event, Acked):
                 counts.acked += 1
             elif isinstance(event, Retried):

@@ -33,6 +33,7 @@ def create_group(
     retry_queue_count: int = DEFAULT_RETRY_QUEUE_COUNT,
     retry_times_max: int = DEFAULT_RETRY_TIMES_MAX,
     backoff: str = "",
+    fifo: bool = False,
 ) -> SubscriptionGroup:
     """Create a subscription group; GroupAlreadyExists when it exists."""
     check_group_name(name)
@@ -46,6 +47,7 @@ def create_group(
         retry_queue_count=retry_queue_count,
         retry_times_max=retry_times_max,
         backoff=backoff,
+        fifo=fifo,
         created_at_ms=now_ms,
         updated_at_ms=now_ms,
     )
@@ -93,6 +95,7 @@ def update_group(
     retry_queue_count: int | None = None,
     retry_times_max: int | None = None,
     backoff: str | None = None,
+    fifo: bool | None = None,
 ) -> SubscriptionGroup:
     """Change the given fields (None keeps a field, a backoff of "" is the broker's
     default); identical values write nothing."""
@@ -109,6 +112,7 @@ def update_group(
         "retry_queue_count": retry_queue_count,
         "retry_times_max": retry_times_max,
         "backoff": backoff,
+        "fifo": fifo,
     }
     with transaction(engine) as session:
         row = _get_row(session, name)

@@ -83,6 +83,9 @@ class GroupPut:
     # The group's backoff (store/consumption/policy.py `Backoff.text`), "" for the broker's
     # default; left out of a record when "" (the bytes of builds before it).
     backoff: str = ""
+    # A FIFO group (docs/group-consumption.md); left out of a record when False (the bytes
+    # of builds before it).
+    fifo: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,12 +183,14 @@ def encode(change: MetadataChange) -> bytes:
 
 
 def _group_fields(group: GroupPut) -> dict[str, Any]:
-    """A group's fields, without a backoff of "" (the broker's default): a group without a
-    backoff of its own is written as builds before the field wrote it, in its record and in
-    a snapshot."""
+    """A group's fields, without a backoff of "" (the broker's default) or a fifo of False: a
+    group without a backoff of its own, not FIFO, is written as builds before those fields
+    wrote it, in its record and in a snapshot."""
     fields = _shallow(group)
     if not group.backoff:
         del fields["backoff"]
+    if not group.fifo:
+        del fields["fifo"]
     return fields
 
 

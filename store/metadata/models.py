@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from sqlalchemy import BigInteger, Boolean, CheckConstraint, Integer, String
+from sqlalchemy import BigInteger, Boolean, CheckConstraint, Integer, String, false
 from sqlmodel import Field, SQLModel
 
 from store.consumption.policy import BACKOFF_TEXT_LENGTH_MAX
@@ -88,6 +88,10 @@ class SubscriptionGroupBase(SQLModel):
     # store/consumption/policy.py `Backoff.text`; "" for the broker's default (pop_backoff).
     backoff: str = Field(default="", sa_type=String(_BACKOFF_COLUMN_LENGTH),
                          sa_column_kwargs={"server_default": ""})
+    # A FIFO group: each of a topic's queues is delivered in order, one message at a time,
+    # messages without a message group key too (docs/group-consumption.md).
+    fifo: bool = Field(default=False, sa_type=Boolean,
+                       sa_column_kwargs={"server_default": false()})
 
 
 class SubscriptionGroupRow(SubscriptionGroupBase, table=True):

@@ -118,7 +118,7 @@ def _check_retry_queue_count(count: int, queues_per_topic_max: int | None) -> No
 
 def create_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: bool,
                  broadcast_enabled: bool, retry_queue_count: int,
-                 retry_times_max: int, backoff: str = "",
+                 retry_times_max: int, backoff: str = "", fifo: bool = False,
                  queues_per_topic_max: int | None = None) -> GroupPut:
     check_group_name(name)
     _check_retry_queue_count(retry_queue_count, queues_per_topic_max)
@@ -128,12 +128,13 @@ def create_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: boo
         if session.get(SubscriptionGroupRow, name) is not None:
             raise GroupAlreadyExists(f"group {name!r} already exists")
     return GroupPut(name, consume_enabled, broadcast_enabled, retry_queue_count,
-                    retry_times_max, now_ms, now_ms, backoff)
+                    retry_times_max, now_ms, now_ms, backoff, fifo)
 
 
 def update_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: bool | None,
                  broadcast_enabled: bool | None, retry_queue_count: int | None,
                  retry_times_max: int | None, backoff: str | None = None,
+                 fifo: bool | None = None,
                  queues_per_topic_max: int | None = None) -> GroupPut | None:
     """The group afterwards, or None when nothing would change; GroupNotFound. None keeps a
     field; a backoff of "" is the broker's default."""
@@ -153,10 +154,10 @@ def update_group(engine: Engine, name: str, *, now_ms: int, consume_enabled: boo
             _kept(broadcast_enabled, row.broadcast_enabled),
             _kept(retry_queue_count, row.retry_queue_count),
             _kept(retry_times_max, row.retry_times_max), row.created_at_ms, row.updated_at_ms,
-            _kept(backoff, row.backoff))
+            _kept(backoff, row.backoff), _kept(fifo, row.fifo))
         if after == GroupPut(name, row.consume_enabled, row.broadcast_enabled,
                              row.retry_queue_count, row.retry_times_max, row.created_at_ms,
-                             row.updated_at_ms, row.backoff):
+                             row.updated_at_ms, row.backoff, row.fifo):
             return None
         return replace(after, updated_at_ms=now_ms)
 

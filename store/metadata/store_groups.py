@@ -25,6 +25,7 @@ class GroupsMixin(MetadataStoreBase):
         retry_queue_count: int = groups.DEFAULT_RETRY_QUEUE_COUNT,
         retry_times_max: int = groups.DEFAULT_RETRY_TIMES_MAX,
         backoff: str = "",
+        fifo: bool = False,
     ) -> SubscriptionGroup:
         self._check_open()
         with self._write_lock:
@@ -38,6 +39,7 @@ class GroupsMixin(MetadataStoreBase):
                 retry_queue_count=retry_queue_count,
                 retry_times_max=retry_times_max,
                 backoff=backoff,
+                fifo=fifo,
             )
             self._view.put_group(created)
             return created.model_copy()
@@ -51,6 +53,7 @@ class GroupsMixin(MetadataStoreBase):
         retry_queue_count: int | None = None,
         retry_times_max: int | None = None,
         backoff: str | None = None,
+        fifo: bool | None = None,
     ) -> SubscriptionGroup:
         self._check_open()
         with self._write_lock:
@@ -63,6 +66,7 @@ class GroupsMixin(MetadataStoreBase):
                 retry_queue_count=retry_queue_count,
                 retry_times_max=retry_times_max,
                 backoff=backoff,
+                fifo=fifo,
             )
             self._view.put_group(updated)
             return updated.model_copy()

@@ -319,7 +319,7 @@ class LogRecordsMixin(MetadataStoreBase):
                                t.created_at_ms, t.updated_at_ms) for t in self._view.topics()]
             groups = [GroupPut(g.name, g.consume_enabled, g.broadcast_enabled,
                                g.retry_queue_count, g.retry_times_max, g.created_at_ms,
-                               g.updated_at_ms, g.backoff) for g in self._view.groups()]
+                               g.updated_at_ms, g.backoff, g.fifo) for g in self._view.groups()]
             offsets = [OffsetSet(o.group_name, o.topic, o.queue_id, o.queue_offset, True,
                                  o.updated_at_ms) for o in self._offsets.entries()]
             return self._applied.queue_offset, (topics, groups, offsets)

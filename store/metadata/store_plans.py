@@ -45,27 +45,28 @@ class PlansMixin(MetadataStoreBase):
                           broadcast_enabled: bool = False,
                           retry_queue_count: int = groups.DEFAULT_RETRY_QUEUE_COUNT,
                           retry_times_max: int = groups.DEFAULT_RETRY_TIMES_MAX,
-                          backoff: str = "") -> GroupPut:
+                          backoff: str = "", fifo: bool = False) -> GroupPut:
         self._check_open()
         plans.check_groups_max(self._engine, name, self._groups_max)
         return plans.create_group(self._engine, name, now_ms=self._clock_ms(),
                                   consume_enabled=consume_enabled,
                                   broadcast_enabled=broadcast_enabled,
                                   retry_queue_count=retry_queue_count,
-                                  retry_times_max=retry_times_max, backoff=backoff,
+                                  retry_times_max=retry_times_max, backoff=backoff, fifo=fifo,
                                   queues_per_topic_max=self._queues_per_topic_max)
 
     def plan_update_group(self, *, name: str, consume_enabled: bool | None = None,
                           broadcast_enabled: bool | None = None,
                           retry_queue_count: int | None = None,
                           retry_times_max: int | None = None,
-                          backoff: str | None = None) -> GroupPut | None:
+                          backoff: str | None = None,
+                          fifo: bool | None = None) -> GroupPut | None:
         self._check_open()
         return plans.update_group(self._engine, name, now_ms=self._clock_ms(),
                                   consume_enabled=consume_enabled,
                                   broadcast_enabled=broadcast_enabled,
                                   retry_queue_count=retry_queue_count,
-                                  retry_times_max=retry_times_max, backoff=backoff,
+                                  retry_times_max=retry_times_max, backoff=backoff, fifo=fifo,
                                   queues_per_topic_max=self._queues_per_topic_max)
 
     def plan_delete_group(self, *, name: str) -> GroupDelete:

@@ -145,8 +145,25 @@ def test_group_create_and_update_set_the_retry_policy(broker: BrokerProcess) -> 
         twinlog(url, "group", "update", "CliPolicy", "--backoff", "default"))
     [row] = [line for line in ok(twinlog(url, "group", "list")).splitlines()
              if line.startswith("CliPolicy ")]
-    assert row.split()[-2:] == ["4", "default"], row
+    assert row.split()[-3:] == ["4", "default", "no"], row
     one_error_line(twinlog(url, "group", "update", "CliPolicy", "--backoff", "levels"), 2)
     one_error_line(twinlog(url, "group", "update", "CliPolicy"), 2)
     assert "400 VALIDATION_FAILED" in one_error_line(twinlog(
         url, "group", "update", "CliPolicy", "--backoff", "exponential:9000:2:7200001"), 1)
+
+
+def test_group_create_and_update_set_fifo(broker: BrokerProcess) -> None:
+    """`group create --fifo` makes a FIFO group (create, describe and list say so); `group
+    update --no-fifo` turns it off, `--fifo` on again; the flag alone is an update."""
+    url = broker.url
+    assert "created CliFifo: FIFO, at most 16 retries, backoff default" in ok(
+        twinlog(url, "group", "create", "CliFifo", "--fifo"))
+    assert "FIFO, at most" in ok(twinlog(url, "group", "describe", "CliFifo"))
+    [row] = [line for line in ok(twinlog(url, "group", "list")).splitlines()
+             if line.startswith("CliFifo ")]
+    assert row.split()[-1] == "yes", row
+    assert "updated CliFifo: at most 16 retries" in ok(
+        twinlog(url, "group", "update", "CliFifo", "--no-fifo"))
+    described = json.loads(ok(twinlog(url, "group", "describe", "CliFifo", "--json")))
+    assert described["group"]["fifo"] is False
+    assert "updated CliFifo: FIFO," in ok(twinlog(url, "group", "update", "CliFifo", "--fifo"))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.dledger_group import ROOT, DLedgerGroup, Member, wait_for
+from tests.support.fifo_groups import RECEIVE, first_fifo_receive, receive, wait_replica_holds
 from tests.support.processes import pause, resume
 
 pytestmark = pytest.mark.processes
@@ -347,6 +348,31 @@ def test_metadata_follows_the_leader(group: DLedgerGroup) -> None:
         wait_for(lambda m=member: m.client.get("/v1/groups/billing").json()["backoff"] is None,
                  what=f"{member.node_id} backoff back to the broker's")
         assert member.dledger()["metadata_sync"]["master_http_address"] == target.url
+
+
+def test_a_fifo_group_s_flag_and_states_reach_every_follower(group: DLedgerGroup) -> None:
+    """A FIFO group delivers m0 alone; every follower holds the flag and the leader's queue
+    states, FIFO. After a hand-over the new leader keeps the queue in order: nothing while m0
+    is in flight, m1 alone once m0 is acked (with the handle the old leader gave)."""
+    leader = group.wait_leader()
+    first = first_fifo_receive(leader.client, "Ordered", "FifoTopic")
+    followers = _followers(group, leader)
+    for follower in followers:
+        wait_replica_holds(leader.client, follower.client, "Ordered", fifo=True,
+                           what=follower.node_id)
+    target = followers[0]
+    _hand_over(group, leader, target)
+    # A new leader serves receives once its take-over point is dispatched (503 before).
+    answers: list[Any] = []
+    wait_for(lambda: answers.append(target.client.post(
+        "/v1/groups/Ordered/topics/FifoTopic/messages:receive", json=RECEIVE)) or
+        answers[-1].status_code == 200, what="receives on the new leader")
+    assert answers[-1].json()["messages"] == []  # m0 in flight holds the queue
+    acked = target.client.post("/v1/groups/Ordered/topics/FifoTopic/messages:ack",
+                               json={"receipt_handles": [first["receipt_handle"]]})
+    assert acked.status_code == 200, acked.text
+    bodies = [message["body"] for message in receive(target.client, "Ordered", "FifoTopic")]
+    assert bodies == ["m1"]
 
 
 def test_an_idempotent_retry_on_the_next_leader_is_replayed(group: DLedgerGroup) -> None:

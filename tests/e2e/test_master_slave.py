@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.brokers import BrokerProcess, Launcher, caught_up, master_diff, wait_for
+from tests.support.fifo_groups import first_fifo_receive, receive, wait_replica_holds
 from tests.support.processes import pause
 
 pytestmark = pytest.mark.processes
@@ -157,6 +158,23 @@ def test_metadata_reaches_the_slave(pair: Pair) -> None:
     assert sync["last_error"] is None and sync["sync_count"] >= 1
     lag = slave.get_json("/v1/groups/Readers/lag")
     assert lag["total_lag"] == 0
+
+
+def test_a_fifo_group_s_flag_and_states_reach_the_slave(pair: Pair) -> None:
+    """A FIFO group delivers m0 alone; the slave holds the flag (its group.put record) and
+    the master's queue states, FIFO (the receive's record carries the mode). Turned off with
+    m0 acked, the next receive takes m1 and m2 together, and the slave's states follow."""
+    master, slave = pair
+    first = first_fifo_receive(master.client, "Ordered", "FifoTopic")
+    wait_replica_holds(master.client, slave.client, "Ordered", fifo=True, what="slave")
+    acked = master.client.post("/v1/groups/Ordered/topics/FifoTopic/messages:ack",
+                               json={"receipt_handles": [first["receipt_handle"]]})
+    assert acked.status_code == 200, acked.text
+    patched = master.client.patch("/v1/groups/Ordered", json={"fifo": False})
+    assert patched.status_code == 200, patched.text
+    bodies = [message["body"] for message in receive(master.client, "Ordered", "FifoTopic")]
+    assert bodies == ["m1", "m2"]
+    wait_replica_holds(master.client, slave.client, "Ordered", fifo=False, what="slave")
 
 
 def test_paused_slave_makes_puts_time_out(own_pair: Pair) -> None:

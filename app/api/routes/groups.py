@@ -95,7 +95,7 @@ def create_group(group: GroupCreate, gateway: GatewayDep) -> Group:
         gateway.master_broker(), group.name, consume_enabled=group.consume_enabled,
         broadcast_enabled=group.broadcast_enabled, retry_queue_count=group.retry_queue_count,
         retry_times_max=group.retry_times_max,
-        backoff="" if group.backoff is None else group.backoff.backoff().text))
+        backoff="" if group.backoff is None else group.backoff.backoff().text, fifo=group.fifo))
 
 
 @router.patch("/v1/groups/{group}", operation_id="update-group",
@@ -105,14 +105,15 @@ def update_group(group: GroupPath, update: GroupUpdate, gateway: GatewayDep) -> 
     """Change a group's switches and retry policy (404 GROUP_NOT_FOUND when unknown). Fields
     left out stay; `backoff` null sets the broker's default back. Every replica applies the
     change from the log, and the master's next decisions use it: a message released
-    afterwards waits the new backoff (one released before keeps the time it was given)."""
+    afterwards waits the new backoff (one released before keeps the time it was given), and
+    `fifo` applies from each queue's next receive (messages in flight stay in flight)."""
     backoff = None
     if "backoff" in update.model_fields_set:
         backoff = "" if update.backoff is None else update.backoff.backoff().text
     return group_view(metadata_writes.update_group(
         gateway.master_broker(), group, consume_enabled=update.consume_enabled,
         broadcast_enabled=update.broadcast_enabled, retry_queue_count=update.retry_queue_count,
-        retry_times_max=update.retry_times_max, backoff=backoff))
+        retry_times_max=update.retry_times_max, backoff=backoff, fifo=update.fifo))
 
 
 @router.get("/v1/groups/{group}", operation_id="describe-group",

@@ -70,6 +70,11 @@ class GroupBackoff(BaseModel):
 
 _BACKOFF_DESCRIPTION = ("The group's backoff for released messages; null (or left out): the "
                         "broker's pop_backoff setting.")
+_FIFO_DESCRIPTION = (
+    "A FIFO group: receives deliver each of a topic's queues in order, one message at a "
+    "time (messages without a message group key too), the next only once the one before is "
+    "acked or dead-lettered; a released or expired message is retried in place. A change "
+    "applies from each queue's next receive.")
 
 
 class GroupCreate(BaseModel):
@@ -81,6 +86,7 @@ class GroupCreate(BaseModel):
     retry_queue_count: RetryQueueCount = 1
     retry_times_max: RetryTimesMax = 16
     backoff: GroupBackoff | None = Field(None, description=_BACKOFF_DESCRIPTION)
+    fifo: bool = Field(False, description=_FIFO_DESCRIPTION)
 
 
 class GroupUpdate(BaseModel):
@@ -95,6 +101,7 @@ class GroupUpdate(BaseModel):
     backoff: GroupBackoff | None = Field(None, description=(
         "The group's backoff for released messages; null sets the broker's pop_backoff "
         "back."))
+    fifo: bool | None = Field(None, description=_FIFO_DESCRIPTION)
 
 
 class Group(BaseModel):
@@ -104,6 +111,7 @@ class Group(BaseModel):
     retry_queue_count: int
     retry_times_max: int
     backoff: GroupBackoff | None = Field(description=_BACKOFF_DESCRIPTION)
+    fifo: bool = Field(description=_FIFO_DESCRIPTION)
     created_at_ms: int
     updated_at_ms: int
 

@@ -97,6 +97,8 @@ async def test_a_record_the_disk_refused_is_not_applied_after_the_rebuild(
         assert len(_pop_records(served)) == before  # nothing written
         assert _state(served, group, topic) == (1, 1)  # as the committed log says
         assert consumption.stale_applies_skipped == 1
+        metrics = (await served.client.get("/metrics")).text
+        assert "twinlog_pop_stale_applies_skipped_total 1.0" in metrics
 
 
 async def test_no_record_decided_from_one_the_disk_refused_follows_it_into_the_log(

@@ -2,9 +2,11 @@
 
 Receives, acks (with current, stale, foreign and garbage handles), changes of invisibility,
 releases, expiries and the delayed re-puts into the retry topic interleave freely over one
-topic queue (FIFO or not, with order keys and a tag filter) and the group's retry queue. After
-every step: what the core holds in flight is what the model handed out and did not end, no
-order key has two messages in flight, and the committed offset is the lowest offset not done.
+topic queue (FIFO or not, the mode turned on and off as a group's flag is, with order keys and
+a tag filter) and the group's retry queue. After every step: what the core holds in flight is
+what the model handed out and did not end, no order key has two messages in flight, the
+committed offset is the lowest offset not done, and a registry fed every event as its pop
+record (a replica's) holds the same states, in the mode of the last receive it applied.
 At the end the queues are drained on the clock: every message is acked or dead-lettered
 (or filtered out) exactly once, a dead letter after exactly retry_times_max + 1 attempts.
 """
@@ -12,7 +14,7 @@ At the end the queues are drained on the clock: every message is acked or dead-l
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import hypothesis.strategies as st
 import pytest
@@ -30,11 +32,15 @@ from store.consumption import events as ev
 from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
 from store.consumption.policy import Backoff, RetryPolicy
 from store.consumption.queue_state import FIFO_KEY, AckStatus, QueueState
+from store.consumption.records import PopRecord, QueueKey
+from store.consumption.registry import RETRY_QUEUE_BIT, ConsumptionRegistry
+from store.consumption.snapshot import queue_image
 from store.consumption.tags import TagFilter
 
 GROUP = "G"
 TOPICS = {"main": "T", "retry": "%RETRY%G"}
 QUEUES = tuple(TOPICS)
+KEYS = {"main": QueueKey(GROUP, "T", 0), "retry": QueueKey(GROUP, "T", RETRY_QUEUE_BIT)}
 CODEC = HandleCodec(b"test-key")
 DRAIN_ROUNDS_MAX = 5_000
 BACKOFF_CAP_MS = 1_000
@@ -58,9 +64,13 @@ class ConsumptionMachine(RuleBasedStateMachine):
         self.tag_filter = TagFilter.parse(expression)
         self.states = {"main": QueueState(fifo=fifo, window_max=window_max),
                        "retry": QueueState(window_max=window_max)}
+        self.replica = ConsumptionRegistry(window_max=window_max)
+        self.received_mode = {"main": fifo, "retry": False}  # of the last receive applied
         self.messages: dict[str, list[Message]] = {queue: [] for queue in QUEUES}
         self.done: dict[str, set[int]] = {queue: set() for queue in QUEUES}
         self.current: dict[str, dict[int, int]] = {queue: {} for queue in QUEUES}
+        # The key each offset in flight was handed out under (the mode may change since).
+        self.handed_key: dict[str, dict[int, str | None]] = {queue: {} for queue in QUEUES}
         self.delayed: list[tuple[int, Message]] = []
         self.ready_at_ms: dict[str, dict[int, int]] = {queue: {} for queue in QUEUES}
         self.handles: list[str] = []
@@ -70,6 +80,16 @@ class ConsumptionMachine(RuleBasedStateMachine):
         self.now_ms = 0
 
     # -- the model's steps ---------------------------------------------------------------------
+    def _apply(self, queue: str, event: ev.Event) -> bool:
+        """Apply an event to the master's state, and its record to the replica (a receive's
+        record carries the mode it was decided in, as the broker's do)."""
+        applied = self.states[queue].apply(event)
+        fifo = isinstance(event, ev.Received) and self.states[queue].fifo
+        if applied and isinstance(event, ev.Received):
+            self.received_mode[queue] = fifo
+        self.replica.apply(PopRecord(KEYS[queue], (event,), self.now_ms, fifo))
+        return applied
+
     def _key(self, queue: str, message: Message) -> str | None:
         if message.order_key is None and self.fifo and queue == "main":
             return FIFO_KEY
@@ -106,10 +126,11 @@ class ConsumptionMachine(RuleBasedStateMachine):
             assert self.ready_at_ms[queue].pop(offset, 0) <= self.now_ms, "retried before due"
             assert self.tag_filter.matches(message.tag)
             key = self._key(queue, message)
+            self.handed_key[queue][offset] = key
             if key is not None:  # FIFO within a key: every earlier one of the key is done
                 assert all(earlier in self.done[queue] for earlier in range(offset)
                            if self._key(queue, self.messages[queue][earlier]) == key)
-        state.apply(event)
+        self._apply(queue, event)
         for delivery in event.deliveries:
             self._hand_out(queue, delivery)
         return list(event.deliveries)
@@ -125,7 +146,7 @@ class ConsumptionMachine(RuleBasedStateMachine):
         offset = event.queue_offset
         assert self.current[queue].pop(offset) == event.delivery_id
         message = self.messages[queue][offset]
-        assert self.states[queue].apply(event)
+        assert self._apply(queue, event)
         if isinstance(event, ev.DeadLettered):
             assert event.attempt == self.policy.attempts_max
             self._end(queue, offset, "dead")
@@ -185,7 +206,7 @@ class ConsumptionMachine(RuleBasedStateMachine):
                                                delivery_id=handle.delivery_id)
         assert (decision.status is AckStatus.OK) == current, "a stale handle acked, or not"
         if isinstance(decision.event, ev.Acked):
-            assert self.states[queue].apply(decision.event)
+            assert self._apply(queue, decision.event)
             del self.current[queue][handle.queue_offset]
             self.acks[self.messages[queue][handle.queue_offset].message_id] += 1
             self._end(queue, handle.queue_offset, "acked")
@@ -201,7 +222,7 @@ class ConsumptionMachine(RuleBasedStateMachine):
         event = decision.event
         if isinstance(event, ev.Changed):
             assert invisible_ms > 0 and event.old_delivery_id == handle.delivery_id
-            assert self.states[queue].apply(event)
+            assert self._apply(queue, event)
             self._hand_out(queue, event.delivery)
         elif isinstance(event, ev.Retried | ev.DeadLettered):
             assert invisible_ms == 0
@@ -220,6 +241,13 @@ class ConsumptionMachine(RuleBasedStateMachine):
     def tick(self, advance_ms: int) -> None:
         self._tick(advance_ms)
 
+    @rule(fifo=st.booleans())
+    def set_fifo(self, fifo: bool) -> None:
+        """The group's flag changed: the master's topic queue takes it before its next
+        decision (the retry queue is never FIFO)."""
+        self.fifo = fifo
+        self.states["main"].fifo = fifo
+
     # -- invariants ----------------------------------------------------------------------------
     @invariant()
     def in_flight_is_what_the_model_handed_out(self) -> None:
@@ -227,9 +255,19 @@ class ConsumptionMachine(RuleBasedStateMachine):
             held = {offset: entry.delivery_id for offset, entry in state.in_flight().items()}
             assert held == self.current[queue]
             assert state.in_flight_count == len(held)  # the count the in-flight bound reads
-            keys = [self._key(queue, self.messages[queue][offset]) for offset in held]
+            keys = [self.handed_key[queue][offset] for offset in held]
             keyed = [key for key in keys if key is not None]
             assert len(keyed) == len(set(keyed)), "two messages of one key in flight"
+
+    @invariant()
+    def a_replica_fed_the_records_holds_the_master_s_states(self) -> None:
+        for queue, state in self.states.items():
+            replica = self.replica.state(KEYS[queue])
+            if replica is None:
+                assert state.scan_offset == 0  # no receive took an offset yet
+                continue
+            assert queue_image(KEYS[queue], replica) == replace(
+                queue_image(KEYS[queue], state), fifo=self.received_mode[queue])
 
     @invariant()
     def committed_is_the_lowest_offset_not_done(self) -> None:
@@ -253,7 +291,7 @@ class ConsumptionMachine(RuleBasedStateMachine):
                         event = self.states[queue].plan_ack(
                             queue_offset=delivery.queue_offset,
                             delivery_id=delivery.delivery_id).event
-                        assert isinstance(event, ev.Acked) and self.states[queue].apply(event)
+                        assert isinstance(event, ev.Acked) and self._apply(queue, event)
                         del self.current[queue][delivery.queue_offset]
                         self.acks[message.message_id] += 1
                         self._end(queue, delivery.queue_offset, "acked")

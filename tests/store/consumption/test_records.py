@@ -48,6 +48,41 @@ def test_every_event_kind_round_trips() -> None:
     assert PopRecord(KEY, events[1:2], 0).op == OP_ACKED
 
 
+def test_a_fifo_receive_says_so_and_others_keep_the_bytes_of_older_builds() -> None:
+    received = Received((Scanned(7, Disposition.KEPT, None, 0),), (Delivery(7, 1, 4, 1_000),))
+    plain = PopRecord(KEY, (received,), 5)
+    assert encode(plain) == (b'{"v":1,"g":"g","t":"t","q":2147483651,"at":5,'
+                             b'"e":[["r",[[7,"kept",null,0]],[[7,1,4,1000]]]]}')
+    fifo = PopRecord(KEY, (received,), 5, fifo=True)
+    assert encode(fifo) == encode(plain)[:-1] + b',"f":true}'
+    assert decode(encode(fifo)) == fifo
+    with pytest.raises(PopRecordError):
+        decode(encode(plain)[:-1] + b',"f":1}')
+
+
+def test_a_replica_s_state_takes_the_mode_of_the_receives_it_applies() -> None:
+    """Created by a FIFO receive's record, a state is FIFO; a later receive decided not FIFO
+    (the group's flag turned off) makes it not FIFO; a replay of the first changes nothing."""
+    master = QueueState(0)
+    policy = RetryPolicy()
+    first = master.plan_receive(now_ms=0, max_messages=1, invisible_ms=100,
+                                candidates=[Candidate(0)], tag_filter=TagFilter(None),
+                                policy=policy)
+    master.apply(first)
+    second = master.plan_receive(now_ms=0, max_messages=1, invisible_ms=100,
+                                 candidates=[Candidate(1)], tag_filter=TagFilter(None),
+                                 policy=policy)
+    registry = ConsumptionRegistry()
+    registry.apply(PopRecord(KEY, (first,), 0, fifo=True))
+    state = registry.state(KEY)
+    assert state is not None and state.fifo
+    registry.apply(PopRecord(KEY, (second,), 0))
+    assert not state.fifo
+    registry.apply(PopRecord(KEY, (first,), 0, fifo=True))  # a replay: applied already
+    assert not state.fifo
+    assert registry.images()[0][0].fifo is False
+
+
 @pytest.mark.parametrize("body", [b"", b"[]", b'{"v": 2}', b'{"v": 1, "g": "g"}',
                                   b'{"v":1,"g":"g","t":"t","q":-1,"at":0,"e":[["a",1,1]]}',
                                   b'{"v":1,"g":"g","t":"t","q":0,"at":0,"e":[["z",1]]}',

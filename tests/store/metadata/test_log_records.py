@@ -48,7 +48,8 @@ _CHANGES: st.SearchStrategy[MetadataChange] = st.one_of(
     st.builds(GroupPut, name=_GROUPS, consume_enabled=st.booleans(),
               broadcast_enabled=st.booleans(), retry_queue_count=st.integers(0, 4),
               retry_times_max=st.integers(0, 16), created_at_ms=_TIMES, updated_at_ms=_TIMES,
-              backoff=st.sampled_from(["", "table", "exponential:500:1.5:60000"])),
+              backoff=st.sampled_from(["", "table", "exponential:500:1.5:60000"]),
+              fifo=st.booleans()),
     st.builds(GroupDelete, name=_GROUPS, at_ms=_TIMES),
     st.builds(OffsetSet, group_name=_GROUPS, topic=_TOPICS, queue_id=st.integers(0, 3),
               queue_offset=st.integers(0, 10**6), reset=st.booleans(), at_ms=_TIMES),
@@ -78,6 +79,20 @@ def test_a_group_without_its_own_backoff_writes_the_bytes_of_builds_before_it() 
     assert decode(op_of(snapshot), body) == snapshot
 
 
+def test_a_group_not_fifo_writes_the_bytes_of_builds_before_it() -> None:
+    """fifo is left out of a group's record and snapshot item when False (older builds read
+    them); a FIFO group's carries it, and reads back."""
+    plain = GroupPut("g", True, False, 1, 16, 5, 6)
+    assert b'"fifo"' not in encode(plain)
+    fifo = GroupPut("f", True, False, 1, 16, 5, 6, fifo=True)
+    assert b'"fifo":true' in encode(fifo)
+    assert decode("group.put", encode(fifo)) == fifo
+    snapshot = snapshot_parts([], [fifo, plain], [], [])[0]
+    body = encode(snapshot)
+    assert body.count(b'"fifo"') == 1
+    assert decode(op_of(snapshot), body) == snapshot
+
+
 @given(st.builds(OffsetSet, group_name=_GROUPS, topic=_TOPICS, queue_id=st.integers(0, 3),
                  queue_offset=st.integers(0, 2**53), reset=st.booleans(), at_ms=_TIMES))
 def test_an_offset_commit_is_written_as_every_change_is(change: OffsetSet) -> None:
@@ -92,6 +107,9 @@ def test_an_offset_commit_is_written_as_every_change_is(change: OffsetSet) -> No
     ("group.put", b'{"v": 1, "op": "group.put", "name": "g", "consume_enabled": true, '
                   b'"broadcast_enabled": false, "retry_queue_count": 1, "retry_times_max": 16, '
                   b'"created_at_ms": 5, "updated_at_ms": 6, "backoff": 7}'),
+    ("group.put", b'{"v": 1, "op": "group.put", "name": "g", "consume_enabled": true, '
+                  b'"broadcast_enabled": false, "retry_queue_count": 1, "retry_times_max": 16, '
+                  b'"created_at_ms": 5, "updated_at_ms": 6, "fifo": 1}'),
     ("topic.put", b"not json"),
     ("topic.put", b"[1, 2]"),
     ("topic.put", b'{"v": 2, "op": "topic.put"}'),

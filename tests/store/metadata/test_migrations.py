@@ -169,3 +169,32 @@ def test_the_group_backoff_column_keeps_existing_groups(empty_database_url: str)
                 "SELECT name, retry_times_max FROM subscription_group")).all() == [("old", 5)]
     finally:
         engine.dispose()
+
+
+def test_the_group_fifo_column_keeps_existing_groups(empty_database_url: str) -> None:
+    """A group stored before the fifo column exists is not FIFO when the column comes (its
+    backoff and other fields kept), and keeps its fields when the column goes again."""
+    url = empty_database_url
+    config = alembic_config(database_url=url)
+    command.upgrade(config, "7c4d2e91a5b3")
+    engine = create_metadata_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO subscription_group (name, consume_enabled, broadcast_enabled, "
+                "retry_queue_count, retry_times_max, created_at_ms, updated_at_ms, backoff) "
+                "VALUES ('old', true, false, 1, 5, 7, 8, 'table')"))
+        command.upgrade(config, "head")
+        with engine.connect() as connection:
+            assert connection.execute(text(
+                "SELECT name, retry_times_max, backoff, fifo FROM subscription_group")
+            ).all() == [("old", 5, "table", False)]
+        command.downgrade(config, "7c4d2e91a5b3")
+        assert "fifo" not in {column["name"] for column in
+                              inspect(engine).get_columns("subscription_group")}
+        with engine.connect() as connection:
+            assert connection.execute(text(
+                "SELECT name, retry_times_max, backoff FROM subscription_group")).all() == [
+                ("old", 5, "table")]
+    finally:
+        engine.dispose()

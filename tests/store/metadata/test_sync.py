@@ -50,6 +50,7 @@ def _populate(engine: Engine, clock: FakeClock) -> None:
     create_topic(engine=engine, name="orders", now_ms=clock.advance(), read_queue_count=8)
     create_topic(engine=engine, name="audit", now_ms=clock.advance(), permission=4)
     create_group(engine=engine, name="billing", now_ms=clock.advance(), retry_times_max=3)
+    create_group(engine=engine, name="ledger", now_ms=clock(), fifo=True)
     commit_consumer_offset(
         engine=engine,
         group_name="billing",
@@ -204,6 +205,10 @@ def test_bad_exports_are_refused(engine: Engine, slave: Engine, clock: FakeClock
     bad_offsets = {**offsets_export, "rows": [{**offsets_export["rows"][0], "queue_offset": -1}]}
     with pytest.raises(InvalidExport, match="row 0: offset must be between 0"):
         merge_consumer_offsets(engine=slave, export=bad_offsets)
+    groups_export = export_table(engine=engine, table=MetadataTable.SUBSCRIPTION_GROUP)
+    bad_groups = {**groups_export, "rows": [{**groups_export["rows"][0], "fifo": 1}]}
+    with pytest.raises(InvalidExport, match="subscription_group"):
+        import_groups(engine=slave, export=bad_groups)
     assert database_snapshot(slave) == before
 
 
@@ -235,6 +240,7 @@ group_rows = st.lists(
             "retry_queue_count": st.integers(0, 1024),
             "retry_times_max": st.integers(0, 128),
             "backoff": st.sampled_from(["", "table", "exponential:1000:2.0:60000"]),
+            "fifo": st.booleans(),
             "created_at_ms": times_ms,
             "updated_at_ms": times_ms,
         }
