@@ -35,8 +35,9 @@ class Arrivals:
         self._count = 0
         self._released = False
         self._lock = threading.Lock()
-        # How many pokes so far: a reader that parks after one it did not see wakes at once.
-        self.pokes = 0
+        # Each queue's pokes so far: a reader that parks after one it did not see wakes at
+        # once. One count per queue ever poked (bounded by the queues that exist).
+        self._pokes: dict[QueueKey, int] = {}
         # Told of every queue's new max offset (read workers publish it: store/shared_reads/).
         self.listener: Callable[[str, int, int], None] | None = None
 
@@ -92,11 +93,17 @@ class Arrivals:
     def poke(self, topic: str, queue_id: int) -> None:
         """A message of this queue became readable again without a new entry (group
         consumption's retry in place): its waiters wake, whatever offset they saw."""
+        key = (topic, queue_id)
         with self._lock:
-            self.pokes += 1
-            waiters = list(self._waiters.get((topic, queue_id), ()))
+            self._pokes[key] = self._pokes.get(key, 0) + 1
+            waiters = list(self._waiters.get(key, ()))
         for waiter in waiters:
             self._wake(waiter)
+
+    def pokes(self, queues: list[QueueKey]) -> int:
+        """How many pokes these queues had so far (compared before and after a read)."""
+        counts = self._pokes
+        return sum(counts.get(queue, 0) for queue in queues)
 
     def wake_all(self) -> None:
         """The store stops: every waiter answers now with what there is."""

@@ -48,7 +48,7 @@ from store import (
     PutMessageResult,
 )
 from store.clock import ClockMs, wall_ms
-from store.consumption.events import Disposition, Received, Retried
+from store.consumption.events import Disposition, Received
 from store.consumption.handles import HandleCodec, ReceiptHandle
 from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
@@ -361,6 +361,7 @@ class GroupConsumption:
                 continue
             self._apply_ahead(record, generation)
             if isinstance(owner, list):
+                self._wake_receivers(record)
                 for outcome in owner:
                     outcome.completions.append(completion)
             else:
@@ -432,11 +433,7 @@ class GroupConsumption:
                 if result.status.is_stored:
                     self._apply_ahead(record, generation)
                     ended += len(record.events)
-                    if any(isinstance(event, Retried) and event.in_place
-                           for event in record.events):
-                        key = record.key
-                        self._store.arrivals.poke(stored_topic(key),
-                                                  key.queue_id & ~RETRY_QUEUE_BIT)
+                    self._wake_receivers(record)
             return ended
 
     def _plan_expiry(self) -> list[tuple[PopRecord, list[Message]]]:
@@ -532,6 +529,15 @@ class GroupConsumption:
         if self.appender is not None:
             return self.appender(messages)
         return self._store.put_system_messages(messages)
+
+    def _wake_receivers(self, record: PopRecord) -> None:
+        """After an expiry's or an ack's record: when its queue holds waiting messages (a
+        retry in place, or the next of an order key, which an ack or a dead letter lets go),
+        the receives waiting on that queue look again (no new entry arrives to wake them)."""
+        key = record.key
+        state = self.registry.state(key)
+        if state is not None and state.has_waiting:
+            self._store.arrivals.poke(stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT)
 
     def _apply_ahead(self, record: PopRecord, generation: int) -> None:
         """Apply a decision's stored record here at once, so the next decision sees it;

@@ -127,6 +127,11 @@ class QueueState:
         return self._scan_offset
 
     @property
+    def has_waiting(self) -> bool:
+        """Whether messages wait in the window (new ones held by their key, or retried)."""
+        return bool(self._waiting)
+
+    @property
     def room(self) -> int:
         """How many new offsets the window can still take."""
         return self.window_max - (self._scan_offset - self._committed_offset)

@@ -122,15 +122,16 @@ async def receive_answer(gateway: Any, group: str, topic: str, *, max_messages: 
     await _ensure_topics(broker, group, topic)
     ask = ReceiveAsk(group, topic, queue_count, max_messages, invisible_ms, tag_filter)
     deadline_s = time.monotonic() + min(wait_ms, broker.settings.long_poll_wait_ms_max) / 1000
+    queues = _queues(broker, group, topic, queue_count) if wait_ms else []
     try:
         while True:
-            pokes_seen = broker.store.arrivals.pokes
+            pokes_seen = broker.store.arrivals.pokes(queues)
             delivered, outcome = await broker.pop_batches.receive(ask)
             left_s = deadline_s - time.monotonic()
             if delivered or left_s <= 0 or not broker.is_running:
                 break
-            await _wait_any(broker.store, _queues(broker, group, topic, queue_count),
-                            min(left_s * 1000, _WAIT_SLICE_MS), pokes_seen)
+            await _wait_any(broker.store, queues, min(left_s * 1000, _WAIT_SLICE_MS),
+                            pokes_seen)
         status = await outcome.status()
     except PopRefused as error:
         raise _refusal(error, gateway) from None
@@ -261,8 +262,9 @@ def _queues(broker: Broker, group: str, topic: str, queue_count: int) -> list[tu
 
 async def _wait_any(store: MessageStore, queues: list[tuple[str, int]], wait_ms: float,
                     pokes_seen: int) -> None:
-    """Until a message arrives in one of the queues, or one is retried in place there (or was
-    anywhere since `pokes_seen`: the receive before may have missed it), or `wait_ms`; 429
+    """Until a message arrives in one of the queues, or one becomes receivable there again
+    without arriving (a poke: a retry in place, an ack letting the next of an order key go;
+    or one since `pokes_seen`, which the receive before may have missed), or `wait_ms`; 429
     LONG_POLL_BUSY past the long-poll bound (every queue waited on holds a place)."""
     loop = asyncio.get_running_loop()
     arrived = asyncio.Event()
@@ -281,7 +283,7 @@ async def _wait_any(store: MessageStore, queues: list[tuple[str, int]], wait_ms:
                                "already (long_poll_waiters_max); retry later or receive "
                                "without wait_ms")
             waiters.append(waiter)
-        if store.arrivals.pokes != pokes_seen:
+        if store.arrivals.pokes(queues) != pokes_seen:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait_ms / 1000):

@@ -194,8 +194,9 @@ class _WatchedLock:
 @pytest.fixture
 def cut_while_planning(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """Patch the consumption's reads: while a receive plans (after its read of candidates)
-    the host thread runs the cut it is given (`[on_cut, offset]`), and the decision goes on
-    once that cut is done or waits for the state lock."""
+    the host thread runs the cut it is given (`(on_cut, offset, lock)`), and the decision
+    goes on once that cut is done or waits for the state lock. The cut's end is then
+    appended to the list (an Event: the decision may finish before the cut takes the lock)."""
     given: list[Any] = []
     import app.broker.consumption as consumption_module
 
@@ -220,6 +221,7 @@ def cut_while_planning(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
                     break
             else:
                 raise AssertionError("the cut neither ran nor waited for the state lock")
+            given.append(done)
         return reads
 
     monkeypatch.setattr(consumption_module, "candidates", candidates)
@@ -273,6 +275,8 @@ async def test_a_cut_while_a_receive_plans_gives_no_500(
             f"/v1/groups/{group}/topics/{topic}/messages:receive",
             json={"invisible_ms": 10_000, "body_encoding": "utf8", "max_messages": 1})
         assert response.status_code == 202, response.text
+        cut_done = cut_while_planning.pop()
+        assert cut_done.wait(_WAIT_S)  # the lock is not fair: the decision may end first
         assert _state(served, group, topic) == (1, 0)  # as the committed log says
         consumption.appender = appender
         again = await _receive(served, group, topic, max_messages=4)

@@ -1,6 +1,7 @@
-"""A long-polling receive is woken when a message is retried in place in one of its queues (an
-expiry: no new entry arrives, so dispatch wakes nobody), also when the retry lands between its
-empty receive and its parking. The wait's slice (after which a waiting receive looks again
+"""A long-polling receive is woken when a message becomes receivable in one of its queues
+without a new entry (so dispatch wakes nobody): retried in place after an expiry, also when
+the retry lands between its empty receive and its parking, or let go by the ack of the one
+before it in a FIFO queue. The wait's slice (after which a waiting receive looks again
 anyway) is made longer than each test waits, so only the wake can answer in time."""
 
 from __future__ import annotations
@@ -80,6 +81,24 @@ def test_a_poke_wakes_the_waiters_of_its_queue_only(tmp_path: Path) -> None:
     woken: list[str] = []
     arrivals.park("T", 0, 5, lambda: 5, lambda: woken.append("q0"))
     arrivals.park("T", 1, 5, lambda: 5, lambda: woken.append("q1"))
-    before = arrivals.pokes
     arrivals.poke("T", 0)
-    assert woken == ["q0"] and arrivals.pokes == before + 1
+    assert woken == ["q0"]
+    assert (arrivals.pokes([("T", 0)]), arrivals.pokes([("T", 1)])) == (1, 0)
+
+
+async def test_a_waiting_receive_wakes_when_an_ack_lets_the_next_of_a_fifo_queue_go(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, fifo=True,
+                                messages=[{"body": "m0"}, {"body": "m1"}])
+    [first] = await _receive(served, group, topic)
+    waiting = asyncio.ensure_future(_receive(served, group, topic, wait_ms=100_000))
+    arrivals = served.broker.store.arrivals
+    for _ in range(2_000):  # until it waits behind m0
+        if arrivals.waiter_count:
+            break
+        await asyncio.sleep(0.005)
+    assert arrivals.waiter_count and not waiting.done()
+    assert (await _ack(served, group, topic, [first["receipt_handle"]])).status_code == 200
+    [second] = await asyncio.wait_for(waiting, ANSWER_WAIT_S)
+    assert second["body"] == "m1"
+    assert (await _ack(served, group, topic, [second["receipt_handle"]])).status_code == 200
