@@ -48,7 +48,7 @@ from store import (
 )
 from store.clock import ClockMs, wall_ms
 from store.consumption.events import Disposition, Received
-from store.consumption.handles import HandleCodec, ReceiptHandle
+from store.consumption.handles import HandleCodec
 from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
@@ -361,19 +361,18 @@ class GroupConsumption:
                 self._deliver(record, gather, reads)
 
     def _deliver(self, record: PopRecord, gather: Gather, reads: Reads) -> None:
-        key = record.key
+        group, topic, queue_id = record.key.group, record.key.topic, record.key.queue_id
+        encode, delivered = self.codec.encode_fields, gather.delivered
         for event in record.events:
             assert isinstance(event, Received)
             for delivery in event.deliveries:
                 message = reads.message(delivery.queue_offset)
                 if message is None:
                     continue  # gone (retention): its handle would name nothing readable
-                handle = self.codec.encode(ReceiptHandle(
-                    key.group, key.topic, key.queue_id, delivery.queue_offset,
-                    delivery.attempt, delivery.delivery_id))
-                gather.delivered.append(Delivered(handle, delivery.attempt, message,
-                                                  origin_of(message),
-                                                  delivery.invisible_until_ms))
+                handle = encode(group, topic, queue_id, delivery.queue_offset,
+                                delivery.attempt, delivery.delivery_id)
+                delivered.append(Delivered(handle, delivery.attempt, message,
+                                           origin_of(message), delivery.invisible_until_ms))
 
     def _copied_ends(self, records: list[tuple[PopRecord, list[Outcome]]], now_ms: int
                      ) -> list[tuple[PopRecord, list[Outcome]]]:
