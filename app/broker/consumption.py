@@ -47,6 +47,7 @@ from store import (
     PutMessageResult,
 )
 from store.clock import ClockMs, wall_ms
+from store.consumption.ahead import RecordsAhead
 from store.consumption.events import Disposition, Received
 from store.consumption.handles import HandleCodec
 from store.consumption.policy import RetryPolicy, group_policy
@@ -117,12 +118,14 @@ class GroupConsumption:
         self.delivery_id_floor: Callable[[], int] = lambda: 0
         # When the master ended expired deliveries, after their invisible time.
         self.expiry_lateness = Lateness()
+        # This master's records applied ahead, until dispatch reaches them (`apply_record`).
+        self.ahead = RecordsAhead()
 
     # -- the log's records (dispatch thread, every replica) ------------------------------------
 
     def apply_record(self, record: SystemRecord) -> list[OffsetSet]:
         """Apply one pop record in log order; the group offset it moved, if any."""
-        pop = decode(record.body)
+        pop = self._taken_ahead(record) or decode(record.body)
         with self.state_lock:
             self.registry.apply(pop)
             committed = self.registry.committed_move(pop.key)
@@ -164,6 +167,7 @@ class GroupConsumption:
         from the states before does not apply its record here (`_apply_ahead`)."""
         with self.state_lock:
             self.registry.reset()
+            self.ahead.clear()
             self.states_generation += 1
 
     # -- decisions (the master) ----------------------------------------------------------------
@@ -337,10 +341,12 @@ class GroupConsumption:
         records = [record for record, _ in planned] + [record for record, _ in ack_records]
         if not records:
             return
-        results = self._put_records([_message_of(record) for record in records])
+        written = [_message_of(record) for record in records]
+        results = self._put_records(written)
         owners: list[tuple[Gather, Reads] | list[Outcome]] = \
             [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
-        for record, owner, (result, completion) in zip(records, owners, results, strict=True):
+        for record, body, owner, (result, completion) in zip(
+                records, [message.body for message in written], owners, results, strict=True):
             if not result.status.is_stored:
                 self.refused_writes += 1
                 refusal = PopRefused(result.status.value, result.detail or
@@ -351,7 +357,7 @@ class GroupConsumption:
                 else:
                     owner[0].refused = refusal
                 continue
-            self._apply_ahead(record, generation)
+            self._apply_ahead(record, generation, body, result)
             if isinstance(owner, list):
                 for outcome in owner:
                     outcome.completions.append(completion)
@@ -414,14 +420,16 @@ class GroupConsumption:
                 return 0
             try:
                 self.copies.put([copy for _, copies in planned for copy in copies])
-                results = self._put_records([_message_of(record) for record, _ in planned])
+                messages = [_message_of(record) for record, _ in planned]
+                results = self._put_records(messages)
             except CopyRefused as error:
                 log.warning("expiry not written (tried again next tick): %s", error.detail)
                 return 0
             ended = 0
-            for (record, _), (result, _) in zip(planned, results, strict=True):
+            for (record, _), message, (result, _) in zip(planned, messages, results,
+                                                         strict=True):
                 if result.status.is_stored:
-                    self._apply_ahead(record, generation)
+                    self._apply_ahead(record, generation, message.body, result)
                     ended += len(record.events)
             return ended
 
@@ -490,12 +498,14 @@ class GroupConsumption:
             return self.appender(messages)
         return self._store.put_system_messages(messages)
 
-    def _apply_ahead(self, record: PopRecord, generation: int) -> None:
-        """Apply a decision's stored record here at once, so the next decision sees it;
-        unless the states were rebuilt since it was planned from them (`reset`: a cut or a
-        lost record, while its append waited): it then applies as dispatch reaches it, if
-        the group's log keeps it. Applied to the rebuilt states it could hold what no log
-        holds, or not fit them (a decision answered 500)."""
+    def _apply_ahead(self, record: PopRecord, generation: int, body: bytes,
+                     result: PutMessageResult) -> None:
+        """Apply a decision's stored record (`body`, as `result` stored it) here at once,
+        so the next decision sees it, and keep it for dispatch (`ahead`); unless the states
+        were rebuilt since it was planned from them (`reset`: a cut or a lost record, while
+        its append waited): it then applies as dispatch reaches it, if the group's log keeps
+        it. Applied to the rebuilt states it could hold what no log holds, or not fit them (a
+        decision answered 500)."""
         with self.state_lock:
             if generation != self.states_generation:
                 self.stale_applies_skipped += 1
@@ -503,6 +513,15 @@ class GroupConsumption:
                             "states were rebuilt while it was appended")
                 return
             self.registry.apply(record)
+            self.ahead.keep(result.commit_log_offset, body, record)
+
+    def _taken_ahead(self, record: SystemRecord) -> PopRecord | None:
+        """The record this master applied ahead for these bytes at this offset (its decode
+        skipped: store/consumption/ahead.py), or None."""
+        if not len(self.ahead):  # (a slave keeps none)
+            return None
+        with self.state_lock:
+            return self.ahead.take(record.commit_log_offset, record.body)
 
 
 def _message_of(record: PopRecord) -> Message:

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from app.api.schemas.messages import ConsumeResult
+from app.broker import consumption as consumption_module
 from store import Message, PutMessageStatus
+from store.consumption.records import PopRecord, decode
 from store.property_names import PROPERTY_TAGS
 from tests.support.app import Served, app_settings, problem, serving
 from tests.support.store import wait_dispatched
@@ -381,6 +383,37 @@ async def test_a_big_receive_and_ack_fit_records_of_bounded_size(served: Served,
     assert response.status_code == 200, response.text
     rest = await _receive(served, group, topic, max_messages=1024)
     assert len(rest) == 1100 - 1024
+
+
+async def test_dispatch_applies_the_masters_own_records_without_decoding_them(
+        served: Served, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The master keeps each record it applied ahead until dispatch reaches it: dispatch
+    applies the record kept instead of decoding its bytes, and still writes the group offset
+    it moved."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": f"m{n}"} for n in range(5)])
+    while _expire(served, clock, 0):  # the earlier tests' deliveries, due on this clock
+        pass
+    consumption = served.broker.consumption
+    decoded: list[bytes] = []
+
+    def counted(body: bytes) -> PopRecord:
+        decoded.append(body)
+        return decode(body)
+
+    monkeypatch.setattr(consumption_module, "decode", counted)
+    taken = consumption.ahead.taken
+    received = await _receive(served, group, topic, max_messages=5, invisible_ms=5_000)
+    acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received[:3]])
+    assert acked.status_code == 200, acked.text
+    assert _expire(served, clock, 5_000) == 2
+    wait_dispatched(served.broker.store)
+    assert decoded == []
+    assert consumption.ahead.taken - taken == 3  # the receive's, the ack's, the expiry's
+    assert len(consumption.ahead) == 0
+    lag = (await served.client.get(f"/v1/groups/{group}/lag")).json()
+    assert [queue["consumer_offset"] for queue in lag["queues"]] == [5]  # m3, m4 retried
+    assert [(item["body"], item["delivery_attempt"])
+            for item in await _receive(served, group, topic)] == [("m3", 2), ("m4", 2)]
 
 
 async def test_a_masters_delivery_ids_start_at_its_epoch(served: Served, clock: FakeClock) -> None:
