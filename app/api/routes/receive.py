@@ -227,14 +227,10 @@ def _handle_outcome(result: HandleResult, status: PutMessageStatus) -> dict[str,
 
 
 def _received(item: Delivered, body_encoding: str) -> dict[str, Any]:
-    document = consumed(item.message, body_encoding)
-    topic, queue_id, queue_offset, msg_id = item.origin
-    document.update(msg_id=msg_id, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
-                    receipt_handle=item.handle, delivery_attempt=item.attempt,
-                    invisible_until_ms=item.invisible_until_ms)
-    properties = document["properties"]
-    for name in [name for name in properties if name.startswith("TWINLOG_POP_")]:
-        del properties[name]
+    document = consumed(item.message, body_encoding, item.origin)
+    document["receipt_handle"] = item.handle
+    document["delivery_attempt"] = item.attempt
+    document["invisible_until_ms"] = item.invisible_until_ms
     return document
 
 

@@ -183,6 +183,39 @@ async def test_a_release_comes_back_after_the_backoff(served: Served, clock: Fak
     assert [(item["body"], item["delivery_attempt"]) for item in again] == [("try later", 2)]
 
 
+async def test_a_retry_copy_is_answered_as_its_origin_with_the_users_properties_only(
+        served: Served, clock: FakeClock) -> None:
+    """A redelivery read from the retry topic names the message where it was first stored
+    (msg_id, topic, queue id and offset), and its properties are the producer's: none of
+    the TWINLOG_POP_* properties naming its origin; the fields in the schema's order."""
+    group, topic = await _setup(served, queues=1, messages=[
+        {"body": "again", "tags": "TagA", "keys": ["k1", "k2"],
+         "properties": {"color": "red", "size": "L"}}])
+    [first] = await _receive(served, group, topic)
+    released = await _change(served, group, topic, first["receipt_handle"], 0)
+    assert released.status_code == 200, released.text
+    wait_dispatched(served.broker.store)
+    [again] = await _receivable_at(served, clock, clock.now_ms + 10_000, group, topic)
+    assert list(again) == list(first) == [
+        "msg_id", "topic", "queue_id", "queue_offset", "commit_log_offset", "size_bytes",
+        "body", "body_encoding", "keys", "tags", "properties", "idempotency_key",
+        "born_timestamp_ms", "store_timestamp_ms", "reconsume_times", "receipt_handle",
+        "delivery_attempt", "invisible_until_ms"]
+    named = ("msg_id", "topic", "queue_id", "queue_offset", "body", "body_encoding", "keys",
+             "tags", "idempotency_key", "born_timestamp_ms")
+    assert {name: again[name] for name in named} == {name: first[name] for name in named}
+    assert first["properties"] == {"color": "red", "size": "L"}
+    # (the copy went through the delayed-message timers, whose properties it keeps)
+    assert not any(name.startswith("TWINLOG_POP_") for name in again["properties"])
+    assert {name: value for name, value in again["properties"].items()
+            if not name.startswith("TWINLOG_")} == first["properties"]
+    assert (first["topic"], first["queue_id"], first["keys"], first["tags"]) == \
+        (topic, 0, ["k1", "k2"], "TagA")
+    assert again["commit_log_offset"] != first["commit_log_offset"]  # the copy's own
+    assert (again["delivery_attempt"], again["receipt_handle"] != first["receipt_handle"]) == \
+        (2, True)
+
+
 async def test_a_poison_message_is_dead_lettered_after_exactly_retry_times_max_retries(
         served: Served, clock: FakeClock) -> None:
     group, topic = await _setup(served, queues=1, retry_times_max=2,
