@@ -48,8 +48,9 @@ from store import (
     PutMessageResult,
 )
 from store.clock import ClockMs, wall_ms
+from store.consumption.ahead import RecordsAhead
 from store.consumption.events import Disposition, Received
-from store.consumption.handles import HandleCodec, ReceiptHandle
+from store.consumption.handles import HandleCodec
 from store.consumption.policy import RetryPolicy, group_policy
 from store.consumption.queue_state import ConsumptionError, QueueState
 from store.consumption.records import PopRecord, QueueKey, decode, encode, is_pop_op
@@ -118,12 +119,14 @@ class GroupConsumption:
         self.delivery_id_floor: Callable[[], int] = lambda: 0
         # When the master ended expired deliveries, after their invisible time.
         self.expiry_lateness = Lateness()
+        # This master's records applied ahead, until dispatch reaches them (`apply_record`).
+        self.ahead = RecordsAhead()
 
     # -- the log's records (dispatch thread, every replica) ------------------------------------
 
     def apply_record(self, record: SystemRecord) -> list[OffsetSet]:
         """Apply one pop record in log order; the group offset it moved, if any."""
-        pop = decode(record.body)
+        pop = self._taken_ahead(record) or decode(record.body)
         with self.state_lock:
             self.registry.apply(pop)
             committed = self.registry.committed_move(pop.key)
@@ -165,6 +168,7 @@ class GroupConsumption:
         from the states before does not apply its record here (`_apply_ahead`)."""
         with self.state_lock:
             self.registry.reset()
+            self.ahead.clear()
             self.states_generation += 1
 
     # -- decisions (the master) ----------------------------------------------------------------
@@ -345,10 +349,12 @@ class GroupConsumption:
         records = [record for record, _ in planned] + [record for record, _ in ack_records]
         if not records:
             return
-        results = self._put_records([_message_of(record) for record in records])
+        written = [_message_of(record) for record in records]
+        results = self._put_records(written)
         owners: list[tuple[Gather, Reads] | list[Outcome]] = \
             [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
-        for record, owner, (result, completion) in zip(records, owners, results, strict=True):
+        for record, body, owner, (result, completion) in zip(
+                records, [message.body for message in written], owners, results, strict=True):
             if not result.status.is_stored:
                 self.refused_writes += 1
                 refusal = PopRefused(result.status.value, result.detail or
@@ -359,7 +365,7 @@ class GroupConsumption:
                 else:
                     owner[0].refused = refusal
                 continue
-            self._apply_ahead(record, generation)
+            self._apply_ahead(record, generation, body, result)
             if isinstance(owner, list):
                 self._wake_receivers(record)
                 for outcome in owner:
@@ -370,19 +376,18 @@ class GroupConsumption:
                 self._deliver(record, gather, reads)
 
     def _deliver(self, record: PopRecord, gather: Gather, reads: Reads) -> None:
-        key = record.key
+        group, topic, queue_id = record.key.group, record.key.topic, record.key.queue_id
+        encode, delivered = self.codec.encode_fields, gather.delivered
         for event in record.events:
             assert isinstance(event, Received)
             for delivery in event.deliveries:
                 message = reads.message(delivery.queue_offset)
                 if message is None:
                     continue  # gone (retention): its handle would name nothing readable
-                handle = self.codec.encode(ReceiptHandle(
-                    key.group, key.topic, key.queue_id, delivery.queue_offset,
-                    delivery.attempt, delivery.delivery_id))
-                gather.delivered.append(Delivered(handle, delivery.attempt, message,
-                                                  origin_of(message),
-                                                  delivery.invisible_until_ms))
+                handle = encode(group, topic, queue_id, delivery.queue_offset,
+                                delivery.attempt, delivery.delivery_id)
+                delivered.append(Delivered(handle, delivery.attempt, message,
+                                           origin_of(message), delivery.invisible_until_ms))
 
     def _copied_ends(self, records: list[tuple[PopRecord, list[Outcome]]], now_ms: int
                      ) -> list[tuple[PopRecord, list[Outcome]]]:
@@ -424,14 +429,16 @@ class GroupConsumption:
                 return 0
             try:
                 self.copies.put([copy for _, copies in planned for copy in copies])
-                results = self._put_records([_message_of(record) for record, _ in planned])
+                messages = [_message_of(record) for record, _ in planned]
+                results = self._put_records(messages)
             except CopyRefused as error:
                 log.warning("expiry not written (tried again next tick): %s", error.detail)
                 return 0
             ended = 0
-            for (record, _), (result, _) in zip(planned, results, strict=True):
+            for (record, _), message, (result, _) in zip(planned, messages, results,
+                                                         strict=True):
                 if result.status.is_stored:
-                    self._apply_ahead(record, generation)
+                    self._apply_ahead(record, generation, message.body, result)
                     ended += len(record.events)
                     self._wake_receivers(record)
             return ended
@@ -539,12 +546,14 @@ class GroupConsumption:
         if state is not None and state.has_waiting:
             self._store.arrivals.poke(stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT)
 
-    def _apply_ahead(self, record: PopRecord, generation: int) -> None:
-        """Apply a decision's stored record here at once, so the next decision sees it;
-        unless the states were rebuilt since it was planned from them (`reset`: a cut or a
-        lost record, while its append waited): it then applies as dispatch reaches it, if
-        the group's log keeps it. Applied to the rebuilt states it could hold what no log
-        holds, or not fit them (a decision answered 500)."""
+    def _apply_ahead(self, record: PopRecord, generation: int, body: bytes,
+                     result: PutMessageResult) -> None:
+        """Apply a decision's stored record (`body`, as `result` stored it) here at once,
+        so the next decision sees it, and keep it for dispatch (`ahead`); unless the states
+        were rebuilt since it was planned from them (`reset`: a cut or a lost record, while
+        its append waited): it then applies as dispatch reaches it, if the group's log keeps
+        it. Applied to the rebuilt states it could hold what no log holds, or not fit them (a
+        decision answered 500)."""
         with self.state_lock:
             if generation != self.states_generation:
                 self.stale_applies_skipped += 1
@@ -552,6 +561,15 @@ class GroupConsumption:
                             "states were rebuilt while it was appended")
                 return
             self.registry.apply(record)
+            self.ahead.keep(result.commit_log_offset, body, record)
+
+    def _taken_ahead(self, record: SystemRecord) -> PopRecord | None:
+        """The record this master applied ahead for these bytes at this offset (its decode
+        skipped: store/consumption/ahead.py), or None."""
+        if not len(self.ahead):  # (a slave keeps none)
+            return None
+        with self.state_lock:
+            return self.ahead.take(record.commit_log_offset, record.body)
 
 
 def _message_of(record: PopRecord) -> Message:

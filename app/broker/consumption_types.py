@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from store import PutMessageStatus, StoredMessage
 from store.consumption.tags import TagFilter
@@ -22,8 +23,9 @@ class PopRefused(Exception):
     setting: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
+class Delivered(NamedTuple):
+    """(A named tuple: one is built for every message received.)"""
+
     handle: str
     attempt: int
     message: StoredMessage
@@ -31,8 +33,9 @@ class Delivered:
     invisible_until_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class HandleResult:
+class HandleResult(NamedTuple):
+    """(A named tuple: one is built for every handle acked.)"""
+
     handle: str
     code: str  # "OK", "STALE_RECEIPT_HANDLE", "INVALID_RECEIPT_HANDLE"
     detail: str = ""

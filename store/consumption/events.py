@@ -2,17 +2,17 @@
 
 Each event carries its whole outcome (offsets, delivery ids, attempts, times), never a "now",
 so applying it is a pure function of the queue state and the event, and every replica that
-applies the same events in the same order holds the same in-flight state.
+applies the same events in the same order holds the same in-flight state. (Named tuples: a
+decision makes one or two per message, and every replica decodes them from the log.)
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A message of the queue as the reader found it, offered to a receive."""
 
     queue_offset: int
@@ -27,46 +27,40 @@ class Disposition(enum.Enum):
     DEAD = "dead"  # it already had every attempt the policy allows: straight to the DLQ
 
 
-@dataclass(frozen=True, slots=True)
-class Scanned:
+class Scanned(NamedTuple):
     queue_offset: int
     disposition: Disposition
     order_key: str | None
     attempts_before: int
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
     queue_offset: int
     attempt: int  # 1-based
     delivery_id: int
     invisible_until_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
+class Received(NamedTuple):
     """Candidates taken into the window (from the scan offset on) and deliveries handed out."""
 
     scanned: tuple[Scanned, ...]
     deliveries: tuple[Delivery, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Acked:
+class Acked(NamedTuple):
     queue_offset: int
     delivery_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class Changed:
+class Changed(NamedTuple):
     """A new invisible time: the old delivery id is stale, the new one holds the message."""
 
     old_delivery_id: int
     delivery: Delivery
 
 
-@dataclass(frozen=True, slots=True)
-class Retried:
+class Retried(NamedTuple):
     """A delivery that ended without an ack: the message is receivable again at `due_ms`.
 
     In place (a message with an order key, or any message of a FIFO queue), it waits in its own
@@ -81,8 +75,7 @@ class Retried:
     in_place: bool
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLettered:
+class DeadLettered(NamedTuple):
     """A delivery whose failure used the last attempt: the caller puts it into %DLQ%{group}."""
 
     queue_offset: int

@@ -17,7 +17,7 @@ receive applied, on every replica alike.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -47,10 +47,10 @@ class PopRecordError(ValueError):
     """A pop record this build cannot read: an unknown version or kind, a bad body."""
 
 
-@dataclass(frozen=True, slots=True)
-class QueueKey:
+class QueueKey(NamedTuple):
     """One queue a group consumes by receive: the topic's own queue or, with `RETRY_QUEUE_BIT`
-    set in `queue_id`, a queue of the group's retry topic for that topic."""
+    set in `queue_id`, a queue of the group's retry topic for that topic. (A named tuple:
+    every decision and every acked handle looks its queue up by it.)"""
 
     group: str
     topic: str

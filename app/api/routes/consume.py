@@ -9,7 +9,7 @@ consumer reads are in (bench/http_consume.py measured it against a hop to a thre
 
 from __future__ import annotations
 
-import base64
+import binascii
 import re
 import time
 from collections.abc import Awaitable
@@ -55,14 +55,22 @@ from app.api.topic_lookup import require_topic
 from app.broker.broker import Broker
 from app.settings import Scope as TokenScope
 from store import GetMessageStatus, StoredMessage
+from store.consumption.names import PROPERTY_ORIGIN_TOPIC
 from store.consumption.tags import TAG_EXPRESSION_LENGTH_MAX, TagExpressionError, TagFilter
 from store.encoded_reads import Encoded, EncodedRead, Encoder
 from store.property_names import PROPERTY_KEYS, PROPERTY_TAGS
+from store.timers.names import PROPERTY_DUE_MS, PROPERTY_FROM, PROPERTY_SCHEDULED_MSG_ID
 
 router = APIRouter(tags=["consume"], dependencies=[requires(TokenScope.CONSUME)])
 PATH = "/v1/topics/{topic}/queues/{queue_id}/messages"
 
 _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTENCY_KEY})
+# The properties a retry copy names its origin with (store/consumption/names.py): a receive
+# answers the origin in the document's own fields instead.
+_POP_PROPERTY_PREFIX = "TWINLOG_POP_"
+# The properties the delay of a retry copy (a release's backoff) adds when it is delivered to
+# the retry topic: the retry's own, not the producer's, so a receive leaves them out too.
+_RETRY_DELAY_PROPERTIES = frozenset({PROPERTY_DUE_MS, PROPERTY_SCHEDULED_MSG_ID, PROPERTY_FROM})
 READ_MESSAGES_MAX = 1024
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
@@ -270,8 +278,12 @@ def check_readable_queue(broker: Broker, topic: str, queue_id: int) -> bool:
     return True
 
 
-def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:
-    """The ConsumedMessage document of a message (app/api/schemas/messages.py's field order)."""
+def consumed(message: StoredMessage, body_encoding: str,
+             origin: tuple[str, int, int, str] | None = None) -> dict[str, Any]:
+    """The ConsumedMessage document of a message (app/api/schemas/messages.py's field order).
+    With `origin` (a receive's: the topic, queue id, queue offset and message id where the
+    message was first stored), the message is named by it, and the properties of a retry
+    copy's own (TWINLOG_POP_* naming its origin, and its delay's) are left out."""
     properties = message.properties
     body: str | None = None
     encoding = "base64"
@@ -282,13 +294,25 @@ def consumed(message: StoredMessage, body_encoding: str) -> dict[str, Any]:
         except UnicodeDecodeError:
             body = None
     if body is None:
-        body = base64.b64encode(message.body).decode("ascii")
+        body = binascii.b2a_base64(message.body, newline=False).decode("ascii")
     keys = properties.get(PROPERTY_KEYS)
-    user_properties: dict[str, Any] = {name: value for name, value in properties.items()
-                                       if name not in _SYSTEM_PROPERTIES}
+    if origin is None:
+        topic, queue_id, queue_offset, msg_id = (message.topic, message.queue_id,
+                                                 message.queue_offset, message.msg_id)
+    else:
+        topic, queue_id, queue_offset, msg_id = origin
+    if origin is None or PROPERTY_ORIGIN_TOPIC not in properties:
+        user_properties: dict[str, Any] = {
+            name: value for name, value in properties.items()
+            if name not in _SYSTEM_PROPERTIES}
+    else:  # a retry copy
+        user_properties = {
+            name: value for name, value in properties.items()
+            if name not in _SYSTEM_PROPERTIES and name not in _RETRY_DELAY_PROPERTIES
+            and not name.startswith(_POP_PROPERTY_PREFIX)}
     return {
-        "msg_id": message.msg_id, "topic": message.topic, "queue_id": message.queue_id,
-        "queue_offset": message.queue_offset, "commit_log_offset": message.commit_log_offset,
+        "msg_id": msg_id, "topic": topic, "queue_id": queue_id, "queue_offset": queue_offset,
+        "commit_log_offset": message.commit_log_offset,
         "size_bytes": message.total_size, "body": body, "body_encoding": encoding,
         "keys": keys.split(" ") if keys else [], "tags": properties.get(PROPERTY_TAGS),
         "properties": user_properties,

@@ -167,7 +167,8 @@ async def ack_answer(gateway: Any, group: str, topic: str,
         status = await outcome.status()
     except PopRefused as error:
         raise _refusal(error, gateway) from None
-    outcomes = [_handle_outcome(result, status) for result in results]
+    ok_status = _ok_status(status)
+    outcomes = [_handle_outcome(result, ok_status) for result in results]
     statuses = {item["status"] for item in outcomes}
     if len(statuses) == 1 and (code := results[0].code) != "OK":
         raise ApiError(code, results[0].detail if len(results) == 1 else
@@ -219,24 +220,20 @@ def _ok_status(status: PutMessageStatus) -> int:
     return 200 if status is PutMessageStatus.PUT_OK else PUT_HTTP_STATUS[status]
 
 
-def _handle_outcome(result: HandleResult, status: PutMessageStatus) -> dict[str, Any]:
+def _handle_outcome(result: HandleResult, ok_status: int) -> dict[str, Any]:
     if result.code == "OK":
-        return {"receipt_handle": result.handle, "status": _ok_status(status),
-                "error_code": None, "detail": None}
+        return {"receipt_handle": result.handle, "status": ok_status, "error_code": None,
+                "detail": None}
     return {"receipt_handle": result.handle,
             "status": PROBLEMS[result.code].http_status, "error_code": result.code,
             "detail": result.detail}
 
 
 def _received(item: Delivered, body_encoding: str) -> dict[str, Any]:
-    document = consumed(item.message, body_encoding)
-    topic, queue_id, queue_offset, msg_id = item.origin
-    document.update(msg_id=msg_id, topic=topic, queue_id=queue_id, queue_offset=queue_offset,
-                    receipt_handle=item.handle, delivery_attempt=item.attempt,
-                    invisible_until_ms=item.invisible_until_ms)
-    properties = document["properties"]
-    for name in [name for name in properties if name.startswith("TWINLOG_POP_")]:
-        del properties[name]
+    document = consumed(item.message, body_encoding, item.origin)
+    document["receipt_handle"] = item.handle
+    document["delivery_attempt"] = item.attempt
+    document["invisible_until_ms"] = item.invisible_until_ms
     return document
 
 

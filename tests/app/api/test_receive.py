@@ -5,8 +5,9 @@ clock drives time; the expiry tick is called by the test (its thread's interval 
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 
 from app.api.schemas.messages import ConsumeResult
+from app.broker import consumption as consumption_module
 from store import Message, PutMessageStatus
+from store.consumption.records import PopRecord, decode
 from store.property_names import PROPERTY_TAGS
 from tests.support.app import Served, app_settings, problem, serving
 from tests.support.store import wait_dispatched
@@ -23,6 +26,8 @@ from tests.support.timers import FakeClock
 pytestmark = pytest.mark.anyio
 
 NOW_MS = 1_800_000_000_000
+RECEIVABLE_WAIT_S = 10.0
+NOTHING_WAIT_S = 0.2
 _names = itertools.count()
 _POP = {"pop_invisible_ms_min": 1_000, "pop_expiry_interval_ms": 60_000,
         "delay_levels": "1s 2s", "timer_precision_ms": 100}
@@ -180,6 +185,35 @@ async def test_a_release_comes_back_after_the_backoff(served: Served, clock: Fak
     assert await _receive(served, group, topic) == []  # backoff: 10 s for the first attempt
     again = await _receivable_at(served, clock, clock.now_ms + 10_000, group, topic)
     assert [(item["body"], item["delivery_attempt"]) for item in again] == [("try later", 2)]
+
+
+async def test_a_retry_copy_is_answered_as_its_origin_with_the_users_properties_only(
+        served: Served, clock: FakeClock) -> None:
+    """A redelivery read from the retry topic names the message where it was first stored
+    (msg_id, topic, queue id and offset), and its properties are the producer's: none of
+    the TWINLOG_POP_* properties naming its origin; the fields in the schema's order."""
+    group, topic = await _setup(served, queues=1, messages=[
+        {"body": "again", "tags": "TagA", "keys": ["k1", "k2"],
+         "properties": {"color": "red", "size": "L"}}])
+    [first] = await _receive(served, group, topic, invisible_ms=5_000)
+    released = await _change(served, group, topic, first["receipt_handle"], 0)
+    assert released.status_code == 200, released.text  # a copy due after the backoff (10 s)
+    [again] = await _receivable_at(served, clock, clock.now_ms + 10_000, group, topic)
+    assert list(again) == list(first) == [
+        "msg_id", "topic", "queue_id", "queue_offset", "commit_log_offset", "size_bytes",
+        "body", "body_encoding", "keys", "tags", "properties", "idempotency_key",
+        "born_timestamp_ms", "store_timestamp_ms", "reconsume_times", "receipt_handle",
+        "delivery_attempt", "invisible_until_ms"]
+    named = ("msg_id", "topic", "queue_id", "queue_offset", "body", "body_encoding", "keys",
+             "tags", "idempotency_key", "born_timestamp_ms")
+    assert {name: again[name] for name in named} == {name: first[name] for name in named}
+    assert first["properties"] == {"color": "red", "size": "L"}
+    assert again["properties"] == first["properties"]
+    assert (first["topic"], first["queue_id"], first["keys"], first["tags"]) == \
+        (topic, 0, ["k1", "k2"], "TagA")
+    assert again["commit_log_offset"] != first["commit_log_offset"]  # the copy's own
+    assert (again["delivery_attempt"], again["receipt_handle"] != first["receipt_handle"]) == \
+        (2, True)
 
 
 async def test_a_poison_message_is_dead_lettered_after_exactly_retry_times_max_retries(
@@ -384,6 +418,37 @@ async def test_a_big_receive_and_ack_fit_records_of_bounded_size(served: Served,
     assert len(rest) == 1100 - 1024
 
 
+async def test_dispatch_applies_the_masters_own_records_without_decoding_them(
+        served: Served, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The master keeps each record it applied ahead until dispatch reaches it: dispatch
+    applies the record kept instead of decoding its bytes, and still writes the group offset
+    it moved."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": f"m{n}"} for n in range(5)])
+    while _expire(served, clock, 0):  # the earlier tests' deliveries, due on this clock
+        pass
+    consumption = served.broker.consumption
+    decoded: list[bytes] = []
+
+    def counted(body: bytes) -> PopRecord:
+        decoded.append(body)
+        return decode(body)
+
+    monkeypatch.setattr(consumption_module, "decode", counted)
+    taken = consumption.ahead.taken
+    received = await _receive(served, group, topic, max_messages=5, invisible_ms=5_000)
+    acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received[:3]])
+    assert acked.status_code == 200, acked.text
+    assert _expire(served, clock, 5_000) == 2
+    wait_dispatched(served.broker.store)
+    assert decoded == []
+    assert consumption.ahead.taken - taken == 3  # the receive's, the ack's, the expiry's
+    assert len(consumption.ahead) == 0
+    lag = (await served.client.get(f"/v1/groups/{group}/lag")).json()
+    assert [queue["consumer_offset"] for queue in lag["queues"]] == [3]  # m3, m4 in place
+    assert [(item["body"], item["delivery_attempt"])
+            for item in await _receive(served, group, topic)] == [("m3", 2), ("m4", 2)]
+
+
 async def test_a_masters_delivery_ids_start_at_its_epoch(served: Served, clock: FakeClock) -> None:
     """A classic master hands out delivery ids from its HA epoch << 32 on: a slave promoted
     (a new epoch) after its master answered a receive whose record it never got hands out
@@ -399,7 +464,7 @@ async def test_a_masters_delivery_ids_start_at_its_epoch(served: Served, clock: 
     handles = [codec.decode_for(item["receipt_handle"], group=group, topic=topic)
                for item in received]
     assert [handle.delivery_id >> 32 for handle in handles] == [epoch, epoch]
-    earlier = codec.encode(dataclasses.replace(handles[0], delivery_id=1))  # an earlier epoch's
+    earlier = codec.encode(handles[0]._replace(delivery_id=1))  # an earlier epoch's
     stale = await _ack(served, group, topic, [earlier])
     assert stale.status_code == 409, stale.text
     acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
@@ -420,18 +485,21 @@ async def _release(served: Served, group: str, topic: str, handle: str) -> None:
 
 
 async def _receivable_at(served: Served, clock: FakeClock, at_ms: int, group: str,
-                         topic: str) -> list[dict[str, Any]]:
-    """What a receive gets once the clock reads `at_ms` and the scheduler had its turn."""
+                         topic: str, wait_s: float = RECEIVABLE_WAIT_S) -> list[dict[str, Any]]:
+    """What a receive gets once the clock reads `at_ms` and the scheduler had its turn (up
+    to `wait_s`: it puts due copies on its own thread; a check that nothing comes gives
+    NOTHING_WAIT_S)."""
     clock.now_ms = at_ms
     timers = served.broker.timers
     assert timers is not None
     timers.wake()
-    for _ in range(100):  # the scheduler puts due copies on its own thread
+    deadline_s = time.monotonic() + wait_s
+    while True:
         wait_dispatched(served.broker.store)
         received = await _receive(served, group, topic)
-        if received:
+        if received or time.monotonic() > deadline_s:
             return received
-    return []
+        await asyncio.sleep(0.01)
 
 
 async def test_two_groups_release_after_their_own_backoffs(served: Served,
@@ -445,16 +513,19 @@ async def test_two_groups_release_after_their_own_backoffs(served: Served,
         [message] = await _receive(served, group, topic)
         await _release(served, group, topic, message["receipt_handle"])
     # fast: 2 s, then 6 s (x3); table and default: 10 s.
-    assert await _receivable_at(served, clock, released_at + 1_500, fast, topic) == []
+    assert await _receivable_at(served, clock, released_at + 1_500, fast, topic,
+                                NOTHING_WAIT_S) == []
     [again] = await _receivable_at(served, clock, released_at + 2_000, fast, topic)
     assert again["delivery_attempt"] == 2
     assert await _receive(served, table, topic) == []
     assert await _receive(served, default, topic) == []
     await _release(served, fast, topic, again["receipt_handle"])  # at +2 s: 6 s more
-    assert await _receivable_at(served, clock, released_at + 7_500, fast, topic) == []
+    assert await _receivable_at(served, clock, released_at + 7_500, fast, topic,
+                                NOTHING_WAIT_S) == []
     [third] = await _receivable_at(served, clock, released_at + 8_000, fast, topic)
     assert third["delivery_attempt"] == 3
-    assert await _receivable_at(served, clock, released_at + 9_500, table, topic) == []
+    assert await _receivable_at(served, clock, released_at + 9_500, table, topic,
+                                NOTHING_WAIT_S) == []
     assert await _receive(served, default, topic) == []
     for group in (table, default):
         [late] = await _receivable_at(served, clock, released_at + 10_000, group, topic)
@@ -479,7 +550,7 @@ async def test_an_update_changes_the_backoff_of_later_releases(served: Served,
     await _release(served, group, topic, again["receipt_handle"])
     # The table's second level: 30 s.
     assert await _receivable_at(served, clock, released_at + 2_000 + 29_000, group,
-                                topic) == []
+                                topic, NOTHING_WAIT_S) == []
     [third] = await _receivable_at(served, clock, released_at + 2_000 + 30_000, group, topic)
     assert third["delivery_attempt"] == 3
 

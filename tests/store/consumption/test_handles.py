@@ -8,7 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from store.consumption.handles import HandleCodec, HandleError, ReceiptHandle
+from store.consumption.handles import NAMES_KEPT_MAX, HandleCodec, HandleError, ReceiptHandle
 
 CODEC = HandleCodec()
 names = st.text(min_size=1, max_size=40)
@@ -72,3 +72,53 @@ def test_an_unknown_version_is_refused() -> None:
 def test_fields_out_of_range_are_a_value_error_at_encode() -> None:
     with pytest.raises(ValueError, match="out of range"):
         CODEC.encode(ReceiptHandle("g", "t", -1, 0, 1, 1))
+
+
+# Handles written by the version-1 codec as first released: the bytes of a handle are a
+# contract with the clients holding them (and with a broker of another build after a failover).
+GOLDEN = [(HandleCodec(), "AYAAAAMAAAAAB1vNFQADAAAABwAAACoABm9yZGVycwAIUGF5bWVudHNKRePp-HLc6Q",
+           ReceiptHandle("orders", "Payments", 2**31 + 3, 123_456_789, 3, (7 << 32) + 42)),
+          (HandleCodec(b"cluster-key"), "AQAAAAAAAAAAAAAAAAABAAAAAAAAAAEAA2fDqQABdHI75NiKaIW1",
+           ReceiptHandle("g\u00e9", "t", 0, 0, 1, 1))]
+
+
+@pytest.mark.parametrize(("codec", "text", "handle"), GOLDEN)
+def test_the_handles_of_the_first_release_decode_and_are_encoded_alike(
+        codec: HandleCodec, text: str, handle: ReceiptHandle) -> None:
+    assert codec.encode(handle) == text
+    assert codec.decode(text) == handle
+    assert codec.decode_for(text, group=handle.group, topic=handle.topic) == handle
+
+
+@given(handles, names, names)
+def test_decode_for_answers_what_decode_does_or_refuses_another_group_or_topic(
+        handle: ReceiptHandle, group: str, topic: str) -> None:
+    """decode_for's shortcut (the body's names compared with the expected ones as bytes)
+    agrees with decode, whichever names it is given, and with a codec holding every pair's
+    names already (their cache) or none."""
+    text = CODEC.encode(handle)
+    for codec in (CODEC, HandleCodec()):
+        for expected_group, expected_topic in ((group, topic), (handle.group, topic),
+                                               (group, handle.topic)):
+            if (expected_group, expected_topic) == (handle.group, handle.topic):
+                assert codec.decode_for(text, group=expected_group,
+                                        topic=expected_topic) == handle
+                continue
+            with pytest.raises(HandleError, match="belongs to group"):
+                codec.decode_for(text, group=expected_group, topic=expected_topic)
+        assert codec.decode_for(text, group=handle.group, topic=handle.topic) == handle
+
+
+def test_names_that_run_into_each_other_are_not_taken_for_the_expected_ones() -> None:
+    """The names' part carries each name's length: ("ab", "c") is not ("a", "bc")."""
+    text = CODEC.encode(ReceiptHandle("ab", "c", 0, 1, 1, 1))
+    with pytest.raises(HandleError, match="belongs to group 'ab', topic 'c'"):
+        CODEC.decode_for(text, group="a", topic="bc")
+
+
+def test_the_names_kept_are_bounded() -> None:
+    codec = HandleCodec()
+    for number in range(NAMES_KEPT_MAX + 5):
+        text = codec.encode(ReceiptHandle(f"g{number}", "t", 0, number, 1, 1))
+        assert codec.decode_for(text, group=f"g{number}", topic="t").queue_offset == number
+        assert len(codec._names) <= NAMES_KEPT_MAX
