@@ -52,7 +52,8 @@ contracts: setup
 # processes"`, markers in pyproject.toml), on two workers, one test file at a time each, in
 # collection order (tests/conftest.py puts the files with `slow` tests first; without
 # --no-loadscope-reorder xdist would start with the files that hold the most tests).
-# Under 2 minutes on a 2-core machine; `make test` runs the rest too.
+# Budget: under 2 minutes on a 2-core machine (not met yet: docs/testing.md). `make test`
+# runs the rest too.
 unit: setup
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not jvm and not processes"
 

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from app.server.port_file import read_port_file
+from tests.support.metadata_template import seed_metadata
 from tests.support.processes import terminate, terminate_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,6 +147,8 @@ def _launching(root: Path) -> Iterator[Launcher]:
               environment: dict[str, str] | None = None, tls_ca: Path | None = None,
               **settings: Any) -> BrokerProcess:
         data_dir = root / name
+        if "database_url" not in settings:
+            seed_metadata(data_dir)  # migrated once per process, not by each broker
         arguments = ["--role", role, "--data-dir", str(data_dir)]
         if master is not None:
             arguments += ["--ha-master-address", master.ha_address,

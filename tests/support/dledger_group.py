@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.metadata_template import seed_metadata
 from tests.support.processes import terminate, terminate_all, wait_for
 from tests.support.tcp_proxy import TcpProxy
 
@@ -139,6 +140,8 @@ class DLedgerGroup:
         """Start (or restart) one member on its ports, without waiting for it."""
         member = self.members[node_id]
         assert not member.is_alive, f"{node_id} runs already"
+        if "database_url" not in self.settings:
+            seed_metadata(member.data_dir)  # migrated once per process, not by each member
         env = {key: value for key, value in os.environ.items()
                if not key.startswith("TWINLOG_")}
         env["PYTHONPATH"] = str(ROOT)

@@ -171,7 +171,8 @@ def test_a_take_over_does_not_wait_for_a_sync_hung_on_the_dead_leader(tmp_path: 
     rig = Rig()
     metadata = MetadataStore(sqlite_database_url(tmp_path / "metadata.sqlite3"))
     # A listener that never accepts: the kernel completes the connection, nobody answers.
-    with socket.socket() as dead_leader:
+    dead_leader = socket.socket()
+    try:
         dead_leader.bind(("127.0.0.1", 0))
         dead_leader.listen(8)
         url = f"http://127.0.0.1:{dead_leader.getsockname()[1]}"
@@ -184,10 +185,12 @@ def test_a_take_over_does_not_wait_for_a_sync_hung_on_the_dead_leader(tmp_path: 
         started = time.monotonic()
         rig.step("LEADER", "n0", term=2, committed_index=5, end_index=5)
         took_s = time.monotonic() - started
-        try:
-            assert rig.caught_up_terms == [2] and rig.leader_sync.sync is None
-            assert took_s < HUNG_TIMEOUT_S / 2, f"the take-over waited {took_s:.1f} s"
-        finally:
-            rig.leader_sync.stop()  # joins the retired sync (at most its timeout)
-            metadata.stop()
+        assert rig.caught_up_terms == [2] and rig.leader_sync.sync is None
+        assert took_s < HUNG_TIMEOUT_S / 2, f"the take-over waited {took_s:.1f} s"
+    finally:
+        # Closed before the join: the kernel resets the connection it completed, so the
+        # retired sync's request fails now rather than at its timeout.
+        dead_leader.close()
+        rig.leader_sync.stop()  # joins the retired sync (at most its timeout)
+        metadata.stop()
     assert hung.has_exited
