@@ -106,6 +106,7 @@ async def _produce_to_each(served: Served, count: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.wide
 async def test_ten_thousand_topics_keep_open_files_bounded(serve: ServeFactory) -> None:
     """10,000 topics created through the API, each with a consumable message, keep the
     process's open descriptors under a fixed bound (printed), and the 10,001st topic beyond

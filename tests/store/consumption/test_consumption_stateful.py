@@ -313,5 +313,6 @@ def test_consumption_against_the_model() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.wide
 def test_consumption_against_the_model_at_length() -> None:
     _run(800)
