@@ -453,6 +453,8 @@ class GroupConsumption:
             policy: RetryPolicy | None = None
             for key in self.registry.keys_of(group, topic):
                 state = self.registry.state(key)
+                if state is not None and state.came_due(now_ms):  # a backoff in place ended
+                    self._store.arrivals.poke(stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT)
                 due = None if state is None or not state.in_flight_count \
                     else state.next_expiry_ms()
                 if state is None or due is None or due > now_ms:

@@ -97,6 +97,8 @@ class QueueState:
         self._waiting: list[int] = []  # the offsets of the waiting entries, ascending
         self._keys_in_flight: dict[str, int] = {}  # a key -> its deliveries in flight
         self._deadlines: list[tuple[int, int, int]] = []  # heap: (until_ms, offset, id)
+        # Heap: (ready at, offset) of the entries retried in place, until told (`came_due`).
+        self._ready_times: list[tuple[int, int]] = []
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -280,6 +282,21 @@ class QueueState:
             heapq.heappop(deadlines)  # acked, changed or ended since
         return deadlines[0][0] if deadlines else None
 
+    def came_due(self, now_ms: int) -> bool:
+        """Whether a message retried in place became ready by `now_ms` since the last call
+        (each is told once): nothing else happens at its due time but the clock, so the
+        master's tick asks, to wake the receives waiting on the queue."""
+        times, due = self._ready_times, False
+        while times and times[0][0] <= now_ms:
+            ready_ms, offset = heapq.heappop(times)
+            due = due or self._waits_until(offset, ready_ms)
+        return due
+
+    def _waits_until(self, offset: int, ready_ms: int) -> bool:
+        entry = self._window.get(offset)
+        return entry is not None and entry.state is EntryState.WAITING \
+            and entry.until_ms == ready_ms
+
     def _holds(self, queue_offset: int, delivery_id: int) -> bool:
         entry = self._window.get(queue_offset)
         return (entry is not None and entry.state is EntryState.IN_FLIGHT
@@ -318,6 +335,11 @@ class QueueState:
                 event.due_ms
             entry.delivery_id = 0
             bisect.insort(self._waiting, event.queue_offset)
+            times = self._ready_times
+            heapq.heappush(times, (event.due_ms, event.queue_offset))
+            if len(times) > 2 * len(self._waiting) + 64:  # a replica's, never asked: rebuild
+                times[:] = [item for item in times if self._waits_until(item[1], item[0])]
+                heapq.heapify(times)
         else:
             entry.state = EntryState.DONE
             self._advance()

@@ -1,7 +1,8 @@
 """A long-polling receive is woken when a message becomes receivable in one of its queues
 without a new entry (so dispatch wakes nobody): retried in place after an expiry, also when
-the retry lands between its empty receive and its parking, or let go by the ack of the one
-before it in a FIFO queue. The wait's slice (after which a waiting receive looks again
+the retry lands between its empty receive and its parking, let go by the ack of the one
+before it in a FIFO queue, or retried in place after a backoff that ends (the expiry tick
+tells). The wait's slice (after which a waiting receive looks again
 anyway) is made longer than each test waits, so only the wake can answer in time."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.api.routes import receive as receive_route
-from tests.app.api.test_receive import _ack, _expire, _receive, _settings, _setup
+from tests.app.api.test_receive import _ack, _change, _expire, _receive, _settings, _setup
 from tests.app.api.test_receive import clock as clock  # noqa: F401 (a fixture)
 from tests.support.app import Served, serving
 from tests.support.timers import FakeClock
@@ -102,3 +103,25 @@ async def test_a_waiting_receive_wakes_when_an_ack_lets_the_next_of_a_fifo_queue
     [second] = await asyncio.wait_for(waiting, ANSWER_WAIT_S)
     assert second["body"] == "m1"
     assert (await _ack(served, group, topic, [second["receipt_handle"]])).status_code == 200
+
+
+async def test_a_waiting_receive_wakes_when_a_backoff_in_place_comes_due(
+        served: Served, clock: FakeClock) -> None:
+    group, topic = await _setup(served, queues=1, fifo=True, messages=[{"body": "m0"}])
+    [first] = await _receive(served, group, topic)
+    released = await _change(served, group, topic, first["receipt_handle"], 0)
+    assert released.status_code == 200, released.text  # in place (FIFO), ready in 10 s
+    waiting = asyncio.ensure_future(_receive(served, group, topic, wait_ms=100_000))
+    arrivals = served.broker.store.arrivals
+    for _ in range(2_000):  # until it waits for m0's backoff
+        if arrivals.waiter_count:
+            break
+        await asyncio.sleep(0.005)
+    assert arrivals.waiter_count and not waiting.done()
+    _expire(served, clock, 9_999)  # (ends what earlier tests left in flight)
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    _expire(served, clock, 1)  # the tick that sees the backoff end
+    [again] = await asyncio.wait_for(waiting, ANSWER_WAIT_S)
+    assert (again["body"], again["delivery_attempt"]) == ("m0", 2)
+    assert (await _ack(served, group, topic, [again["receipt_handle"]])).status_code == 200

@@ -220,3 +220,23 @@ def test_a_mode_change_counts_the_keys_in_flight_again() -> None:
                              delivery_id=delivery.delivery_id).event
         assert ack is not None and state.apply(ack)
     assert state.committed_offset == 3 and state.in_flight_count == 0
+
+
+def test_a_backoff_in_place_comes_due_once_and_its_times_stay_bounded() -> None:
+    state = QueueState(window_max=8)
+    (delivery,) = _receive(state, _candidates(state, 1, order_key="k")).deliveries
+    release = state.plan_change(queue_offset=0, delivery_id=delivery.delivery_id,
+                                invisible_ms=0, now_ms=0, policy=POLICY).event
+    assert isinstance(release, Retried) and release.in_place
+    state.apply(release)
+    ready_ms = release.due_ms
+    assert not state.came_due(ready_ms - 1)
+    assert state.came_due(ready_ms) and not state.came_due(ready_ms)  # told once
+    for attempt in range(300):  # a replica's retries, never asked: the times stay bounded
+        (again,) = _receive(state, [], now_ms=10**9 * (attempt + 1), max_messages=1,
+                            policy=RetryPolicy(retry_times_max=1_000)).deliveries
+        retry = state.plan_change(queue_offset=0, delivery_id=again.delivery_id,
+                                  invisible_ms=0, now_ms=10**9 * (attempt + 1),
+                                  policy=RetryPolicy(retry_times_max=1_000)).event
+        assert isinstance(retry, Retried) and state.apply(retry)
+        assert len(state._ready_times) <= 2 * 1 + 65
