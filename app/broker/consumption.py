@@ -454,7 +454,7 @@ class GroupConsumption:
             for key in self.registry.keys_of(group, topic):
                 state = self.registry.state(key)
                 if state is not None and state.came_due(now_ms):  # a backoff in place ended
-                    self._store.arrivals.poke(stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT)
+                    self._poke(key)
                 due = None if state is None or not state.in_flight_count \
                     else state.next_expiry_ms()
                 if state is None or due is None or due > now_ms:
@@ -543,10 +543,15 @@ class GroupConsumption:
         """After an expiry's or an ack's record: when its queue holds waiting messages (a
         retry in place, or the next of an order key, which an ack or a dead letter lets go),
         the receives waiting on that queue look again (no new entry arrives to wake them)."""
-        key = record.key
-        state = self.registry.state(key)
-        if state is not None and state.has_waiting:
-            self._store.arrivals.poke(stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT)
+        state = self.registry.state(record.key)
+        if state is None:
+            return
+        state.came_due(record.at_ms)  # retries in place it made ready: this poke tells them
+        if state.has_waiting:
+            self._poke(record.key)
+
+    def _poke(self, key: QueueKey) -> None:
+        self._store.arrivals.poke(stored_topic(key), key.queue_id & ~RETRY_QUEUE_BIT)
 
     def _apply_ahead(self, record: PopRecord, generation: int, body: bytes,
                      result: PutMessageResult) -> None:

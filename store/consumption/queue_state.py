@@ -115,9 +115,7 @@ class QueueState:
         self._keys_in_flight = {}
         for entry in self._window.values():
             if entry.state is EntryState.IN_FLIGHT:
-                key = self._key(entry.order_key)
-                if key is not None:
-                    self._keys_in_flight[key] = self._keys_in_flight.get(key, 0) + 1
+                self._hold_key(entry)
 
     @property
     def committed_offset(self) -> int:
@@ -384,10 +382,13 @@ class QueueState:
 
     def _took_flight(self, offset: int, entry: Entry) -> None:
         self.in_flight_count += 1
+        self._hold_key(entry)
+        self._deadline(offset, entry)
+
+    def _hold_key(self, entry: Entry) -> None:
         key = self._key(entry.order_key)
         if key is not None:
             self._keys_in_flight[key] = self._keys_in_flight.get(key, 0) + 1
-        self._deadline(offset, entry)
 
     def _landed(self, entry: Entry) -> None:
         """An entry in flight leaves flight (acked, retried, dead-lettered)."""

@@ -68,9 +68,11 @@ _SYSTEM_PROPERTIES = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_IDEMPOTEN
 # The properties a retry copy names its origin with (store/consumption/names.py): a receive
 # answers the origin in the document's own fields instead.
 _POP_PROPERTY_PREFIX = "TWINLOG_POP_"
-# The properties the delay of a retry copy (a release's backoff) adds when it is delivered to
-# the retry topic: the retry's own, not the producer's, so a receive leaves them out too.
-_RETRY_DELAY_PROPERTIES = frozenset({PROPERTY_DUE_MS, PROPERTY_SCHEDULED_MSG_ID, PROPERTY_FROM})
+# What a receive leaves out of a retry copy's properties besides TWINLOG_POP_*: the system
+# ones, and those its delay (a release's backoff) added when it was delivered to the retry
+# topic: the retry's own, not the producer's.
+_RETRY_COPY_HIDDEN = _SYSTEM_PROPERTIES | {PROPERTY_DUE_MS, PROPERTY_SCHEDULED_MSG_ID,
+                                           PROPERTY_FROM}
 READ_MESSAGES_MAX = 1024
 WAIT_MS_LIMIT = 300_000  # the schema's bound; the broker cuts to long_poll_wait_ms_max
 # Nothing to read yet, but a message may arrive at `offset`: a read with wait_ms waits.
@@ -301,15 +303,11 @@ def consumed(message: StoredMessage, body_encoding: str,
                                                  message.queue_offset, message.msg_id)
     else:
         topic, queue_id, queue_offset, msg_id = origin
-    if origin is None or PROPERTY_ORIGIN_TOPIC not in properties:
-        user_properties: dict[str, Any] = {
-            name: value for name, value in properties.items()
-            if name not in _SYSTEM_PROPERTIES}
-    else:  # a retry copy
-        user_properties = {
-            name: value for name, value in properties.items()
-            if name not in _SYSTEM_PROPERTIES and name not in _RETRY_DELAY_PROPERTIES
-            and not name.startswith(_POP_PROPERTY_PREFIX)}
+    copy = origin is not None and PROPERTY_ORIGIN_TOPIC in properties  # a retry copy received
+    hidden = _RETRY_COPY_HIDDEN if copy else _SYSTEM_PROPERTIES
+    user_properties: dict[str, Any] = {
+        name: value for name, value in properties.items()
+        if name not in hidden and not (copy and name.startswith(_POP_PROPERTY_PREFIX))}
     return {
         "msg_id": msg_id, "topic": topic, "queue_id": queue_id, "queue_offset": queue_offset,
         "commit_log_offset": message.commit_log_offset,

@@ -32,6 +32,16 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
         yield running
 
 
+async def _until_waiting(served: Served, waiting: asyncio.Future[Any]) -> None:
+    """Until the receive `waiting` is parked on its queues (bounded)."""
+    arrivals = served.broker.store.arrivals
+    for _ in range(2_000):
+        if arrivals.waiter_count:
+            break
+        await asyncio.sleep(0.005)
+    assert arrivals.waiter_count and not waiting.done()
+
+
 @pytest.fixture(autouse=True)
 def long_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(receive_route, "_WAIT_SLICE_MS", 600_000)
@@ -42,12 +52,7 @@ async def test_a_waiting_receive_wakes_when_an_expired_message_is_retried_in_pla
     group, topic = await _setup(served, queues=1, messages=[{"body": "late"}])
     [first] = await _receive(served, group, topic, invisible_ms=5_000)
     waiting = asyncio.ensure_future(_receive(served, group, topic, wait_ms=100_000))
-    arrivals = served.broker.store.arrivals
-    for _ in range(2_000):  # until it waits (the next test covers the other order)
-        if arrivals.waiter_count:
-            break
-        await asyncio.sleep(0.005)
-    assert arrivals.waiter_count and not waiting.done()
+    await _until_waiting(served, waiting)  # it waits (the next test covers the other order)
     assert _expire(served, clock, 5_000) == 1
     [again] = await asyncio.wait_for(waiting, ANSWER_WAIT_S)
     assert (again["msg_id"], again["delivery_attempt"]) == (first["msg_id"], 2)
@@ -93,12 +98,7 @@ async def test_a_waiting_receive_wakes_when_an_ack_lets_the_next_of_a_fifo_queue
                                 messages=[{"body": "m0"}, {"body": "m1"}])
     [first] = await _receive(served, group, topic)
     waiting = asyncio.ensure_future(_receive(served, group, topic, wait_ms=100_000))
-    arrivals = served.broker.store.arrivals
-    for _ in range(2_000):  # until it waits behind m0
-        if arrivals.waiter_count:
-            break
-        await asyncio.sleep(0.005)
-    assert arrivals.waiter_count and not waiting.done()
+    await _until_waiting(served, waiting)  # it waits behind m0
     assert (await _ack(served, group, topic, [first["receipt_handle"]])).status_code == 200
     [second] = await asyncio.wait_for(waiting, ANSWER_WAIT_S)
     assert second["body"] == "m1"
@@ -112,12 +112,7 @@ async def test_a_waiting_receive_wakes_when_a_backoff_in_place_comes_due(
     released = await _change(served, group, topic, first["receipt_handle"], 0)
     assert released.status_code == 200, released.text  # in place (FIFO), ready in 10 s
     waiting = asyncio.ensure_future(_receive(served, group, topic, wait_ms=100_000))
-    arrivals = served.broker.store.arrivals
-    for _ in range(2_000):  # until it waits for m0's backoff
-        if arrivals.waiter_count:
-            break
-        await asyncio.sleep(0.005)
-    assert arrivals.waiter_count and not waiting.done()
+    await _until_waiting(served, waiting)  # it waits for m0's backoff
     _expire(served, clock, 9_999)  # (ends what earlier tests left in flight)
     await asyncio.sleep(0)
     assert not waiting.done()
