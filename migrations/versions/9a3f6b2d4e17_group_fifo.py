@@ -19,9 +19,11 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('subscription_group') as batch:
-        batch.add_column(sa.Column('fifo', sa.Boolean(), server_default=sa.false(),
-                                   nullable=False))
+    # A plain ADD COLUMN (a constant default makes NOT NULL allowed on SQLite too): batch mode
+    # rebuilt the table for a Boolean, and the rebuilt table's CHECK constraints came out in
+    # an order that varied from one process to the next.
+    op.add_column('subscription_group', sa.Column('fifo', sa.Boolean(),
+                                                  server_default=sa.false(), nullable=False))
 
 
 def downgrade() -> None:
