@@ -185,8 +185,10 @@ class CommitLog:
         self._on_append()
         return result
 
-    def append_batch(self, messages: Sequence[Message]) -> list[PutMessageResult]:
-        """Encode outside the lock, then write every valid record under one lock hold."""
+    def append_batch(self, messages: Sequence[Message], *,
+                     on_append: Callable[[], None] | None = None) -> list[PutMessageResult]:
+        """Encode outside the lock, then write every valid record under one lock hold; then
+        `on_append` (the log's own unless given)."""
         store_timestamp_ms = time.time_ns() // 1_000_000
         results: list[PutMessageResult] = []
         records: list[tuple[int, PutMessageResult, bytes, str]] = []
@@ -199,7 +201,7 @@ class CommitLog:
             with self._lock:
                 for queue_id, result, record, topic in records:
                     self._write_locked(topic, queue_id, record, result)
-            self._on_append()
+            (on_append or self._on_append)()
         return results
 
     def append_built(self, build: Callable[[dict[tuple[str, int], int]], Sequence[Message]]

@@ -537,7 +537,7 @@ class GroupConsumption:
         """Put pop records in one append: through the group member (DLedger) or the store."""
         if self.appender is not None:
             return self.appender(messages)
-        return self._store.put_system_messages(messages)
+        return self._store.put_system_messages(messages, applied_ahead=True)
 
     def _wake_receivers(self, record: PopRecord) -> None:
         """After an expiry's or an ack's record: when its queue holds waiting messages (a

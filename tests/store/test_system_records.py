@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from store import BrokerRole, Message, MessageStore, PutMessageStatus
 from store.dispatch import SystemRecord
 from store.system_topics import METADATA_TOPIC, OP_TOPIC_DELETE, PROPERTY_OP, PROPERTY_SUBJECT_TOPIC
@@ -135,3 +137,20 @@ def test_a_run_of_records_failing_midway_keeps_the_ones_before_and_retries_from_
                                               for number in range(5)]
     assert _bodies(store, "T") == [(0, b"after")]
     assert store.dispatch.error_count == 1
+
+
+def test_records_applied_ahead_wake_replication_not_dispatch_and_are_dispatched(
+        open_store: Callable[..., MessageStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pop decision's records (applied by their writer) wake the replication listeners but
+    not the parked dispatch thread: it takes them at its idle round. Others wake it."""
+    store = open_store()
+    wakes, appends = [], []
+    monkeypatch.setattr(store, "_wake_dispatch", lambda: wakes.append(1))
+    store.add_append_listener(lambda: appends.append(1))
+    results = store.put_system_messages([_note(b"ahead")], applied_ahead=True)
+    assert results[0][0].status is PutMessageStatus.PUT_OK
+    assert (wakes, appends) == ([], [1])
+    wait_dispatched(store)  # the dispatch thread's idle round, woken by nobody
+    assert _bodies(store, METADATA_TOPIC)[-1][1] == b"ahead"
+    store.put_system_messages([_note(b"plain")])
+    assert (wakes, appends) == ([1], [1, 1])

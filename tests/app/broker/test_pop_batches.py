@@ -121,12 +121,13 @@ def _refusing(served: Served, monkeypatch: pytest.MonkeyPatch, refused: set[int]
     real = store.put_system_messages
     calls: list[int] = []
 
-    def put(messages: Sequence[Message]) -> list[tuple[PutMessageResult, PutCompletion]]:
+    def put(messages: Sequence[Message], **options: bool
+            ) -> list[tuple[PutMessageResult, PutCompletion]]:
         calls.append(len(messages))
         if len(calls) != call:
-            return real(messages)
+            return real(messages, **options)
         kept = [message for number, message in enumerate(messages) if number not in refused]
-        stored = iter(real(kept))
+        stored = iter(real(kept, **options))
         refusal = PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY, detail="held")
         return [(refusal, PutCompletion.done(refusal.status)) if number in refused
                 else next(stored) for number in range(len(messages))]
