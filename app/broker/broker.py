@@ -27,12 +27,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from app.broker import pop_snapshots
-from app.broker.consumption import (
-    EXPIRY_EVENTS_PER_ROUND_MAX,
-    GroupConsumption,
-    epoch_delivery_id_floor,
-)
+from app.broker import pop_expiry, pop_snapshots
+from app.broker.consumption import GroupConsumption, epoch_delivery_id_floor
 from app.broker.dledger_consumption import dledger_consumption, watch_cuts
 from app.broker.dledger_member import build_dledger, leader_http_address
 from app.broker.dledger_snapshots import snapshots_for_mode
@@ -41,6 +37,7 @@ from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
 from app.broker.leader_sync import LeaderSync, dispatched_to_commit
 from app.broker.metadata_log import MetadataLog
 from app.broker.pop_batches import PopBatches
+from app.broker.pop_expiry import EXPIRY_EVENTS_PER_ROUND_MAX
 from app.broker.put_rates import PutRateSampler
 from app.broker.slave_sync import SlaveSync, queue_max_offset, start_queues
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
@@ -343,7 +340,7 @@ class Broker:
         bounded rounds (the consumption lock is free between two: receives go on)."""
         ended = 0
         for _ in range(EXPIRY_ROUNDS_MAX):
-            count = self.consumption.expire(self.takes_pop_decisions)
+            count = pop_expiry.expire(self.consumption, self.takes_pop_decisions)
             ended += count
             if count < EXPIRY_EVENTS_PER_ROUND_MAX:
                 break

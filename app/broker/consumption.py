@@ -81,9 +81,8 @@ REPLAY_BATCH_MESSAGES = 256
 # busy topic does not starve its retries.
 RETRY_FIRST_EVERY = 5
 # Events of one record at most (deliveries of a receive, expirations of a queue at a tick):
-# a record stays far below message_size_max_bytes, and an expiry round holds the lock briefly.
+# a record stays far below message_size_max_bytes.
 RECORD_EVENTS_MAX = 64
-EXPIRY_EVENTS_PER_ROUND_MAX = 1024
 # Receives merged into one decision want this many messages at most: small receives share
 # records; big ones fill their own (merged, each would wait for all of their records).
 GATHER_WANTED_MAX = 4 * RECORD_EVENTS_MAX
@@ -349,7 +348,7 @@ class GroupConsumption:
         records = [record for record, _ in planned] + [record for record, _ in ack_records]
         if not records:
             return
-        written = [_message_of(record) for record in records]
+        written = [message_of(record) for record in records]
         results = self._put_records(written)
         owners: list[tuple[Gather, Reads] | list[Outcome]] = \
             [owner for _, owner in planned] + [outcomes for _, outcomes in ack_records]
@@ -413,68 +412,6 @@ class GroupConsumption:
             if not copies or refused is None:
                 kept.append((record, outcomes))
         return kept
-
-    def expire(self, is_master: Callable[[], bool]) -> int:
-        """One expiry round: deliveries whose invisible time passed (at most
-        EXPIRY_EVENTS_PER_ROUND_MAX) are retried now, or dead-lettered after their last
-        attempt. On the master only; how many ended. The round's copies go in one append,
-        then its records in another."""
-        if not is_master():
-            return 0
-        with self.lock:
-            with self.state_lock:
-                generation = self.states_generation
-                planned = self._plan_expiry()
-            if not planned:
-                return 0
-            try:
-                self.copies.put([copy for _, copies in planned for copy in copies])
-                messages = [_message_of(record) for record, _ in planned]
-                results = self._put_records(messages)
-            except CopyRefused as error:
-                log.warning("expiry not written (tried again next tick): %s", error.detail)
-                return 0
-            ended = 0
-            for (record, _), message, (result, _) in zip(planned, messages, results,
-                                                         strict=True):
-                if result.status.is_stored:
-                    self._apply_ahead(record, generation, message.body, result)
-                    ended += len(record.events)
-                    self._wake_receivers(record)
-            return ended
-
-    def _plan_expiry(self) -> list[tuple[PopRecord, list[Message]]]:
-        """An expiry round's records (at most EXPIRY_EVENTS_PER_ROUND_MAX events), with the
-        copies each needs. Both locks are held."""
-        now_ms = self.clock_ms()
-        planned: list[tuple[PopRecord, list[Message]]] = []
-        room = EXPIRY_EVENTS_PER_ROUND_MAX
-        for group, topic in self.registry.group_topics():
-            policy: RetryPolicy | None = None
-            for key in self.registry.keys_of(group, topic):
-                state = self.registry.state(key)
-                if state is not None and state.came_due(now_ms):  # a backoff in place ended
-                    self._poke(key)
-                due = None if state is None or not state.in_flight_count \
-                    else state.next_expiry_ms()
-                if state is None or due is None or due > now_ms:
-                    continue
-                policy = policy or self.policy(group)
-                events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
-                room -= len(events)
-                for event in events:
-                    entry = state.entry(event.queue_offset)
-                    if entry is not None:
-                        self.expiry_lateness.observe(now_ms - entry.until_ms)
-                for start in range(0, len(events), RECORD_EVENTS_MAX):
-                    chunk = tuple(events[start:start + RECORD_EVENTS_MAX])
-                    planned.append((PopRecord(key, chunk, now_ms),
-                                    self.copies.for_ended(group, key, chunk, now_ms)))
-                if room <= 0:
-                    break
-            if room <= 0:
-                break
-        return planned
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -579,7 +516,7 @@ class GroupConsumption:
             return self.ahead.take(record.commit_log_offset, record.body)
 
 
-def _message_of(record: PopRecord) -> Message:
+def message_of(record: PopRecord) -> Message:
     return Message(METADATA_TOPIC, encode(record), properties={PROPERTY_OP: record.op},
                    queue_id=0)
 

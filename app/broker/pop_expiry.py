@@ -1,0 +1,87 @@
+"""Group consumption's expiry round, on the master (app/broker/consumption.py): deliveries whose
+invisible time passed are retried, or dead-lettered after their last attempt, decided by the
+queue states (store/consumption/) and written as pop records, like every decision.
+
+The round holds the decision lock briefly: at most EXPIRY_EVENTS_PER_ROUND_MAX events, in
+records of RECORD_EVENTS_MAX events; the broker's tick runs a bounded number of rounds, the
+lock let go between two (receives go on)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from app.broker.consumption import RECORD_EVENTS_MAX, GroupConsumption, message_of
+from app.broker.consumption_copies import CopyRefused
+from store import Message
+from store.consumption.policy import RetryPolicy
+from store.consumption.records import PopRecord
+
+log = logging.getLogger(__name__)
+
+EXPIRY_EVENTS_PER_ROUND_MAX = 1024
+
+
+def expire(consumption: GroupConsumption, is_master: Callable[[], bool]) -> int:
+    """One expiry round: deliveries whose invisible time passed (at most
+    EXPIRY_EVENTS_PER_ROUND_MAX) are retried now, or dead-lettered after their last
+    attempt. On the master only; how many ended. The round's copies go in one append,
+    then its records in another."""
+    if not is_master():
+        return 0
+    with consumption.lock:
+        with consumption.state_lock:
+            generation = consumption.states_generation
+            planned = _plan_expiry(consumption)
+        if not planned:
+            return 0
+        try:
+            consumption.copies.put([copy for _, copies in planned for copy in copies])
+            messages = [message_of(record) for record, _ in planned]
+            results = consumption._put_records(messages)
+        except CopyRefused as error:
+            log.warning("expiry not written (tried again next tick): %s", error.detail)
+            return 0
+        ended = 0
+        for (record, _), message, (result, _) in zip(planned, messages, results,
+                                                     strict=True):
+            if result.status.is_stored:
+                consumption._apply_ahead(record, generation, message.body, result)
+                ended += len(record.events)
+                consumption._wake_receivers(record)
+        return ended
+
+
+def _plan_expiry(consumption: GroupConsumption) -> list[tuple[PopRecord, list[Message]]]:
+    """An expiry round's records (at most EXPIRY_EVENTS_PER_ROUND_MAX events), with the
+    copies each needs. Both locks are held."""
+    now_ms = consumption.clock_ms()
+    planned: list[tuple[PopRecord, list[Message]]] = []
+    room = EXPIRY_EVENTS_PER_ROUND_MAX
+    registry = consumption.registry
+    for group, topic in registry.group_topics():
+        policy: RetryPolicy | None = None
+        for key in registry.keys_of(group, topic):
+            state = registry.state(key)
+            if state is not None and state.came_due(now_ms):  # a backoff in place ended
+                consumption._poke(key)
+            due = None if state is None or not state.in_flight_count \
+                else state.next_expiry_ms()
+            if state is None or due is None or due > now_ms:
+                continue
+            policy = policy or consumption.policy(group)
+            events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
+            room -= len(events)
+            for event in events:
+                entry = state.entry(event.queue_offset)
+                if entry is not None:
+                    consumption.expiry_lateness.observe(now_ms - entry.until_ms)
+            for start in range(0, len(events), RECORD_EVENTS_MAX):
+                chunk = tuple(events[start:start + RECORD_EVENTS_MAX])
+                planned.append((PopRecord(key, chunk, now_ms),
+                                consumption.copies.for_ended(group, key, chunk, now_ms)))
+            if room <= 0:
+                break
+        if room <= 0:
+            break
+    return planned
