@@ -2,7 +2,8 @@
 
 `ServiceThread` is every round-based loop of the broker: `run_once()` does one round and
 returns how long to wait before the next (woken earlier by `wake()`). `IntervalService` is its
-interval mode: one action every `interval_ms`.
+interval mode: one action every `interval_ms`; `DueService` runs its action when the work the
+action reports comes due, between a gap and that interval.
 """
 
 from __future__ import annotations
@@ -113,3 +114,37 @@ class IntervalService(ServiceThread):
         except Exception:
             log.exception("%s failed; retrying in %.3f s", self.name, self._interval_s)
         return self._interval_s
+
+
+class DueService(IntervalService):
+    """Runs `action` when its next item comes due: the action answers in how many ms that is
+    (None: nothing known), and the thread waits that long, but at least `gap_ms` (items due
+    within a gap go in one round) and at most `interval_ms` (an item the action did not
+    know of yet is found then). The first run comes one gap after start (the action tells
+    the rest). A failing action is tried again one interval later."""
+
+    def __init__(self, name: str, *, gap_ms: int, interval_ms: int,
+                 action: Callable[[], int | None]) -> None:
+        assert 0 < gap_ms <= interval_ms, (gap_ms, interval_ms)
+        super().__init__(name, interval_ms, action)
+        self._gap_s = gap_ms / 1000
+        self._due_action = action
+
+    def run_once(self) -> float:
+        if self._first:
+            self._first = False
+            return self._gap_s
+        try:
+            due_in_ms = self._due_action()
+        except Exception:
+            log.exception("%s failed; retrying in %.3f s", self.name, self._interval_s)
+            return self._interval_s
+        return due_wait_s(due_in_ms, self._gap_s, self._interval_s)
+
+
+def due_wait_s(due_in_ms: int | None, gap_s: float, interval_s: float) -> float:
+    """The wait before the next round of a DueService: until the next item is due, within
+    [gap_s, interval_s]."""
+    if due_in_ms is None:
+        return interval_s
+    return min(interval_s, max(gap_s, due_in_ms / 1000))

@@ -37,7 +37,6 @@ from app.broker.idempotency import IdempotencyWindow, checked_in_log, rebuild
 from app.broker.leader_sync import LeaderSync, dispatched_to_commit
 from app.broker.metadata_log import MetadataLog
 from app.broker.pop_batches import PopBatches
-from app.broker.pop_expiry import EXPIRY_EVENTS_PER_ROUND_MAX
 from app.broker.put_rates import PutRateSampler
 from app.broker.slave_sync import SlaveSync, queue_max_offset, start_queues
 from app.broker.snapshots import PeriodicSnapshots, Snapshots
@@ -50,7 +49,7 @@ from store.broker_file import BrokerFile, write_broker_file
 from store.clock import ClockMs, wall_ms
 from store.metadata import MetadataStore
 from store.metadata.log_records import SNAPSHOT_PART_BYTES_MAX
-from store.service import IntervalService
+from store.service import DueService, IntervalService
 from store.timers.scheduler import TimerScheduler, Writer
 
 if TYPE_CHECKING:
@@ -66,8 +65,6 @@ _METADATA_SNAPSHOT_CHECK_INTERVAL_MS = 5000
 # DLedger: how much longer than dledger_quorum_deadline_ms the scheduler waits for an append's
 # answer (app/broker/dledger_timers.py).
 _TIMER_ANSWER_MARGIN_S = 5.0
-# Expiry rounds of one tick at most (each ends up to EXPIRY_EVENTS_PER_ROUND_MAX deliveries).
-EXPIRY_ROUNDS_MAX = 64
 
 
 class BrokerState(enum.Enum):
@@ -160,8 +157,10 @@ class Broker:
                 lambda: epoch_delivery_id_floor(self.replication)
         # The receives and acks of one event-loop turn are decided together (fewer appends).
         self.pop_batches = PopBatches(self.consumption.decide)
-        self._pop_expiry = IntervalService("pop-expiry", settings.pop_expiry_interval_ms,
-                                           self.expire_deliveries)
+        interval_ms = settings.pop_expiry_interval_ms
+        self._pop_expiry = DueService("pop-expiry", interval_ms=interval_ms,
+                                      gap_ms=min(settings.pop_expiry_gap_ms, interval_ms),
+                                      action=self._expiry_tick)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -336,15 +335,12 @@ class Broker:
         self._pop_expiry.start()
 
     def expire_deliveries(self) -> int:
-        """The pop-expiry tick: on the master, deliveries past their invisible time end, in
-        bounded rounds (the consumption lock is free between two: receives go on)."""
-        ended = 0
-        for _ in range(EXPIRY_ROUNDS_MAX):
-            count = pop_expiry.expire(self.consumption, self.takes_pop_decisions)
-            ended += count
-            if count < EXPIRY_EVENTS_PER_ROUND_MAX:
-                break
-        return ended
+        """The pop-expiry tick's work, now: on the master, deliveries past their invisible
+        time end, in bounded rounds (app/broker/pop_expiry.py); how many ended."""
+        return pop_expiry.expire_rounds(self.consumption, self.takes_pop_decisions).ended
+
+    def _expiry_tick(self) -> int | None:
+        return pop_expiry.expire_rounds(self.consumption, self.takes_pop_decisions).due_in_ms
 
     def takes_pop_decisions(self) -> bool:
         """Whether this broker decides receives and acks: a running master, or the DLedger

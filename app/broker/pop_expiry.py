@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from app.broker.consumption import RECORD_EVENTS_MAX, GroupConsumption, message_of
 from app.broker.consumption_copies import CopyRefused
@@ -20,28 +21,50 @@ from store.consumption.records import PopRecord
 log = logging.getLogger(__name__)
 
 EXPIRY_EVENTS_PER_ROUND_MAX = 1024
+# Expiry rounds of one tick at most (each ends up to EXPIRY_EVENTS_PER_ROUND_MAX deliveries).
+EXPIRY_ROUNDS_MAX = 64
 
 
-def expire(consumption: GroupConsumption, is_master: Callable[[], bool]) -> int:
+class ExpiryRound(NamedTuple):
+    ended: int  # deliveries retried or dead-lettered
+    due_in_ms: int | None  # until the next known deadline or ready time (None: none known)
+
+
+def expire_rounds(consumption: GroupConsumption, is_master: Callable[[], bool]
+                  ) -> ExpiryRound:
+    """One tick: rounds until one ends fewer than it may (at most EXPIRY_ROUNDS_MAX; the
+    decision lock is free between two: receives go on). The deliveries ended in all, and
+    when the next tick has work (at once when the rounds ran out)."""
+    ended = 0
+    for _ in range(EXPIRY_ROUNDS_MAX):
+        one = expire(consumption, is_master)
+        ended += one.ended
+        if one.ended < EXPIRY_EVENTS_PER_ROUND_MAX:
+            return ExpiryRound(ended, one.due_in_ms)
+    return ExpiryRound(ended, 0)
+
+
+def expire(consumption: GroupConsumption, is_master: Callable[[], bool]) -> ExpiryRound:
     """One expiry round: deliveries whose invisible time passed (at most
     EXPIRY_EVENTS_PER_ROUND_MAX) are retried now, or dead-lettered after their last
-    attempt. On the master only; how many ended. The round's copies go in one append,
-    then its records in another."""
+    attempt. On the master only. The round's copies go in one append, then its records in
+    another. It answers how many ended, and when the next round has work: the earliest
+    deadline or ready time it saw ahead, or at once after a round that ended some."""
     if not is_master():
-        return 0
+        return ExpiryRound(0, None)
     with consumption.lock:
         with consumption.state_lock:
             generation = consumption.states_generation
-            planned = _plan_expiry(consumption)
+            planned, due_in_ms = _plan_expiry(consumption)
         if not planned:
-            return 0
+            return ExpiryRound(0, due_in_ms)
         try:
             consumption.copies.put([copy for _, copies in planned for copy in copies])
             messages = [message_of(record) for record, _ in planned]
             results = consumption._put_records(messages)
         except CopyRefused as error:
             log.warning("expiry not written (tried again next tick): %s", error.detail)
-            return 0
+            return ExpiryRound(0, None)
         ended = 0
         for (record, _), message, (result, _) in zip(planned, messages, results,
                                                      strict=True):
@@ -49,25 +72,34 @@ def expire(consumption: GroupConsumption, is_master: Callable[[], bool]) -> int:
                 consumption._apply_ahead(record, generation, message.body, result)
                 ended += len(record.events)
                 consumption._wake_receivers(record)
-        return ended
+        return ExpiryRound(ended, due_in_ms)
 
 
-def _plan_expiry(consumption: GroupConsumption) -> list[tuple[PopRecord, list[Message]]]:
+def _plan_expiry(consumption: GroupConsumption
+                 ) -> tuple[list[tuple[PopRecord, list[Message]]], int | None]:
     """An expiry round's records (at most EXPIRY_EVENTS_PER_ROUND_MAX events), with the
-    copies each needs. Both locks are held."""
+    copies each needs, and the ms until the next round has work (0: at once; None: nothing
+    known). Both locks are held."""
     now_ms = consumption.clock_ms()
     planned: list[tuple[PopRecord, list[Message]]] = []
     room = EXPIRY_EVENTS_PER_ROUND_MAX
     registry = consumption.registry
+    next_ms: int | None = None
     for group, topic in registry.group_topics():
         policy: RetryPolicy | None = None
         for key in registry.keys_of(group, topic):
             state = registry.state(key)
-            if state is not None and state.came_due(now_ms):  # a backoff in place ended
+            if state is None:
+                continue
+            if state.came_due(now_ms):  # a backoff in place ended
                 consumption._poke(key)
-            due = None if state is None or not state.in_flight_count \
-                else state.next_expiry_ms()
-            if state is None or due is None or due > now_ms:
+            ready = state.next_ready_ms()
+            due = state.next_expiry_ms() if state.in_flight_count else None
+            ahead = now_ms if due is not None and due <= now_ms else due  # more may be due
+            for item_ms in (ready, ahead):
+                if item_ms is not None and (next_ms is None or item_ms < next_ms):
+                    next_ms = item_ms
+            if due is None or due > now_ms:
                 continue
             policy = policy or consumption.policy(group)
             events = state.plan_expiry(now_ms=now_ms, policy=policy)[:room]
@@ -84,4 +116,4 @@ def _plan_expiry(consumption: GroupConsumption) -> list[tuple[PopRecord, list[Me
                 break
         if room <= 0:
             break
-    return planned
+    return planned, None if next_ms is None else max(0, next_ms - now_ms)

@@ -64,5 +64,11 @@ class ConsumptionFields(BaseModel):
         5_000, ge=1, le=7_200_000, description="the first wait of the exponential backoff")
     pop_expiry_interval_ms: int = Field(
         50, ge=1, le=60_000,
-        description="how often the master looks for received messages whose invisible time "
-                    "passed (a redelivery is at most about this late)")
+        description="the longest the master's expiry tick sleeps: it wakes when the "
+                    "earliest invisible time it knows of passes, and at least this often "
+                    "for deliveries made since (a redelivery is at most about this late)")
+    pop_expiry_gap_ms: int = Field(
+        10, ge=1, le=60_000,
+        description="the shortest time between two expiry ticks (or the interval, if "
+                    "shorter): invisible times that pass within it are redelivered in one "
+                    "round, in fewer records (a redelivery is typically at most this late)")

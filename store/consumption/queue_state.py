@@ -280,6 +280,14 @@ class QueueState:
             heapq.heappop(deadlines)  # acked, changed or ended since
         return deadlines[0][0] if deadlines else None
 
+    def next_ready_ms(self) -> int | None:
+        """The earliest time a message retried in place becomes ready, of those not told yet
+        (`came_due`)."""
+        times = self._ready_times
+        while times and not self._waits_until(times[0][1], times[0][0]):
+            heapq.heappop(times)  # received, acked or changed since
+        return times[0][0] if times else None
+
     def came_due(self, now_ms: int) -> bool:
         """Whether a message retried in place became ready by `now_ms` since the last call
         (each is told once): nothing else happens at its due time but the clock, so the

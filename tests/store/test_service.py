@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from store.service import IntervalService
+from store.service import DueService, IntervalService, due_wait_s
 
 DEADLINE_S = 5.0
 
@@ -63,3 +63,32 @@ def test_interval_service_first_runs_one_interval_after_start() -> None:
     assert ran_at_s[0] - started_s >= 0.2
     assert ran_on[0] == "test-interval"
     assert not service.is_running
+
+
+def test_due_wait_is_the_time_to_the_next_item_within_the_gap_and_the_interval() -> None:
+    assert due_wait_s(None, 0.01, 0.05) == 0.05  # nothing known: the interval
+    assert due_wait_s(0, 0.01, 0.05) == 0.01  # due now: one gap (rounds stay batched)
+    assert due_wait_s(30, 0.01, 0.05) == 0.03
+    assert due_wait_s(60_000, 0.01, 0.05) == 0.05  # later items: still every interval
+
+
+def test_due_service_runs_when_its_action_says_not_at_its_interval() -> None:
+    """The action says its next item is due in 20 ms: the next run comes then, not after the
+    60 s interval; with nothing due, the interval holds."""
+    calls: list[float] = []
+    third = threading.Event()
+
+    def action() -> int | None:
+        calls.append(time.monotonic())
+        if len(calls) >= 3:
+            third.set()
+            return None
+        return 20
+
+    service = DueService(name="test-due", gap_ms=1, interval_ms=60_000, action=action)
+    service.start()  # the first run one gap after start
+    try:
+        assert third.wait(DEADLINE_S)
+    finally:
+        service.stop()
+    assert len(calls) == 3 and calls[2] - calls[1] >= 0.02

@@ -30,6 +30,7 @@ RECEIVABLE_WAIT_S = 10.0
 NOTHING_WAIT_S = 0.2
 _names = itertools.count()
 _POP = {"pop_invisible_ms_min": 1_000, "pop_expiry_interval_ms": 60_000,
+        "pop_expiry_gap_ms": 60_000,
         "delay_levels": "1s 2s", "timer_precision_ms": 100}
 
 

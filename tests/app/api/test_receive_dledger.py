@@ -36,6 +36,7 @@ from tests.support.timers import FakeClock
 pytestmark = pytest.mark.anyio
 
 _POP = {"pop_invisible_ms_min": 1_000, "pop_expiry_interval_ms": 60_000,
+        "pop_expiry_gap_ms": 60_000,
         "delay_levels": "1s 2s", "timer_precision_ms": 100}
 
 

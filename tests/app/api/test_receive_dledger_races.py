@@ -32,7 +32,8 @@ from tests.support.store import wait_dispatched
 
 pytestmark = pytest.mark.anyio
 
-_POP = {"pop_invisible_ms_min": 1_000, "pop_expiry_interval_ms": 60_000}
+_POP = {"pop_invisible_ms_min": 1_000, "pop_expiry_interval_ms": 60_000,
+        "pop_expiry_gap_ms": 60_000}
 _WAIT_S = 10.0
 
 

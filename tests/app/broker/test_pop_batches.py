@@ -29,7 +29,8 @@ EVERY_TAG = TagFilter(None)
 @pytest.fixture(scope="module")
 async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:
     settings = app_settings(tmp_path_factory.mktemp("pop-batches"),
-                            pop_invisible_ms_min=1_000, pop_expiry_interval_ms=60_000)
+                            pop_invisible_ms_min=1_000, pop_expiry_interval_ms=60_000,
+                            pop_expiry_gap_ms=60_000)
     async with serving(settings) as running:
         yield running
 
