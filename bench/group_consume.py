@@ -16,15 +16,14 @@ asyncio (one connection each), 32 messages a request:
       acks their handles;
   (r) Redis Streams: XREADGROUP COUNT 32, then XACK of their ids and WAIT 1 (the replica
       holds the acks, as twinlog's slave does).
+  (n) the ceiling: (p)'s requests against a null Python server (bench/null_http.py: the
+      same answers, parsed and built as cheaply as Python does it, no broker behind them).
 Targets: (p) >= 0.5 of (q), (p) >= 1.0 of (r).
 
-Client libraries. The consumers run in this one process, and what their client library costs
-is part of each figure: with httpx it was the largest single CPU cost of the twinlog side, so
-a comparison with redis-py said as much about the two libraries as about the brokers. Every
-case therefore runs with two kinds of client, both in the same run, since users run both:
-  httpx, next to redis-py with its pure-Python reply parser: the rows (q), (p), (r), as
-      earlier runs printed them (each case makes its 8 httpx clients inside its time, as
-      before; the CPU that takes, mostly a TLS context each, is printed);
+Client libraries. The consumers run in this one process, so their library's cost is part of
+each figure (with httpx, the largest CPU cost of the twinlog side). Every case runs with two:
+  httpx, next to redis-py with its pure-Python reply parser: the rows (q), (p), (r) (each
+      case makes its 8 httpx clients inside its time; the CPU that takes is printed);
   lean (bench/lean_http.py: requests written as bytes, answers parsed by httptools' C
       parser, JSON by orjson), next to redis-py with hiredis (its C parser): the rows
       (q-lean), (p-lean), (r-h).
@@ -82,6 +81,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import CpuMeter, cpu_line, header, row  # noqa: E402
 from bench.http_produce import broker_processes, free_port  # noqa: E402
 from bench.lean_http import LeanHttp  # noqa: E402
+from bench.null_http import null_server  # noqa: E402
 from bench.redis_stream import ensure_redis_server, redis_pair_processes  # noqa: E402
 
 CONSUMERS = 8
@@ -522,6 +522,27 @@ def _redis_cases(server: str, scratch: Path, count: int,
     return streams
 
 
+def _null_cases(count: int, clients: list[str]) -> dict[str, Drain]:
+    """(n), by client: receive + ack against the null server, its CPU watched."""
+    drains = {}
+    for key in clients:
+        with null_server(count) as (url, process):
+            drains[key] = asyncio.run(receive_ack(url, "Pop", "n", count, CLIENTS[key],
+                                                  {"null server": process.pid}))
+    return drains
+
+
+def _report_null(drains: dict[str, Drain], streams: dict[str, Drain]) -> None:
+    for key, drain in drains.items():
+        client_kind = CLIENTS[key]
+        row(f"(n{client_kind.name}) receive + ack, null Python server", drain.per_s, "msg/s")
+        cpu_line(drain.cpu_us)
+        if client_kind.redis_parser in streams:
+            redis_name = "r" if client_kind.redis_parser == "python" else "r-h"
+            row(f"(n{client_kind.name}) against ({redis_name})", drain.per_s, "msg/s",
+                streams[client_kind.redis_parser].per_s, "a ceiling for (p)")
+
+
 def _client_list(text: str) -> list[str]:
     keys = [key.strip() for key in text.split(",") if key.strip()]
     unknown = [key for key in keys if key not in CLIENTS]
@@ -560,6 +581,7 @@ def main() -> None:
         if "hiredis" in streams:
             row("(r-h) the same, redis-py with hiredis", streams["hiredis"].per_s, "msg/s")
             cpu_line(streams["hiredis"].cpu_us)
+        _report_null(_null_cases(count, clients), streams)
         old_tree = arguments.old_tree
         for number in range(arguments.rounds if old_tree is not None else 1):
             old = None
