@@ -54,9 +54,8 @@ compare at similar spreads. Two figures, which mean different things:
       end" is what earlier runs printed as the drain (it also waits for the receivers'
       last long polls, up to 500 ms after the last message).
 Target: p99 <= 250 ms with 10,000 in flight.
-Master CPU per message of (p) is the master process's CPU (user + system) over the case;
-with --old-tree each tree's broker runs every case in turn (old, new, ...) and the new/old
-ratios of one round are printed (of the first client library's cases).
+Master CPU per message of (p): the master process's CPU (user + system) over the case. With
+--old-tree each tree's broker runs every case in turn, and one round's new/old ratios print.
 """
 
 from __future__ import annotations
