@@ -62,7 +62,8 @@ from store.consumption.registry import (
 )
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
-from store.metadata.log_records import OffsetSet
+from store.metadata.log_records import OP_GROUP_DELETE, GroupDelete, OffsetSet
+from store.metadata.log_records import decode as decode_change
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
 from store.timers.scheduler import Lateness
 from store.waits.completion import PutCompletion
@@ -153,6 +154,8 @@ class GroupConsumption:
                 op = message.properties.get(PROPERTY_OP, "")
                 with self.state_lock:  # a snapshot's states load where records below are gone
                     follow_record(self.registry, message.queue_offset, op, message.body)
+                if op == OP_GROUP_DELETE:
+                    self.drop_group(deleted_group(message.body))
                 if is_pop_op(op):
                     pop = decode(message.body)
                     with self.state_lock:
@@ -161,6 +164,16 @@ class GroupConsumption:
                     count += 1
             offset = result.next_offset
         return count
+
+    def drop_group(self, group: str) -> int:
+        """A group's delete, applied in log order (dispatch, or the replay at start, on every
+        replica), before the tables apply it (a snapshot drafted between the two would hold
+        a deleted group's states: its check refuses a snapshot whose tables lag): the
+        group's queue states, counts and turns go. How many queue states went."""
+        with self.state_lock:
+            for pair in [pair for pair in self._turns if pair[0] == group]:
+                del self._turns[pair]
+            return self.registry.drop_group(group)
 
     def reset(self) -> None:
         """Forget every state (the log's records are applied again): a decision planned
@@ -434,8 +447,10 @@ class GroupConsumption:
             bounds = self._store.queue_offset_range(topic, queue_id)
             start = bounds[0] if bounds is not None else 0
         try:
-            with self.state_lock:
-                return self.registry.create(key, start, fifo=self._fifo(key))
+            with self.state_lock:  # its ids above a deleted group's (drop_group)
+                return self.registry.create(
+                    key, start, fifo=self._fifo(key),
+                    next_delivery_id=self.registry.dropped_delivery_id_next)
         except RegistryFull as error:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
@@ -514,6 +529,13 @@ class GroupConsumption:
             return None
         with self.state_lock:
             return self.ahead.take(record.commit_log_offset, record.body)
+
+
+def deleted_group(body: bytes) -> str:
+    """The name a group delete's record holds."""
+    change = decode_change(OP_GROUP_DELETE, body)
+    assert isinstance(change, GroupDelete)
+    return change.name
 
 
 def message_of(record: PopRecord) -> Message:
