@@ -18,11 +18,12 @@ record when the states were rebuilt meanwhile (`_apply_ahead`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -121,6 +122,9 @@ class GroupConsumption:
         self.expiry_lateness = Lateness()
         # This master's records applied ahead, until dispatch reaches them (`apply_record`).
         self.ahead = RecordsAhead()
+        # Groups whose delete is being written (one at a time: group changes are written
+        # under the metadata change lock): no decision receives for them (`closing`).
+        self._closing: set[str] = set()
 
     # -- the log's records (dispatch thread, every replica) ------------------------------------
 
@@ -184,6 +188,24 @@ class GroupConsumption:
             self.states_generation += 1
 
     # -- decisions (the master) ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def closing(self, group: str) -> Iterator[None]:
+        """While the group's delete is written and applied here: its receives are refused and
+        its deliveries do not expire, so no record that would start a state for it follows
+        its delete in the log. Marked under the decision lock: a decision under way has
+        appended its records before the delete's."""
+        with self.lock:
+            self._closing.add(group)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._closing.discard(group)
+
+    def is_closing(self, group: str) -> bool:
+        return group in self._closing
+
 
     def policy(self, group: str) -> RetryPolicy:
         config = self._metadata().find_group(name=group)
@@ -276,6 +298,12 @@ class GroupConsumption:
         for number, ask in enumerate(receives):
             answers.append(PopRefused("POP_IN_FLIGHT_MAX_REACHED", ""))  # replaced below
             group = ask.group
+            if group not in rooms and (group in self._closing
+                                       or self._metadata().find_group(name=group) is None):
+                # Deleted since the request looked, or being deleted (`closing`).
+                answers[number] = PopRefused("GROUP_NOT_FOUND",
+                                             f"group {group!r} does not exist")
+                continue
             room = rooms.get(group)
             if room is None:
                 room = bound - self.registry.in_flight(group)

@@ -60,6 +60,8 @@ def _plan_expiry(consumption: GroupConsumption) -> list[tuple[PopRecord, list[Me
     room = EXPIRY_EVENTS_PER_ROUND_MAX
     registry = consumption.registry
     for group, topic in registry.group_topics():
+        if consumption.is_closing(group):
+            continue  # its delete is being written: its states go with it
         policy: RetryPolicy | None = None
         for key in registry.keys_of(group, topic):
             state = registry.state(key)

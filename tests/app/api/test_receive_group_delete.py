@@ -6,7 +6,9 @@ offset, nothing in flight), and the old group's handles are stale for it (409)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,14 @@ import pytest
 from store import GetMessageStatus
 from store.consumption.snapshot import snapshot_pops
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
-from tests.app.api.test_receive import _ack, _consumption, _receive, _settings, _setup
+from tests.app.api.test_receive import (
+    _ack,
+    _consumption,
+    _expire,
+    _receive,
+    _settings,
+    _setup,
+)
 from tests.app.api.test_receive import clock as clock  # noqa: F401 (a fixture)
 from tests.app.api.test_topic_catch_up import _slave
 from tests.support.app import Served, problem, serving
@@ -25,6 +34,8 @@ from tests.support.timers import FakeClock
 pytestmark = pytest.mark.anyio
 
 GROUPS_CYCLED = 30
+HOLD_S = 10.0  # a held apply gives up past this (a test that never releases fails, not hangs)
+POLLS_MAX = 2_000
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +169,54 @@ async def test_a_slave_fed_the_log_and_a_restart_end_without_the_group(
     async with serving(settings) as restarted:
         assert restarted.broker.consumption.registry.topics_of(group) == []
         assert _states_of(restarted, kept) == expected
+
+
+class HeldDelete:
+    """Dispatch held (on its thread) at a group delete's record, before it applies it
+    (GroupConsumption.drop_group, then the tables), until `released`: the record is in the
+    log, the states and the tables still hold the group."""
+
+    def __init__(self, drop: Callable[[str], int]) -> None:
+        self._drop = drop
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def __call__(self, group: str) -> int:
+        self.entered.set()
+        assert self.released.wait(HOLD_S), "the test never released the apply"
+        return self._drop(group)
+
+
+async def test_no_receive_or_expiry_while_the_delete_is_written(
+        served: Served, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the delete's record is in the log, before dispatch applies it (the states and the
+    tables still hold the group): a receive is refused 404 and the group's deliveries do not
+    expire, so no record of the group follows its delete (a receive's would start a state
+    for a group that is gone, an expiry's would put copies for it)."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": "a"}, {"body": "b"}])
+    while _expire(served, clock, 0):  # the earlier tests' deliveries, due on this clock
+        pass
+    assert len(await _receive(served, group, topic, max_messages=1)) == 1
+    consumption = served.broker.consumption
+    held = HeldDelete(consumption.drop_group)
+    monkeypatch.setattr(consumption, "drop_group", held)
+    deleting = asyncio.create_task(served.client.delete(f"/v1/groups/{group}"))
+    try:
+        for _ in range(POLLS_MAX):
+            if held.entered.is_set():
+                break
+            await asyncio.sleep(0.005)
+        assert held.entered.is_set(), "the delete's record never reached dispatch"
+        assert served.broker.metadata_store.find_group(name=group) is not None
+        response = await served.client.post(
+            f"/v1/groups/{group}/topics/{topic}/messages:receive",
+            json={"invisible_ms": 10_000, "body_encoding": "utf8"})
+        assert response.status_code == 404, response.text
+        assert problem(response)["error_code"] == "GROUP_NOT_FOUND"
+        clock.now_ms += 20_000
+        assert served.broker.expire_deliveries() == 0  # "a" is past its invisible time
+    finally:
+        held.released.set()
+    assert (await deleting).status_code == 204
+    wait_dispatched(served.broker.store)
+    assert consumption.registry.topics_of(group) == []
