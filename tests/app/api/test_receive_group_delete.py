@@ -2,7 +2,8 @@
 order on the master, on a slave fed its log and in the replay at a restart, drops the group's
 queue states, in-flight deliveries and counts, and a snapshot written after it holds none of
 them. A group created again under the name starts as a fresh group does (at the queue's first
-offset, nothing in flight), and the old group's handles are stale for it (409)."""
+offset, nothing in flight), and the old group's handles are stale for it (409). Copies the
+deleted group put into its retry topic are data: they stay, until the topic is deleted."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from store import GetMessageStatus
+from store.consumption.names import retry_topic
 from store.consumption.snapshot import snapshot_pops
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
 from tests.app.api.test_receive import (
     _ack,
+    _change,
     _consumption,
     _expire,
     _receive,
@@ -33,7 +37,7 @@ from tests.support.timers import FakeClock
 
 pytestmark = pytest.mark.anyio
 
-GROUPS_CYCLED = 30
+GROUPS_CYCLED = 20
 HOLD_S = 10.0  # a held apply gives up past this (a test that never releases fails, not hangs)
 POLLS_MAX = 2_000
 
@@ -220,3 +224,43 @@ async def test_no_receive_or_expiry_while_the_delete_is_written(
     assert (await deleting).status_code == 204
     wait_dispatched(served.broker.store)
     assert consumption.registry.topics_of(group) == []
+
+
+async def _copy_put(served: Served, clock: FakeClock, retry: str) -> None:
+    """The clock past the first backoff (10 s), until the scheduler put the retry copy into
+    `retry` (bounded: it puts due copies on its own thread)."""
+    clock.now_ms += 10_000
+    timers = served.broker.timers
+    assert timers is not None
+    for _ in range(POLLS_MAX):
+        timers.wake()
+        wait_dispatched(served.broker.store)
+        bounds = served.broker.store.queue_offset_range(retry, 0)
+        if bounds is not None and bounds[1] > 0:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"no retry copy in {retry}")
+
+
+@pytest.mark.parametrize("retry_topic_deleted", [False, True])
+async def test_retry_copies_stay_data_for_a_group_created_again(
+        served: Served, clock: FakeClock, retry_topic_deleted: bool) -> None:
+    """A copy the deleted group released into its retry topic stays there: a group created
+    again under the name reads the retry topic from its first message, so it gets the copy as
+    well as the original from the topic; with the retry topic deleted first, the original
+    only."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": "r"}])
+    [message] = await _receive(served, group, topic)
+    released = await _change(served, group, topic, message["receipt_handle"], 0)
+    assert released.status_code == 200, released.text
+    retry = retry_topic(group, topic)
+    await _copy_put(served, clock, retry)
+    await _delete(served, group)
+    if retry_topic_deleted:
+        response = await served.client.delete(f"/v1/topics/{quote(retry, safe='')}")
+        assert response.status_code == 204, response.text
+        wait_dispatched(served.broker.store)
+    await _create(served, group)
+    received = await _receive(served, group, topic, max_messages=10)
+    expected = [("r", 1)] if retry_topic_deleted else [("r", 1), ("r", 2)]
+    assert sorted((item["body"], item["delivery_attempt"]) for item in received) == expected
