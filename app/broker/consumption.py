@@ -194,7 +194,9 @@ class GroupConsumption:
         """While the group's delete is written and applied here: its receives are refused and
         its deliveries do not expire, so no record that would start a state for it follows
         its delete in the log. Marked under the decision lock: a decision under way has
-        appended its records before the delete's."""
+        appended its records before the delete's. (A delete stored but not applied within
+        the answer's wait is unmarked too: until dispatch applies it, the tables still show
+        the group.)"""
         with self.lock:
             self._closing.add(group)
         try:
@@ -205,7 +207,6 @@ class GroupConsumption:
 
     def is_closing(self, group: str) -> bool:
         return group in self._closing
-
 
     def policy(self, group: str) -> RetryPolicy:
         config = self._metadata().find_group(name=group)
