@@ -121,7 +121,9 @@ def update_group(broker: Broker, name: str, *, consume_enabled: bool | None,
 def delete_group(broker: Broker, name: str) -> None:
     metadata = broker.metadata_store
     with broker.metadata_log.change_lock:
-        _write(broker, [metadata.plan_delete_group(name=name)])
+        change = metadata.plan_delete_group(name=name)
+        with broker.consumption.closing(name):  # no receive's record follows the delete
+            _write(broker, [change])
 
 
 def set_offset(broker: Broker, group: str, topic: str, queue_id: int, queue_offset: int, *,

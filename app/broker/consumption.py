@@ -18,11 +18,12 @@ record when the states were rebuilt meanwhile (`_apply_ahead`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -62,7 +63,8 @@ from store.consumption.registry import (
 )
 from store.dispatch import SystemRecord
 from store.metadata import MetadataStore
-from store.metadata.log_records import OffsetSet
+from store.metadata.log_records import OP_GROUP_DELETE, GroupDelete, OffsetSet
+from store.metadata.log_records import decode as decode_change
 from store.system_topics import METADATA_TOPIC, PROPERTY_OP
 from store.timers.scheduler import Lateness
 from store.waits.completion import PutCompletion
@@ -120,6 +122,9 @@ class GroupConsumption:
         self.expiry_lateness = Lateness()
         # This master's records applied ahead, until dispatch reaches them (`apply_record`).
         self.ahead = RecordsAhead()
+        # Groups whose delete is being written (one at a time: group changes are written
+        # under the metadata change lock): no decision receives for them (`closing`).
+        self._closing: set[str] = set()
 
     # -- the log's records (dispatch thread, every replica) ------------------------------------
 
@@ -153,6 +158,8 @@ class GroupConsumption:
                 op = message.properties.get(PROPERTY_OP, "")
                 with self.state_lock:  # a snapshot's states load where records below are gone
                     follow_record(self.registry, message.queue_offset, op, message.body)
+                if op == OP_GROUP_DELETE:
+                    self.drop_group(deleted_group(message.body))
                 if is_pop_op(op):
                     pop = decode(message.body)
                     with self.state_lock:
@@ -161,6 +168,16 @@ class GroupConsumption:
                     count += 1
             offset = result.next_offset
         return count
+
+    def drop_group(self, group: str) -> int:
+        """A group's delete, applied in log order (dispatch, or the replay at start, on every
+        replica), before the tables apply it (a snapshot drafted between the two would hold
+        a deleted group's states: its check refuses a snapshot whose tables lag): the
+        group's queue states, counts and turns go. How many queue states went."""
+        with self.state_lock:
+            for pair in [pair for pair in self._turns if pair[0] == group]:
+                del self._turns[pair]
+            return self.registry.drop_group(group)
 
     def reset(self) -> None:
         """Forget every state (the log's records are applied again): a decision planned
@@ -171,6 +188,25 @@ class GroupConsumption:
             self.states_generation += 1
 
     # -- decisions (the master) ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def closing(self, group: str) -> Iterator[None]:
+        """While the group's delete is written and applied here: its receives are refused and
+        its deliveries do not expire, so no record that would start a state for it follows
+        its delete in the log. Marked under the decision lock: a decision under way has
+        appended its records before the delete's. (A delete stored but not applied within
+        the answer's wait is unmarked too: until dispatch applies it, the tables still show
+        the group.)"""
+        with self.lock:
+            self._closing.add(group)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._closing.discard(group)
+
+    def is_closing(self, group: str) -> bool:
+        return group in self._closing
 
     def policy(self, group: str) -> RetryPolicy:
         config = self._metadata().find_group(name=group)
@@ -263,6 +299,12 @@ class GroupConsumption:
         for number, ask in enumerate(receives):
             answers.append(PopRefused("POP_IN_FLIGHT_MAX_REACHED", ""))  # replaced below
             group = ask.group
+            if group not in rooms and (group in self._closing
+                                       or self._metadata().find_group(name=group) is None):
+                # Deleted since the request looked, or being deleted (`closing`).
+                answers[number] = PopRefused("GROUP_NOT_FOUND",
+                                             f"group {group!r} does not exist")
+                continue
             room = rooms.get(group)
             if room is None:
                 room = bound - self.registry.in_flight(group)
@@ -434,8 +476,10 @@ class GroupConsumption:
             bounds = self._store.queue_offset_range(topic, queue_id)
             start = bounds[0] if bounds is not None else 0
         try:
-            with self.state_lock:
-                return self.registry.create(key, start, fifo=self._fifo(key))
+            with self.state_lock:  # its ids above a deleted group's (drop_group)
+                return self.registry.create(
+                    key, start, fifo=self._fifo(key),
+                    next_delivery_id=self.registry.dropped_delivery_id_next)
         except RegistryFull as error:
             raise PopRefused("POP_QUEUE_STATES_MAX_REACHED", str(error),
                              "pop_queue_states_max") from None
@@ -514,6 +558,13 @@ class GroupConsumption:
             return None
         with self.state_lock:
             return self.ahead.take(record.commit_log_offset, record.body)
+
+
+def deleted_group(body: bytes) -> str:
+    """The name a group delete's record holds."""
+    change = decode_change(OP_GROUP_DELETE, body)
+    assert isinstance(change, GroupDelete)
+    return change.name
 
 
 def message_of(record: PopRecord) -> Message:

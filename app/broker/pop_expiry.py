@@ -86,6 +86,8 @@ def _plan_expiry(consumption: GroupConsumption
     registry = consumption.registry
     next_ms: int | None = None
     for group, topic in registry.group_topics():
+        if consumption.is_closing(group):
+            continue  # its delete is being written: its states go with it
         policy: RetryPolicy | None = None
         for key in registry.keys_of(group, topic):
             state = registry.state(key)

@@ -9,12 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from app.broker import pop_snapshots
-from app.broker.consumption import GroupConsumption
+from app.broker.consumption import GroupConsumption, deleted_group
 from app.broker.writable_topics import WritableTopics
 from store.consumption.records import is_pop_op
 from store.dispatch import SystemRecord, SystemRunStopped
 from store.metadata import MetadataStore
-from store.metadata.log_records import OP_OFFSET_SET, TopicDelete, TopicPut, TopicsPut
+from store.metadata.log_records import (
+    OP_GROUP_DELETE,
+    OP_OFFSET_SET,
+    TopicDelete,
+    TopicPut,
+    TopicsPut,
+)
 
 
 class SystemRecords:
@@ -32,6 +38,8 @@ class SystemRecords:
             moved = self._consumption.apply_record(record)
             metadata_store.apply_derived(record, moved)
             return
+        if record.op == OP_GROUP_DELETE:  # its states go first (GroupConsumption.drop_group)
+            self._consumption.drop_group(deleted_group(record.body))
         change = metadata_store.apply_record(record)
         pop_snapshots.follow(self._consumption, record, change)
         if isinstance(change, TopicPut):

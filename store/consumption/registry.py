@@ -12,6 +12,10 @@ Applying a record is idempotent (QueueState.apply), and the counters (acked, ret
 dead-lettered) move only with events applied for the first time: a replay after a restart
 counts each event once. Not thread-safe: the caller holds its lock for the (group, topic).
 
+A group's delete, applied in log order like the pop records, drops the group's states and
+counts (`drop_group`): memory holds the live groups' states, and a group created again under
+the name starts as a new one.
+
 Retention removes pop records too, so a metadata snapshot carries every state and count
 (store/consumption/snapshot.py). The registry notes every record of the metadata topic in
 log order: one past a gap (it never applied the records below: retention removed them, or
@@ -104,6 +108,12 @@ class ConsumptionRegistry:
         self._next_record_offset = 0
         self.lacking = False
         self._loading = False
+        # Above every delivery id a dropped state (a deleted group's) handed out: the master
+        # starts a new state's ids here, so a handle of the deleted group names no delivery
+        # of a group created again under its name (`drop_group`). Memory only, kept by
+        # `reset`: a restart or a new master is a new era, whose ids start above every id of
+        # the eras before (the HA epoch's or the term's floor).
+        self.dropped_delivery_id_next = 1
 
     def __len__(self) -> int:
         return len(self._states)
@@ -140,14 +150,17 @@ class ConsumptionRegistry:
                    for (name, _), keys in self._topics.items() if name == group
                    for key in keys)
 
-    def create(self, key: QueueKey, committed_offset: int, *, fifo: bool = False) -> QueueState:
-        """The master's state of a queue at its first receive (`fifo`: its group's)."""
+    def create(self, key: QueueKey, committed_offset: int, *, fifo: bool = False,
+               next_delivery_id: int = 1) -> QueueState:
+        """The master's state of a queue at its first receive (`fifo`: its group's; its
+        delivery ids from `next_delivery_id`), or a replica's at a record's first offset."""
         state = self._states.get(key)
         if state is not None:
             return state
         if len(self._states) >= self.states_max:
             raise RegistryFull(f"{self.states_max} queue states exist (pop_queue_states_max)")
-        state = QueueState(committed_offset, fifo=fifo, window_max=self.window_max)
+        state = QueueState(committed_offset, fifo=fifo, window_max=self.window_max,
+                           next_delivery_id=next_delivery_id)
         self._states[key] = state
         self._reported[key] = committed_offset
         self._topics.setdefault((key.group, key.topic), []).append(key)
@@ -195,6 +208,23 @@ class ConsumptionRegistry:
             self._reported[key] = committed
             return committed
         return None
+
+    def drop_group(self, group: str) -> int:
+        """Forget every queue state and count of `group`: its delete is applied (in log order,
+        on every replica), so a group created again under its name starts as a new group
+        does, and memory holds the live groups' states only. How many states went."""
+        dropped = 0
+        for pair in [pair for pair in self._topics if pair[0] == group]:
+            for key in self._topics.pop(pair):
+                state = self._states.pop(key, None)
+                self._reported.pop(key, None)
+                if state is not None:
+                    dropped += 1
+                    self.dropped_delivery_id_next = max(self.dropped_delivery_id_next,
+                                                        state.next_delivery_id)
+        for pair in [pair for pair in self._counts if pair[0] == group]:
+            del self._counts[pair]
+        return dropped
 
     def reset(self) -> None:
         """Forget everything: the log is replayed from its start."""

@@ -127,7 +127,10 @@ def describe_group(group: GroupPath, broker: BrokerDep) -> Group:
                status_code=status.HTTP_204_NO_CONTENT, dependencies=[requires(TokenScope.ADMIN)],
                responses=problem_responses(202, 400, 401, 403, 404, 429, 503, 507))
 def delete_group(group: GroupPath, gateway: GatewayDep) -> Response:
-    """Delete a group and its committed offsets (404 GROUP_NOT_FOUND when unknown)."""
+    """Delete a group, its committed offsets and its consumption state (404 GROUP_NOT_FOUND
+    when unknown). Messages in flight for it are forgotten: their receipt handles are stale
+    from then on (409), also for a group created again under the name, which starts as a new
+    group does. Retry and dead-letter copies already put stay in their topics."""
     metadata_writes.delete_group(gateway.master_broker(), group)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.api.schemas.messages import ConsumeResult
-from app.broker.dledger_consumption import DLedgerPopAppender
+from app.broker.dledger_consumption import DLedgerPopAppender, rebuild
 from store.consumption.events import Candidate
 from store.consumption.policy import RetryPolicy
 from store.consumption.records import PopRecord, QueueKey, decode, is_pop_op
@@ -180,3 +180,26 @@ async def test_a_leaders_delivery_ids_start_at_its_term(served: Served,
     assert stale.status_code == 409
     acked = await _ack(served, group, topic, [item["receipt_handle"] for item in received])
     assert acked.status_code == 200
+
+
+async def test_a_deleted_groups_states_stay_gone_when_the_member_rebuilds(
+        served: Served, clock: FakeClock) -> None:
+    """The delete's committed entry drops the group's states on the member, and a rebuild
+    from the committed log (after a cut) replays it too: the group's receive records before
+    it start nothing again. Created again, the group starts fresh; the old handle is stale."""
+    group, topic = await _setup(served, queues=1, messages=[{"body": "p"}, {"body": "q"}])
+    [old] = await _receive(served, group, topic, max_messages=1)
+    response = await served.client.delete(f"/v1/groups/{group}")
+    assert response.status_code == 204, response.text
+    wait_dispatched(served.broker.store)
+    consumption = served.broker.consumption
+    assert consumption.registry.topics_of(group) == []
+    rebuild(consumption, served.broker.store)
+    assert consumption.registry.topics_of(group) == []
+    response = await served.client.post("/v1/groups", json={"name": group})
+    assert response.status_code == 201, response.text
+    fresh = await _receive(served, group, topic, max_messages=10)
+    assert [(item["body"], item["delivery_attempt"]) for item in fresh] == [("p", 1), ("q", 1)]
+    assert (await _ack(served, group, topic, [old["receipt_handle"]])).status_code == 409
+    acked = await _ack(served, group, topic, [item["receipt_handle"] for item in fresh])
+    assert acked.status_code == 200, acked.text
