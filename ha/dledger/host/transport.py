@@ -177,8 +177,7 @@ class PeerTransport:
         self._stopping.set()
         if self._poll_thread is not None:
             self._poll_thread.stop()  # woken through `wake`, ends within its round
-        shutdown_socket(self._listener)  # wakes accept() at once (as the HA service's stop)
-        self._accept_thread.stop()  # ends at the wake, or within one accept timeout
+        self._accept_thread.stop()  # ends within one accept timeout
         self._listener.close()
         for link in self.links.values():
             link.stop()
