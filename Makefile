@@ -50,14 +50,16 @@ contracts: setup
 
 # The inner loop: every test that starts no JVM and no child process, and not the wider runs
 # of what narrower tests check here (`-m "not jvm and not processes and not wide"`, markers
-# in pyproject.toml; the simulations run seeds 0-39 here, 0-99 in `make test`), on two
-# workers, one test file at a time each, in collection order (tests/conftest.py puts the
-# files with `slow` tests first; without --no-loadscope-reorder xdist would start with the
-# files that hold the most tests). Budget: under 2 minutes on a 2-core machine
-# (docs/testing.md). `make test` runs the rest too.
+# in pyproject.toml; the simulations run seeds 0-39 here, 0-99 in `make test`; TWINLOG_TIER=unit
+# gives the costly generated tests whose past bugs are pinned by explicit cases half their
+# examples, tests/support/examples.py), on two workers, one test file at a time each, in
+# collection order (tests/conftest.py puts the files with `slow` tests first; without
+# --no-loadscope-reorder xdist would start with the files that hold the most tests). Budget:
+# under 2 minutes on a 2-core machine (docs/testing.md). `make test` runs the rest too, and
+# every test at full strength.
 UNIT_SIM_SEEDS := 40
 unit: setup
-	TWINLOG_SIM_SEEDS=$(UNIT_SIM_SEEDS) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not jvm and not processes and not wide"
+	TWINLOG_TIER=unit TWINLOG_SIM_SEEDS=$(UNIT_SIM_SEEDS) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not jvm and not processes and not wide"
 
 # The whole suite, Spark and real processes included, the same way: tests/conftest.py puts
 # the Spark files first, as one unit of work, so one worker runs them all on one Spark

@@ -37,7 +37,8 @@ APPLY_TIMEOUT_MS = 300
 class Gate:
     """Dispatch's hand-off to the tables, refused while closed."""
 
-    def __init__(self, metadata: MetadataStore) -> None:
+    def __init__(self, store: MessageStore, metadata: MetadataStore) -> None:
+        self._store = store
         self._metadata = metadata
         self.closed = threading.Event()
 
@@ -45,6 +46,12 @@ class Gate:
         if self.closed.is_set():
             raise RuntimeError("held by the test")
         self._metadata.apply_record(record)
+
+    def open(self) -> None:
+        """Let records through, and dispatch try again now: after a refused round it waits
+        up to 1 s for a wake (how it retries by itself is test_system_records')."""
+        self.closed.clear()
+        self._store.dispatch.wake()
 
 
 @pytest.fixture
@@ -55,7 +62,7 @@ def master(open_store: Callable[..., MessageStore], tmp_path: Path) -> MessageSt
 def _attached(store: MessageStore, metadata: MetadataStore) -> tuple[Gate, MetadataLog]:
     """The tables attached through a gate, the group g committed at 1 in T/0 (applied), and
     the metadata log of a classic broker."""
-    gate = Gate(metadata)
+    gate = Gate(store, metadata)
     applied = metadata.log_position
     store.attach_system_records(gate, applied.queue_offset, applied.commit_log_offset,
                                 reset=metadata.reset_applied_state, cut=metadata.cut_ahead)
@@ -105,7 +112,7 @@ def test_a_forward_commit_is_answered_and_shown_before_its_apply(
     assert [o.queue_offset for o in metadata.list_consumer_offsets(group_name="g")] == [5]
     assert _stored_offsets(metadata) == [("g", "T", 0, 1)]  # flushed: only what applied
     assert metadata.log_position.queue_offset == 3  # the three records before it
-    gate.closed.clear()
+    gate.open()
     wait_until(lambda: metadata.log_position.queue_offset == 4)
     assert _offset(metadata) == 5
     assert _stored_offsets(metadata) == [("g", "T", 0, 5)]
@@ -120,7 +127,7 @@ def test_a_cut_that_removes_the_record_takes_the_commit_back(
     master.change_role(BrokerRole.SLAVE)
     master.truncate_log(record_offset)
     assert _offset(metadata) == 1
-    gate.closed.clear()
+    gate.open()
     wait_dispatched(master)
     assert _offset(metadata) == 1
     assert _stored_offsets(metadata) == [("g", "T", 0, 1)]
@@ -136,7 +143,7 @@ def test_a_reset_still_waits_for_its_apply(master: MessageStore,
         log.write_blocking([OffsetSet("g", "T", 0, 0, True, 2)])
     assert failed.value.outcome.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert _offset(metadata) == 1
-    gate.closed.clear()
+    gate.open()
     wait_until(lambda: _offset(metadata) == 0)
 
 
@@ -149,7 +156,7 @@ def test_a_commit_shown_ahead_gives_way_to_a_greater_one_applied(
     log.write_blocking([OffsetSet("g", "T", 0, 7, False, 2)])
     log.write_blocking([OffsetSet("g", "T", 0, 6, False, 3)])
     assert _offset(metadata) == 7
-    gate.closed.clear()
+    gate.open()
     wait_dispatched(master)
     wait_until(lambda: metadata.log_position.queue_offset == 5)
     assert _offset(metadata) == 7
@@ -173,7 +180,7 @@ def test_the_apply_of_a_commit_shown_ahead_takes_its_change_without_decoding(
     gate.closed.set()
     log.write_blocking([OffsetSet("g", "T", 0, 5, False, 2)])
     log.write_blocking([OffsetSet("g", "T", 0, 6, False, 3)])
-    gate.closed.clear()
+    gate.open()
     wait_until(lambda: metadata.log_position.queue_offset == 5)
     assert decoded == [] and _offset(metadata) == 6
     # The default timeout: this test's is short for the ones that expect it to pass.

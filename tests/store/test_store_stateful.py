@@ -7,7 +7,9 @@ durable, and drops or keeps each file created since its directory's last fsync; 
 keeps only its last durable content. The machine is weighted to hold several commit-log files
 (small files, batches of large bodies), to crash with unflushed data across file rolls, and to
 cut inside records; `COUNTS` says how often it did (printed with
-`-s`, and asserted on in aggregate). TWINLOG_STATEFUL_EXAMPLES=400 runs a heavier profile.
+`-s`, and asserted on in aggregate). 40 examples in `make test`, 20 in `make unit` (the bugs
+it found are pinned by plain tests: tests/store/test_power_cut_after_crash.py);
+TWINLOG_STATEFUL_EXAMPLES=400 runs a heavier profile.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from hypothesis.stateful import (
 
 from store import Lifecycle, Message, MessageStore, PutMessageStatus
 from store.files import durability
+from tests.support.examples import MEMORY_DIR, examples
 from tests.support.power import CutReport, DurableImage
 from tests.support.store import small_config, wait_dispatched
 
@@ -42,10 +45,7 @@ QUEUES = 2
 FILE_SIZE_BYTES = 40 * 1024
 # 256 entries of 20 bytes: consume-queue files of two pages, rolled by long runs.
 QUEUE_ENTRIES_PER_FILE = 256
-EXAMPLES = int(os.environ.get("TWINLOG_STATEFUL_EXAMPLES", "40"))
-# The power cut is played from the durability seam, not by the disk: a memory file system
-# (where fsync costs nothing) runs the same code paths several times faster.
-MEMORY_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+EXAMPLES = int(os.environ.get("TWINLOG_STATEFUL_EXAMPLES", examples(40, unit=20)))
 
 # What the power cuts covered, over every example of a run (see the module doc).
 COUNTS: Counter[str] = Counter()

@@ -36,6 +36,9 @@ def app_settings(data_dir: Path, **overrides: Any) -> Settings:
         "http_port": 0,
         "flush_interval_ms": 20,
         "disk_max_used_ratio": TEST_DISK_MAX_USED_RATIO,  # not the host's disk use
+        # The tuning collects and freezes the heap at each start, and a test process's heap
+        # is the whole run's: 74 starts took 20 s of tests/app/api's 40 (e2e brokers tune).
+        "gc_tuning": False,
     }
     values.update(overrides)
     return load_settings(**values)

@@ -37,7 +37,7 @@ from ha.seeded_runs import run_pooled
 from ha.sim_timers import DELAY_TICKS_MAX, SIM_PLAN, delayed_put
 
 EVENTS_MAX = 300_000  # a bound on one run, whatever the seed draws
-CHUNK_SEEDS = 25  # seeds per task handed to a worker process
+CHUNK_SEEDS = 25  # seeds at most per task handed to a worker process
 TIMER_SHARE = 0.1  # of the puts while faults last: a delayed message (ha/sim_timers.py)
 
 
@@ -132,7 +132,7 @@ def run_seeds(first_seed: int, count: int) -> list[SimResult]:
 def run_seeds_pooled(first_seed: int, count: int, workers: int) -> list[SimResult]:
     """The same seeds over at most `workers` processes; the first failure, in seed order, is
     raised as in `run_seeds`."""
-    return run_pooled(run_seeds, first_seed, count, workers, CHUNK_SEEDS, SimulationFailure)
+    return run_pooled(run_seeds, first_seed, count, workers, CHUNK_SEEDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,7 +52,7 @@ from store.metadata.log_records import MetadataChange
 EVENTS_MAX = 400_000  # a bound on one run, whatever the seed draws
 METADATA_SHARE = 0.2  # of client appends: a metadata record
 TIMER_SHARE = 0.1  # of client appends while faults last: a delayed put
-CHUNK_SEEDS = 50  # seeds per task handed to a worker process
+CHUNK_SEEDS = 50  # seeds at most per task handed to a worker process
 
 
 class SimulationFailure(AssertionError):
@@ -580,9 +580,9 @@ def run_seeds(first_seed: int, count: int) -> list[SimResult]:
 
 
 def run_seeds_pooled(first_seed: int, count: int, workers: int) -> list[SimResult]:
-    """The same seeds over at most `workers` processes (chunks of CHUNK_SEEDS, so the pool's
-    queue stays small); the first failure, in seed order, is raised as in `run_seeds`."""
-    return run_pooled(run_seeds, first_seed, count, workers, CHUNK_SEEDS, SimulationFailure)
+    """The same seeds over at most `workers` processes (chunks of at most CHUNK_SEEDS, so the
+    pool's queue stays small); the first failure, in seed order, is raised as in `run_seeds`."""
+    return run_pooled(run_seeds, first_seed, count, workers, CHUNK_SEEDS)
 
 
 def _summary(results: list[SimResult]) -> str:

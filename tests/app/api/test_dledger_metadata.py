@@ -36,9 +36,12 @@ def _settings(data_dir: Path, port: int, peers: str | None = None, **overrides: 
     peers = peers or f"n0-127.0.0.1:{port}"
     http_peers = ";".join(f"{peer.split('-')[0]}-127.0.0.1:{number + 1}"
                           for number, peer in enumerate(peers.split(";")))
+    # A member alone in its group leads after its first election timeout: 200-400 ms here,
+    # not the default's 0.6-1.2 s at each of these files' starts and restarts.
     return app_settings(data_dir, replication_mode="dledger", dledger_self_id="n0",
                         dledger_peers=peers, dledger_http_peers=http_peers,
-                        dledger_secret="test-dledger-secret", **overrides)
+                        dledger_secret="test-dledger-secret", dledger_election_timeout_ms=200,
+                        **overrides)
 
 
 @asynccontextmanager

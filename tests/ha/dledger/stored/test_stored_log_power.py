@@ -40,11 +40,11 @@ from store import Lifecycle, Message
 from store.files import durability
 from store.record import encode_message, stamp_offsets
 from tests.support.dledger.stored import FILE_SIZE_BYTES, body, dledger_config
+from tests.support.examples import MEMORY_DIR
 from tests.support.power import DurableImage
 from tests.support.store import wait_until
 
 EXAMPLES = int(os.environ.get("TWINLOG_STATEFUL_EXAMPLES", "25"))
-MEMORY_DIR = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 INDEX_ENTRIES_PER_FILE = 16  # an index file per 16 entries: rolls often
 TOPIC = "Model"
 COUNTS: Counter[str] = Counter()
