@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,13 +139,23 @@ def _wait_for(url: str, process: subprocess.Popen[bytes], check: Any = None) -> 
 
 @contextmanager
 def uvicorn_app(target: str, *, factory: bool) -> Iterator[str]:
+    with listening_process(lambda port: [
+            "-m", "uvicorn", target, *(["--factory"] if factory else []), "--host",
+            "127.0.0.1", "--port", str(port), "--loop", "uvloop", "--http", "httptools",
+            "--no-access-log", "--log-level", "warning"]) as (url, _):
+        yield url
+
+
+@contextmanager
+def listening_process(arguments: Callable[[int], list[str]]
+                      ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`python arguments(port)` on a free port of 127.0.0.1, once it listens; yields its URL
+    and the process, stopped afterwards."""
     port = free_port()
-    process = _spawn(["-m", "uvicorn", target, *(["--factory"] if factory else []),
-                      "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
-                      "--http", "httptools", "--no-access-log", "--log-level", "warning"])
+    process = _spawn(arguments(port))
     try:
         _wait_listening(port, process)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", process
     finally:
         stop_process(process)
 

@@ -43,11 +43,12 @@ def _message(number: int, now_ms: int) -> dict[str, Any]:
             "delivery_attempt": 1, "invisible_until_ms": now_ms + 60_000}
 
 
-def receive_answer(request: dict[str, Any], first: int, left: int) -> bytes:
+def receive_answer(request: dict[str, Any], first: int, left: int) -> tuple[bytes, int]:
+    """The answer, and how many messages it hands out (at most `left`)."""
     count = max(0, min(int(request.get("max_messages", 32)), MESSAGES_MAX, left))
     now_ms = time.time_ns() // 1_000_000
-    return orjson.dumps({"status": "PUT_OK",
-                         "messages": [_message(first + n, now_ms) for n in range(count)]})
+    return orjson.dumps({"status": "PUT_OK", "messages": [
+        _message(first + n, now_ms) for n in range(count)]}), count
 
 
 def ack_answer(request: dict[str, Any]) -> bytes:
@@ -99,8 +100,8 @@ class _Connection(asyncio.Protocol):
             return
         if url.endswith(b":receive"):
             first = self._counter[0]
-            answer = receive_answer(request, first, self._total - first)
-            self._counter[0] = min(self._total, first + int(request.get("max_messages", 32)))
+            answer, count = receive_answer(request, first, self._total - first)
+            self._counter[0] = first + count
             self._answer(200, answer)
         elif url.endswith(b":ack"):
             self._answer(200, ack_answer(request))
@@ -130,15 +131,10 @@ def null_server(total: int, lifetime_s: float = 600.0
                 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """This server in a process of its own, handing out `total` messages; yields its URL and
     the process."""
-    from bench.common import stop_process
-    from bench.http_produce import _spawn, _wait_listening, free_port
-    port = free_port()
-    process = _spawn(["-m", "bench.null_http", str(port), str(total), str(lifetime_s)])
-    try:
-        _wait_listening(port, process)
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        stop_process(process)
+    from bench.http_produce import listening_process
+    with listening_process(lambda port: ["-m", "bench.null_http", str(port), str(total),
+                                         str(lifetime_s)]) as served:
+        yield served
 
 
 def main() -> None:

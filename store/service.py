@@ -108,11 +108,19 @@ class IntervalService(ServiceThread):
     def run_once(self) -> float:
         if self._first:  # the first round only waits
             self._first = False
-            return self._interval_s
+            return self._first_wait_s()
         try:
-            self._action()
+            result = self._action()
         except Exception:
             log.exception("%s failed; retrying in %.3f s", self.name, self._interval_s)
+            return self._interval_s
+        return self._wait_after(result)
+
+    def _first_wait_s(self) -> float:
+        return self._interval_s
+
+    def _wait_after(self, result: object) -> float:
+        """The wait after a round whose action answered `result`."""
         return self._interval_s
 
 
@@ -128,18 +136,13 @@ class DueService(IntervalService):
         assert 0 < gap_ms <= interval_ms, (gap_ms, interval_ms)
         super().__init__(name, interval_ms, action)
         self._gap_s = gap_ms / 1000
-        self._due_action = action
 
-    def run_once(self) -> float:
-        if self._first:
-            self._first = False
-            return self._gap_s
-        try:
-            due_in_ms = self._due_action()
-        except Exception:
-            log.exception("%s failed; retrying in %.3f s", self.name, self._interval_s)
-            return self._interval_s
-        return due_wait_s(due_in_ms, self._gap_s, self._interval_s)
+    def _first_wait_s(self) -> float:
+        return self._gap_s
+
+    def _wait_after(self, result: object) -> float:
+        assert result is None or isinstance(result, int), result
+        return due_wait_s(result, self._gap_s, self._interval_s)
 
 
 def due_wait_s(due_in_ms: int | None, gap_s: float, interval_s: float) -> float:

@@ -98,9 +98,8 @@ def _plan_expiry(consumption: GroupConsumption
             ready = state.next_ready_ms()
             due = state.next_expiry_ms() if state.in_flight_count else None
             ahead = now_ms if due is not None and due <= now_ms else due  # more may be due
-            for item_ms in (ready, ahead):
-                if item_ms is not None and (next_ms is None or item_ms < next_ms):
-                    next_ms = item_ms
+            next_ms = min((item_ms for item_ms in (next_ms, ready, ahead) if item_ms is not None),
+                          default=None)
             if due is None or due > now_ms:
                 continue
             policy = policy or consumption.policy(group)
